@@ -1,0 +1,171 @@
+"""The one settings module. Every knob comes from the environment; the defaults run on a
+laptop with no external server (SQLite, a filesystem Celery broker). Each variable may also
+be read from a file named by ``<NAME>_FILE`` (Kubernetes secrets mounted as files).
+See .env.example for the full list."""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("CONTROLPLANE_VAR_DIR", BASE_DIR / "var"))
+
+
+def env(name: str, default: str = "") -> str:
+    file_name = os.environ.get(f"{name}_FILE")
+    if file_name:
+        return Path(file_name).read_text().strip()
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = env(name, "1" if default else "0").lower()
+    return value in {"1", "true", "yes", "on"}
+
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+SECRET_KEY = env("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me" if DEBUG else "")
+if not SECRET_KEY:
+    raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+ALLOWED_HOSTS = [h for h in env("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in env("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "django_htmx",
+    "template_partials",
+    "controlplane",
+    "graphs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "controlplane.roles.role_context",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "controlplane.wsgi.application"
+ASGI_APPLICATION = "controlplane.asgi.application"
+
+# DATABASE_URL wins; otherwise SQLite in var/. CI sets DATABASE_URL to the local PostgreSQL.
+DATABASES = {
+    "default": dj_database_url.parse(
+        env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'controlplane.sqlite3'}"),
+        conn_max_age=int(env("DATABASE_CONN_MAX_AGE", "60")),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Several processes (web, worker, operator) share the file: wait instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE",
+                                            "init_command": "PRAGMA journal_mode=WAL;"})
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "graphs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+
+# Uploads and pasted manifests are capped: a DGD is a few KB; 1 MB leaves ample room.
+MAX_MANIFEST_BYTES = int(env("MAX_MANIFEST_BYTES", str(1024 * 1024)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["controlplane.roles.RolePermission"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "controlplane.api.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Dynamo Control Plane API",
+    "DESCRIPTION": "Graph definitions, DynamoGraphDeployment manifests, validation and operations.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# Celery: the default broker needs no server (a folder); production uses Redis or RabbitMQ.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS = (
+    {
+        "data_folder_in": str(VAR_DIR / "broker"),
+        "data_folder_out": str(VAR_DIR / "broker"),
+        "processed_folder": str(VAR_DIR / "broker-processed"),
+        "store_processed": False,
+    }
+    if CELERY_BROKER_URL.startswith("filesystem")
+    else {"visibility_timeout": 3600}
+)
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BEAT_SCHEDULE = {
+    "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
+}
+
+# The local runtime: where graphs' processes keep their logs, discovery folders and models,
+# and the port range it hands out to graphs.
+LOCAL_RUNTIME_DIR = Path(env("LOCAL_RUNTIME_DIR", str(VAR_DIR / "local-runtime")))
+LOCAL_RUNTIME_PORT_MIN = int(env("LOCAL_RUNTIME_PORT_MIN", "18000"))
+LOCAL_RUNTIME_PORT_MAX = int(env("LOCAL_RUNTIME_PORT_MAX", "18999"))
+LOCAL_RUNTIME_PYTHON = env("LOCAL_RUNTIME_PYTHON", "")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "loggers": {"django.server": {"level": "WARNING"}},
+}

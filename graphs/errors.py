@@ -1,0 +1,36 @@
+"""Our own small error types. Adapters turn library exceptions into these."""
+
+from __future__ import annotations
+
+from .findings import Finding, Severity
+
+
+class ManifestError(Exception):
+    """Input that cannot become a graph: unparsable YAML, a wrong shape, schema errors.
+    Carries every finding so the caller can show all of them at once, with their paths."""
+
+    def __init__(self, findings: list[Finding]):
+        self.findings = findings
+        super().__init__("; ".join(f"{f.path}: {f.message}" for f in findings) or "invalid manifest")
+
+    @classmethod
+    def single(cls, path: str, message: str, code: str = "invalid", fix: str = "") -> ManifestError:
+        return cls([Finding(Severity.ERROR, code, path, message, fix)])
+
+    def as_dict(self) -> dict:
+        return {
+            "detail": "The manifest is invalid: " + str(self),
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+class OperationRefused(Exception):
+    """An operation that cannot start: another one runs, the graph is invalid, bad counts."""
+
+
+class RuntimeFailure(Exception):
+    """A runtime could not do what was asked. The message is shown to the user as is."""
+
+    def __init__(self, message: str, *, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient

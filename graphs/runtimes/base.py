@@ -1,0 +1,85 @@
+"""The runtime interface: where a graph runs. One small surface, two implementations
+(the local runtime, processes on this host; the Kubernetes runtime, a cluster running the
+Dynamo operator). Services call runtimes only through this interface."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..spec import GraphSpec
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one graph is deployed: a runtime kind plus its address within it."""
+
+    kind: str  # "local" or "kubernetes"
+    cluster: str = ""  # kubeconfig context or cluster record name (kubernetes only)
+    namespace: str = ""  # Kubernetes namespace (kubernetes only)
+
+
+@dataclass
+class PodStatus:
+    """One pod, or one local process reported as a pod (kubectl get pods, plus our columns)."""
+
+    name: str
+    service: str  # the DGD component it belongs to
+    role: str  # frontend, prefill, decode, worker...
+    phase: str  # Pending, Running, Succeeded, Failed, CrashLoopBackOff, Terminating...
+    ready: bool
+    restarts: int = 0
+    started_at: dt.datetime | None = None
+    node: str = ""
+    gpus: int = 0
+    shm_bytes: int | None = None  # size of /dev/shm, None when unknown
+    port: int | None = None
+    reason: str = ""  # short machine reason: ImagePullBackOff, Unschedulable, OOMKilled...
+    message: str = ""  # the human message behind the reason
+    last_log: str = ""  # the last lines of the log, kept when the pod is crashing
+
+
+@dataclass
+class EventRecord:
+    at: dt.datetime
+    type: str  # Normal or Warning
+    reason: str  # Started, Ready, Exited, Restarted, FailedScheduling...
+    object: str  # pod or graph name
+    message: str
+
+
+@dataclass
+class Observation:
+    """What a runtime sees of one graph at one moment."""
+
+    state: str  # see graphs.models.GraphState
+    message: str = ""
+    pods: list[PodStatus] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+    conditions: list[dict] = field(default_factory=list)
+    endpoint: str = ""  # the frontend's base URL, as reachable from the control plane
+
+
+@dataclass
+class ApplyResult:
+    changed: bool
+    diff: str  # a readable unified diff against what was live ("" when nothing changes)
+    warnings: list[str] = field(default_factory=list)
+
+
+class Runtime(Protocol):
+    kind: str
+
+    def apply(self, *, target: Target, spec: GraphSpec, manifest: dict, dry_run: bool = False) -> ApplyResult:
+        """Make the graph run as declared. Idempotent: applying the same thing twice changes
+        nothing the second time. With dry_run, change nothing and return the diff."""
+
+    def scale(self, *, target: Target, spec: GraphSpec, service: str, replicas: int) -> None:
+        """Set one pool's replicas. Never touches any other pool."""
+
+    def delete(self, *, target: Target, spec: GraphSpec) -> None:
+        """Stop everything the graph runs. Idempotent: deleting what is gone succeeds."""
+
+    def observe(self, *, target: Target, spec: GraphSpec) -> Observation:
+        """The graph's state, pods and events as the runtime sees them now."""

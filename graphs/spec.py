@@ -1,0 +1,185 @@
+"""The typed graph spec: what a graph is, independent of the DGD API version.
+
+A spec models what operators reason about (roles, replicas, GPUs, shared memory, image,
+command, the Hugging Face token Secret) and keeps every other valid field verbatim in
+``extra*`` dictionaries, so that importing a manifest and rendering it again gives the same
+object back. ``extra`` holds fields spelled the same in both API versions; ``extra_v1alpha1``
+and ``extra_v1beta1`` hold fields only one version knows, re-emitted only in that version."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .versions import ENGINES, DynamoVersion
+
+Role = Literal["frontend", "prefill", "decode", "worker", "planner", "epp", "other"]
+Engine = Literal["vllm", "sglang", "trtllm", "mocker"]
+WORKER_ROLES = ("prefill", "decode", "worker")
+
+# The most replicas one pool may ask for. Far above any real pool; it catches typos
+# (an extra zero) before a cluster tries to schedule them.
+MAX_REPLICAS = 512
+MAX_GPUS_PER_REPLICA = 64
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+COMPONENT_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$")
+QUANTITY = re.compile(
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_QUANTITY_SUFFIX = {
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+    "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+}
+
+
+def quantity_bytes(value: str | int | float) -> float:
+    """A Kubernetes quantity in base units (bytes for memory). Raises ValueError."""
+    text = str(value).strip()
+    if not QUANTITY.match(text):
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 16Gi, 512Mi)")
+    match = re.match(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$", text)
+    if not match or match.group(2) not in _QUANTITY_SUFFIX:
+        raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 16Gi, 512Mi)")
+    return float(match.group(1)) * _QUANTITY_SUFFIX[match.group(2)]
+
+
+def check_dns_label(value: str, what: str = "name") -> str:
+    if len(value) > 63:
+        raise ValueError(f"{what} {value!r} is longer than 63 characters")
+    if not DNS1123_LABEL.match(value):
+        raise ValueError(
+            f"{what} {value!r} is not a valid Kubernetes name: use lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit"
+        )
+    return value
+
+
+class Service(BaseModel):
+    """One DGD component: the frontend, a worker pool, a planner..."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    role: Role
+    replicas: int | None = Field(default=None, ge=0, le=MAX_REPLICAS)
+    gpus: int | None = Field(default=None, ge=0, le=MAX_GPUS_PER_REPLICA)
+    shared_memory: str | None = None  # /dev/shm size; None: operator default (8Gi); "0": none
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    working_dir: str | None = None
+    hf_token_secret: str | None = None
+    env: list[dict[str, Any]] = Field(default_factory=list)
+    scaling_adapter: bool = False
+    container_extra: dict[str, Any] = Field(default_factory=dict)
+    pod_extra: dict[str, Any] = Field(default_factory=dict)
+    pod_metadata: dict[str, Any] = Field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict)
+    extra_v1alpha1: dict[str, Any] = Field(default_factory=dict)
+    extra_v1beta1: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not value or len(value) > 63 or not COMPONENT_NAME.match(value):
+            raise ValueError(
+                f"component name {value!r} is invalid: 1-63 letters, digits or '-', "
+                "starting and ending with a letter or digit"
+            )
+        return value
+
+    @field_validator("shared_memory")
+    @classmethod
+    def _shm(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = str(value).strip()
+        if quantity_bytes(value) < 0:
+            raise ValueError("shared memory cannot be negative")
+        return value
+
+    @field_validator("hf_token_secret")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if len(value) > 253 or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", value):
+            raise ValueError(f"secret name {value!r} is not a valid Kubernetes name")
+        return value
+
+    @property
+    def is_worker(self) -> bool:
+        return self.role in WORKER_ROLES
+
+    @property
+    def effective_replicas(self) -> int:
+        # The defaulting webhook sets 1 when replicas is missing.
+        return 1 if self.replicas is None else self.replicas
+
+
+class GraphSpec(BaseModel):
+    """A whole graph: what one DynamoGraphDeployment declares."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    namespace: str | None = None
+    model: str | None = None  # the served model name, as the frontend lists it
+    backend: Engine = "vllm"
+    dynamo_version: str
+    services: list[Service]
+    env: list[dict[str, Any]] = Field(default_factory=list)
+    metadata_extra: dict[str, Any] = Field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict)
+    extra_v1alpha1: dict[str, Any] = Field(default_factory=dict)
+    extra_v1beta1: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_dns_label(value, "graph name")
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str | None) -> str | None:
+        return None if value in (None, "") else check_dns_label(value, "namespace")
+
+    @field_validator("dynamo_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        return str(DynamoVersion.parse(value))
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> GraphSpec:
+        seen: set[str] = set()
+        for service in self.services:
+            # The operator names child resources <graph>-<lower(component)>: names that differ
+            # only by case collide.
+            key = service.name.lower()
+            if key in seen:
+                raise ValueError(f"two services are named {service.name!r} (names must be unique, ignoring case)")
+            seen.add(key)
+        return self
+
+    @property
+    def version(self) -> DynamoVersion:
+        return DynamoVersion.parse(self.dynamo_version)
+
+    def service(self, name: str) -> Service:
+        for service in self.services:
+            if service.name == name:
+                return service
+        raise KeyError(name)
+
+    def pools(self, role: str) -> list[Service]:
+        return [s for s in self.services if s.role == role]
+
+    def total_gpus(self) -> int:
+        return sum((s.gpus or 0) * s.effective_replicas for s in self.services)
+
+    @property
+    def engine_module(self) -> str:
+        return ENGINES[self.backend]["module"]

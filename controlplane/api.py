@@ -1,14 +1,19 @@
 """API-wide behaviour: errors always come back as JSON with a clear message, never a 500
 for bad input."""
 
+from django.core.exceptions import RequestDataTooBig
+from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from graphs.errors import ManifestError
+from graphs.errors import ManifestError, OperationRefused
+from graphs.services import GraphConflict
 
 
 def exception_handler(exc, context):
     if isinstance(exc, ManifestError):
-        from rest_framework.response import Response
-
         return Response(exc.as_dict(), status=400)
+    if isinstance(exc, (OperationRefused, GraphConflict)):
+        return Response({"detail": str(exc)}, status=409)
+    if isinstance(exc, RequestDataTooBig):
+        return Response({"detail": "the request body is too large"}, status=400)
     return drf_exception_handler(exc, context)

@@ -69,17 +69,21 @@ class ApplyResult:
 
 
 class Runtime(Protocol):
+    """``deployment`` is the graph's status-cache row (graphs.models.Deployment), locked by
+    the caller for the duration of the call."""
+
     kind: str
 
-    def apply(self, *, target: Target, spec: GraphSpec, manifest: dict, dry_run: bool = False) -> ApplyResult:
+    def apply(self, *, target: Target, spec: GraphSpec, manifest: dict, dry_run: bool = False,
+              deployment, revision) -> ApplyResult:
         """Make the graph run as declared. Idempotent: applying the same thing twice changes
         nothing the second time. With dry_run, change nothing and return the diff."""
 
-    def scale(self, *, target: Target, spec: GraphSpec, service: str, replicas: int) -> None:
+    def scale(self, *, target: Target, spec: GraphSpec, service: str, replicas: int, deployment) -> None:
         """Set one pool's replicas. Never touches any other pool."""
 
-    def delete(self, *, target: Target, spec: GraphSpec) -> None:
+    def delete(self, *, target: Target, spec: GraphSpec, deployment) -> None:
         """Stop everything the graph runs. Idempotent: deleting what is gone succeeds."""
 
-    def observe(self, *, target: Target, spec: GraphSpec) -> Observation:
-        """The graph's state, pods and events as the runtime sees them now."""
+    def pod_log(self, *, deployment, pod: str, lines: int = 200) -> str:
+        """The last ``lines`` lines of one pod's log."""

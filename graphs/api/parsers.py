@@ -1,0 +1,37 @@
+"""Request parsers for YAML bodies: a manifest is posted as text, not JSON."""
+
+from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+
+class ManifestTextParser(BaseParser):
+    """Returns the body as text; YAML parsing (with line numbers in errors) happens in the
+    service layer. Refuses bodies over MAX_MANIFEST_BYTES before reading them."""
+
+    media_type = "application/yaml"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.MAX_MANIFEST_BYTES
+        data = stream.read(limit + 1) if stream is not None else b""
+        if len(data) > limit:
+            raise ParseError(f"the manifest is larger than the {limit:,}-byte limit")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ParseError("the manifest is not UTF-8 text") from None
+
+
+class TextYamlParser(ManifestTextParser):
+    media_type = "text/yaml"
+
+
+class XYamlParser(ManifestTextParser):
+    media_type = "application/x-yaml"
+
+
+class PlainTextParser(ManifestTextParser):
+    media_type = "text/plain"
+
+
+YAML_PARSERS = [ManifestTextParser, TextYamlParser, XYamlParser, PlainTextParser]

@@ -1,0 +1,218 @@
+"""Serializers validate and present; they never call services or runtimes."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from ..errors import ManifestError
+from ..manifest import normalise_api_version
+from ..models import Deployment, Event, Graph, Operation, Pod, Revision
+from ..specio import spec_from_data
+from ..versions import DynamoVersion
+
+
+class FindingSerializer(serializers.Serializer):
+    severity = serializers.ChoiceField(choices=["error", "warning", "info"])
+    code = serializers.CharField()
+    path = serializers.CharField(allow_blank=True)
+    message = serializers.CharField()
+    fix = serializers.CharField(allow_blank=True)
+
+
+class ReportSerializer(serializers.Serializer):
+    valid = serializers.BooleanField()
+    counts = serializers.DictField(child=serializers.IntegerField())
+    findings = FindingSerializer(many=True)
+
+
+class SpecField(serializers.JSONField):
+    """A GraphSpec as JSON; invalid specs are refused with one error per path."""
+
+    def to_internal_value(self, data):
+        data = super().to_internal_value(data)
+        try:
+            return spec_from_data(data)
+        except ManifestError as exc:
+            raise serializers.ValidationError([f"{f.path}: {f.message}" for f in exc.findings]) from None
+
+    def to_representation(self, value):
+        return value if isinstance(value, dict) else value.model_dump(mode="json")
+
+
+class RevisionSerializer(serializers.ModelSerializer):
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Revision
+        fields = ["number", "message", "source_api_version", "created_by", "created_at", "spec"]
+
+
+class RevisionSummarySerializer(RevisionSerializer):
+    class Meta(RevisionSerializer.Meta):
+        fields = ["number", "message", "source_api_version", "created_by", "created_at"]
+
+
+class GraphSerializer(serializers.ModelSerializer):
+    revision = serializers.SerializerMethodField()
+    model = serializers.SerializerMethodField()
+    backend = serializers.SerializerMethodField()
+    dynamo_version = serializers.SerializerMethodField()
+    state = serializers.SerializerMethodField()
+    url = serializers.HyperlinkedIdentityField(view_name="api:graph-detail", lookup_field="name")
+
+    class Meta:
+        model = Graph
+        fields = ["name", "url", "description", "revision", "model", "backend", "dynamo_version", "state",
+                  "created_at", "updated_at"]
+
+    def _head_spec(self, obj) -> dict:
+        return obj.head.spec if obj.head else {}
+
+    def get_revision(self, obj) -> int | None:
+        return obj.head.number if obj.head else None
+
+    def get_model(self, obj) -> str | None:
+        return self._head_spec(obj).get("model")
+
+    def get_backend(self, obj) -> str | None:
+        return self._head_spec(obj).get("backend")
+
+    def get_dynamo_version(self, obj) -> str | None:
+        return self._head_spec(obj).get("dynamo_version")
+
+    def get_state(self, obj) -> str:
+        deployment = getattr(obj, "deployment", None) if hasattr(obj, "deployment") else None
+        return deployment.state if deployment else "not_deployed"
+
+
+class GraphDetailSerializer(GraphSerializer):
+    spec = serializers.SerializerMethodField()
+
+    class Meta(GraphSerializer.Meta):
+        fields = [*GraphSerializer.Meta.fields, "spec"]
+
+    @extend_schema_field(serializers.JSONField())
+    def get_spec(self, obj):
+        return obj.head.spec if obj.head else None
+
+
+class GraphCreateSerializer(serializers.Serializer):
+    spec = SpecField(help_text="A GraphSpec (see GET /api/graphs/{name}/ for the shape).")
+    description = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+    message = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+
+
+class GraphUpdateSerializer(serializers.Serializer):
+    spec = SpecField()
+    message = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+    expected_revision = serializers.IntegerField(required=False, min_value=1,
+                                                 help_text="Refuse with 409 if the graph moved past this revision.")
+
+
+class PoolSerializer(serializers.Serializer):
+    replicas = serializers.IntegerField(min_value=0, max_value=512, default=1)
+    gpus = serializers.IntegerField(min_value=0, max_value=64, default=1)
+    shared_memory = serializers.CharField(max_length=20, allow_blank=True, default="16Gi")
+    image = serializers.CharField(max_length=300, allow_blank=True, default="")
+    engine_args = serializers.CharField(max_length=2000, allow_blank=True, default="")
+    hf_token_secret = serializers.CharField(max_length=253, allow_blank=True, default="hf-token-secret")
+
+
+class FromTemplateSerializer(serializers.Serializer):
+    template = serializers.CharField()
+    name = serializers.CharField(max_length=63)
+    namespace = serializers.CharField(max_length=63, allow_blank=True, default="")
+    model = serializers.CharField(max_length=300, allow_blank=True, default="")
+    backend = serializers.ChoiceField(choices=["", "vllm", "sglang", "trtllm", "mocker"], default="")
+    dynamo_version = serializers.CharField(max_length=20, default="1.6.1")
+    prefill = PoolSerializer(required=False)
+    decode = PoolSerializer(required=False)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+
+    def validate_dynamo_version(self, value):
+        try:
+            return str(DynamoVersion.parse(value))
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class RenderQuerySerializer(serializers.Serializer):
+    apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
+    revision = serializers.IntegerField(required=False, min_value=1)
+    dynamoVersion = serializers.CharField(required=False)
+
+    def validate_apiVersion(self, value):
+        try:
+            return normalise_api_version(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+    def validate_dynamoVersion(self, value):
+        try:
+            return str(DynamoVersion.parse(value))
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class DiffQuerySerializer(serializers.Serializer):
+    from_revision = serializers.IntegerField(min_value=1)
+    to_revision = serializers.IntegerField(min_value=1)
+    apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
+
+    def validate_apiVersion(self, value):
+        try:
+            return normalise_api_version(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class OperationSerializer(serializers.ModelSerializer):
+    graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    revision = serializers.SlugRelatedField(slug_field="number", read_only=True)
+
+    class Meta:
+        model = Operation
+        fields = ["id", "graph", "kind", "state", "revision", "params", "before", "after", "result", "diff",
+                  "requested_by", "via", "attempts", "created_at", "started_at", "finished_at"]
+
+
+class PodSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Pod
+        fields = ["name", "service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
+                  "shm_bytes", "port", "reason", "message", "updated_at"]
+
+
+class EventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Event
+        fields = ["at", "type", "reason", "object", "message"]
+
+
+class DeploymentSerializer(serializers.ModelSerializer):
+    revision = serializers.SlugRelatedField(slug_field="number", read_only=True)
+
+    class Meta:
+        model = Deployment
+        fields = ["runtime", "cluster", "namespace", "api_version", "revision", "replicas", "active", "state",
+                  "message", "endpoint", "observed_at", "generation", "observed_generation"]
+
+
+class ApplySerializer(serializers.Serializer):
+    runtime = serializers.ChoiceField(choices=["local", "kubernetes"], default="local")
+    revision = serializers.IntegerField(required=False, min_value=1)
+    apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
+    dry_run = serializers.BooleanField(default=False)
+
+    def validate_apiVersion(self, value):
+        try:
+            return normalise_api_version(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class ScaleSerializer(serializers.Serializer):
+    service = serializers.CharField(max_length=63)
+    replicas = serializers.IntegerField(min_value=0, max_value=512)

@@ -1,0 +1,304 @@
+"""The REST API: viewsets for resources, @action for verbs. Every verb calls the same
+service function as the HTML page."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from .. import operations, services
+from ..catalog import TEMPLATES, PoolFields, build_spec
+from ..models import Graph, Operation, Revision
+from ..specio import dump_yaml, load_yaml
+from ..validation import validate_manifest
+from . import serializers as s
+from .parsers import YAML_PARSERS
+
+YAML_BODY = {"application/yaml": {"type": "string", "description": "A DynamoGraphDeployment manifest (YAML)."}}
+
+
+def _via(request) -> str:
+    return "cli" if request.headers.get("X-Controlplane-Client") == "cli" else "api"
+
+
+class GraphViewSet(viewsets.ModelViewSet):
+    """Graph definitions. Every change is a new immutable revision."""
+
+    lookup_field = "name"
+    lookup_value_regex = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    serializer_class = s.GraphSerializer
+    http_method_names = ["get", "post", "put", "delete", "head", "options"]
+
+    def get_queryset(self):
+        return Graph.objects.select_related("head", "deployment").order_by("name")
+
+    def get_serializer_class(self):
+        return {"retrieve": s.GraphDetailSerializer, "create": s.GraphCreateSerializer,
+                "update": s.GraphUpdateSerializer}.get(self.action, s.GraphSerializer)
+
+    def _spec_response(self, graph, code=status.HTTP_200_OK):
+        graph = self.get_queryset().get(pk=graph.pk)
+        return Response(s.GraphDetailSerializer(graph, context=self.get_serializer_context()).data, status=code)
+
+    @extend_schema(request=s.GraphCreateSerializer, responses={201: s.GraphDetailSerializer})
+    def create(self, request, *args, **kwargs):
+        data = s.GraphCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        graph = services.graph_create(spec=data.validated_data["spec"], user=request.user,
+                                      description=data.validated_data["description"],
+                                      message=data.validated_data["message"])
+        return self._spec_response(graph, status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.GraphUpdateSerializer, responses={200: s.GraphDetailSerializer})
+    def update(self, request, *args, **kwargs):
+        graph = self.get_object()
+        data = s.GraphUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.graph_update(graph=graph, spec=data.validated_data["spec"], user=request.user,
+                              message=data.validated_data["message"],
+                              expected_head=data.validated_data.get("expected_revision"))
+        return self._spec_response(graph)
+
+    def destroy(self, request, *args, **kwargs):
+        services.graph_delete(graph=self.get_object(), user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def _revision(self, graph: Graph, number: int | None) -> Revision:
+        if number is None:
+            if graph.head is None:
+                raise ValidationError({"revision": "this graph has no revision"})
+            return graph.head
+        return get_object_or_404(Revision, graph=graph, number=number)
+
+    @extend_schema(parameters=[OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int),
+                               OpenApiParameter("dynamoVersion", str)],
+                   responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def render(self, request, name=None):
+        """The DGD manifest of a revision (default: the latest) with its findings."""
+        graph = self.get_object()
+        query = s.RenderQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        revision = self._revision(graph, q.get("revision"))
+        manifest = services.revision_manifest(revision, q["apiVersion"], q.get("dynamoVersion"))
+        report = services.revision_report(revision, q["apiVersion"], q.get("dynamoVersion"))
+        return Response({"revision": revision.number, "apiVersion": q["apiVersion"], "manifest": manifest,
+                         **report.as_dict()})
+
+    @extend_schema(parameters=[OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int),
+                               OpenApiParameter("dynamoVersion", str)],
+                   responses={200: s.ReportSerializer})
+    @action(detail=True, methods=["get"])
+    def validate(self, request, name=None):
+        """Findings for a revision rendered in an API version, for a Dynamo version."""
+        graph = self.get_object()
+        query = s.RenderQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        revision = self._revision(graph, q.get("revision"))
+        return Response(services.revision_report(revision, q["apiVersion"], q.get("dynamoVersion")).as_dict())
+
+    @extend_schema(parameters=[OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int),
+                               OpenApiParameter("dynamoVersion", str)],
+                   responses={(200, "application/yaml"): OpenApiTypes.STR})
+    @action(detail=True, methods=["get"])
+    def export(self, request, name=None):
+        """The manifest as a YAML download."""
+        graph = self.get_object()
+        query = s.RenderQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        revision = self._revision(graph, q.get("revision"))
+        text = dump_yaml(services.revision_manifest(revision, q["apiVersion"], q.get("dynamoVersion")))
+        response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
+        version = q["apiVersion"].split("/")[-1]
+        response["Content-Disposition"] = f'attachment; filename="{graph.name}-r{revision.number}-{version}.yaml"'
+        return response
+
+    @extend_schema(responses={200: s.RevisionSummarySerializer(many=True)})
+    @action(detail=True, methods=["get"])
+    def revisions(self, request, name=None):
+        graph = self.get_object()
+        page = self.paginate_queryset(graph.revisions.select_related("created_by").order_by("-number"))
+        return self.get_paginated_response(s.RevisionSummarySerializer(page, many=True).data)
+
+    @extend_schema(responses={200: s.RevisionSerializer})
+    @action(detail=True, methods=["get"], url_path=r"revisions/(?P<number>[0-9]+)")
+    def revision(self, request, name=None, number=None):
+        graph = self.get_object()
+        revision = get_object_or_404(Revision.objects.select_related("created_by"), graph=graph, number=int(number))
+        return Response(s.RevisionSerializer(revision).data)
+
+    @extend_schema(parameters=[OpenApiParameter("from_revision", int, required=True),
+                               OpenApiParameter("to_revision", int, required=True),
+                               OpenApiParameter("apiVersion", str)],
+                   responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def diff(self, request, name=None):
+        """A unified diff between two revisions' rendered manifests."""
+        graph = self.get_object()
+        query = s.DiffQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        old = self._revision(graph, q["from_revision"])
+        new = self._revision(graph, q["to_revision"])
+        return Response({"from": old.number, "to": new.number, "apiVersion": q["apiVersion"],
+                         "diff": services.revision_diff(old, new, q["apiVersion"])})
+
+    @extend_schema(request={"application/yaml": {"type": "string"}}, responses={201: s.GraphDetailSerializer},
+                   parameters=[OpenApiParameter("dynamoVersion", str)])
+    @action(detail=False, methods=["post"], url_path="import", parser_classes=YAML_PARSERS)
+    def import_(self, request):
+        """Create a graph from a manifest (either API version), or add a revision to the graph
+        of that name."""
+        text = request.data if isinstance(request.data, str) else ""
+        obj = load_yaml(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+        existed = Graph.objects.filter(name=(obj.get("metadata") or {}).get("name") if isinstance(obj, dict)
+                                       and isinstance(obj.get("metadata"), dict) else None).exists()
+        graph, _revision, _report = services.graph_import(
+            obj=obj, user=request.user, text=text, dynamo_version=_version_param(request))
+        return self._spec_response(graph, status.HTTP_200_OK if existed else status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.FromTemplateSerializer, responses={201: s.GraphDetailSerializer})
+    @action(detail=False, methods=["post"], url_path="from-template")
+    def from_template(self, request):
+        data = s.FromTemplateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        if v["template"] not in TEMPLATES:
+            raise ValidationError({"template": f"unknown template; choose one of {', '.join(TEMPLATES)}"})
+        try:
+            spec = build_spec(
+                template=v["template"], name=v["name"], namespace=v["namespace"], model=v["model"],
+                backend=v["backend"], dynamo_version=v["dynamo_version"],
+                prefill=PoolFields(**v["prefill"]) if "prefill" in v else None,
+                decode=PoolFields(**v["decode"]) if "decode" in v else None,
+            )
+        except ValueError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        graph = services.graph_create(spec=spec, user=request.user, description=v["description"],
+                                      message=f"created from template {v['template']}")
+        return self._spec_response(graph, status.HTTP_201_CREATED)
+
+    # ----------------------------------------------------------------- runtime verbs
+
+    @extend_schema(request=s.ApplySerializer, responses={202: s.OperationSerializer})
+    @action(detail=True, methods=["post"])
+    def apply(self, request, name=None):
+        """Apply a revision (default: the latest) to a runtime. Returns the operation to follow."""
+        graph = self.get_object()
+        data = s.ApplySerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        op = operations.request_apply(graph=graph, user=request.user, via=_via(request), runtime=v["runtime"],
+                                      revision_number=v.get("revision"), api_version=v["apiVersion"],
+                                      dry_run=v["dry_run"])
+        return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=s.ScaleSerializer, responses={202: s.OperationSerializer})
+    @action(detail=True, methods=["post"])
+    def scale(self, request, name=None):
+        """Set one pool's replicas. Other pools are not touched."""
+        graph = self.get_object()
+        data = s.ScaleSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        op = operations.request_scale(graph=graph, user=request.user, via=_via(request),
+                                      service=data.validated_data["service"],
+                                      replicas=data.validated_data["replicas"])
+        return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: s.OperationSerializer})
+    @action(detail=True, methods=["post"])
+    def undeploy(self, request, name=None):
+        """Stop everything the graph runs on its runtime (the graph definition stays)."""
+        graph = self.get_object()
+        op = operations.request_delete(graph=graph, user=request.user, via=_via(request))
+        return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def status(self, request, name=None):
+        """The status cache: state, pods, recent events and how fresh they are."""
+        graph = self.get_object()
+        return Response(operations.status_snapshot(graph))
+
+    @extend_schema(responses={200: s.OperationSerializer(many=True)})
+    @action(detail=True, methods=["get"], url_path="operations")
+    def graph_operations(self, request, name=None):
+        graph = self.get_object()
+        qs = Operation.objects.filter(graph=graph).select_related("graph", "requested_by", "revision")
+        page = self.paginate_queryset(qs)
+        return self.get_paginated_response(s.OperationSerializer(page, many=True).data)
+
+    @extend_schema(parameters=[OpenApiParameter("lines", int)], responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"], url_path=r"pods/(?P<pod>[-a-zA-Z0-9.]+)/log")
+    def pod_log(self, request, name=None, pod=None):
+        graph = self.get_object()
+        try:
+            lines = min(max(int(request.query_params.get("lines", 200)), 1), 5000)
+        except ValueError:
+            raise ValidationError({"lines": "must be a whole number"}) from None
+        text = operations.pod_log(graph=graph, pod=pod, lines=lines)
+        return Response({"pod": pod, "lines": lines, "log": text})
+
+
+def _version_param(request) -> str | None:
+    value = request.query_params.get("dynamoVersion")
+    if not value:
+        return None
+    from ..versions import DynamoVersion
+
+    try:
+        return str(DynamoVersion.parse(value))
+    except ValueError as exc:
+        raise ValidationError({"dynamoVersion": str(exc)}) from None
+
+
+class ValidateViewSet(viewsets.ViewSet):
+    """Validate a manifest without storing anything."""
+
+    parser_classes = YAML_PARSERS
+
+    @extend_schema(request={"application/yaml": {"type": "string"}}, responses={200: s.ReportSerializer},
+                   parameters=[OpenApiParameter("dynamoVersion", str)])
+    def create(self, request):
+        text = request.data if isinstance(request.data, str) else ""
+        obj = load_yaml(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+        report = validate_manifest(obj, dynamo_version=_version_param(request))
+        body = report.as_dict()
+        if report.spec is not None:
+            body["graph"] = report.spec.name
+            body["dynamo_version"] = report.spec.dynamo_version
+        return Response(body)
+
+
+class TemplateViewSet(viewsets.ViewSet):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    def list(self, request):
+        return Response([{"key": t.key, "title": t.title, "description": t.description, "backend": t.backend,
+                          "disaggregated": t.disaggregated, "model": t.model} for t in TEMPLATES.values()])
+
+
+class OperationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Every apply, scale and delete: the audit trail."""
+
+    serializer_class = s.OperationSerializer
+
+    def get_queryset(self):
+        qs = Operation.objects.select_related("graph", "requested_by", "revision")
+        graph = self.request.query_params.get("graph")
+        if graph:
+            qs = qs.filter(graph__name=graph)
+        state = self.request.query_params.get("state")
+        if state:
+            qs = qs.filter(state=state)
+        return qs
+

@@ -1,0 +1,129 @@
+"""Graph templates: the starting points the create form offers. Each builds a typed spec
+from a few operator-facing fields; command lines come from the chosen Dynamo version."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from .commandline import build_frontend_command, build_worker_command
+from .spec import GraphSpec, Service
+from .specio import spec_from_data
+from .versions import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
+
+
+@dataclass(frozen=True)
+class Template:
+    key: str
+    title: str
+    description: str
+    backend: str
+    disaggregated: bool
+    model: str
+    gpus: int
+
+
+TEMPLATES = {
+    t.key: t
+    for t in [
+        Template("vllm-disagg", "Disaggregated vLLM, like the article",
+                 "A Frontend, a prefill pool and a decode pool of vLLM workers, each asking one GPU, with 16Gi "
+                 "of /dev/shm for NIXL.", "vllm", True, "Qwen/Qwen3-0.6B", 1),
+        Template("vllm-agg", "Aggregated vLLM",
+                 "A Frontend and one pool of vLLM workers doing prefill and decode together.",
+                 "vllm", False, "Qwen/Qwen3-0.6B", 1),
+        Template("sglang-disagg", "Disaggregated SGLang", "Frontend, prefill and decode pools of SGLang workers.",
+                 "sglang", True, "Qwen/Qwen3-0.6B", 1),
+        Template("trtllm-disagg", "Disaggregated TensorRT-LLM",
+                 "Frontend, prefill and decode pools of TensorRT-LLM workers.", "trtllm", True, "Qwen/Qwen3-0.6B", 1),
+        Template("mocker-disagg", "Disaggregated mocker (no GPU)",
+                 "Dynamo's GPU-free mocker engine in prefill and decode pools: runs on this host with the "
+                 "local runtime, with vLLM-like timing.", "mocker", True, "Qwen/Qwen3-0.6B", 0),
+    ]
+}
+
+
+@dataclass
+class PoolFields:
+    replicas: int = 1
+    gpus: int = 1
+    shared_memory: str = "16Gi"
+    image: str = ""
+    engine_args: str = ""  # as typed in the form; split like a shell would
+    hf_token_secret: str = "hf-token-secret"
+
+
+def split_engine_args(text: str) -> list[str]:
+    try:
+        return shlex.split(text or "")
+    except ValueError as exc:
+        raise ValueError(f"engine arguments cannot be parsed: {exc}") from None
+
+
+def build_spec(
+    *,
+    template: str,
+    name: str,
+    namespace: str = "",
+    model: str = "",
+    backend: str = "",
+    dynamo_version: str = LATEST,
+    prefill: PoolFields | None = None,
+    decode: PoolFields | None = None,
+    frontend_image: str = "",
+) -> GraphSpec:
+    """A spec from the create form. Raises ManifestError (paths into the spec) or ValueError."""
+    tpl = TEMPLATES[template]
+    backend = backend or tpl.backend
+    version = DynamoVersion.parse(dynamo_version)
+    model = model or tpl.model
+    prefill = prefill or PoolFields(gpus=tpl.gpus)
+    decode = decode or PoolFields(gpus=tpl.gpus)
+    if backend not in ENGINES:
+        raise ValueError(f"unknown backend {backend!r}")
+    frontend_command, frontend_args = build_frontend_command()
+    services: list[dict] = [
+        {
+            "name": "Frontend",
+            "role": "frontend",
+            "replicas": 1,
+            "image": frontend_image or default_image(backend, version),
+            "command": frontend_command,
+            "args": frontend_args,
+        }
+    ]
+    pools = [("prefill", prefill), ("decode", decode)] if tpl.disaggregated else [("worker", decode)]
+    for role, fields in pools:
+        command, args = build_worker_command(
+            engine=backend, version=version, role=role, model=model,
+            engine_args=split_engine_args(fields.engine_args),
+        )
+        services.append(
+            {
+                "name": role,
+                "role": role,
+                "replicas": fields.replicas,
+                "gpus": fields.gpus if ENGINES[backend]["gpu"] or fields.gpus else None,
+                "shared_memory": fields.shared_memory or None,
+                "image": fields.image or default_image(backend, version),
+                "working_dir": default_workdir(backend, version),
+                "command": command,
+                "args": args,
+                "hf_token_secret": fields.hf_token_secret or None,
+            }
+        )
+    return spec_from_data(
+        {
+            "name": name,
+            "namespace": namespace or None,
+            "model": model,
+            "backend": backend,
+            "dynamo_version": str(version),
+            "services": services,
+        }
+    )
+
+
+def pool_of(spec: GraphSpec, role: str) -> Service | None:
+    pools = spec.pools(role)
+    return pools[0] if pools else None

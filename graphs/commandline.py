@@ -1,0 +1,179 @@
+"""Reading and rewriting a worker's command line.
+
+The role of a disaggregated worker lives in its command line, and its spelling depends on
+the release: ``--is-prefill-worker`` (dynamo.vllm up to 1.3, the seed article's 0.5.1 image)
+became ``--disaggregation-mode prefill|decode`` (ai-dynamo/dynamo#12089). Manifests write
+command lines in two forms, and both must survive a round trip untouched:
+
+* exec form: ``command: [python3, -m, dynamo.vllm]``, ``args: [--model, X, ...]`` (or the
+  module in ``args``, as the 1.6.1 frontend templates do);
+* shell form: ``command: [/bin/sh, -c]``, ``args: ["python3 -m dynamo.vllm --model X ..."]``.
+
+Rewrites touch only the role flag and leave every other token where it was."""
+
+from __future__ import annotations
+
+import shlex
+
+from .versions import ENGINES, DynamoVersion, uses_disaggregation_mode
+
+_SHELLS = {"sh", "/bin/sh", "bash", "/bin/bash", "/usr/bin/bash", "/usr/bin/env bash"}
+_MODULE_ENGINES = {v["module"]: k for k, v in ENGINES.items()} | {
+    "dynamo.frontend": "frontend",
+    "dynamo.planner": "planner",
+}
+_MODEL_FLAGS = ("--served-model-name", "--model-name", "--model", "--model-path")
+
+
+def _shell_script(command: list[str] | None, args: list[str] | None) -> tuple[str, int] | None:
+    """(script, where) when the container runs ``sh -c SCRIPT``: where 0 = args[0],
+    1 = the token after -c in command."""
+    command = command or []
+    if len(command) >= 2 and command[0] in _SHELLS and command[1] == "-c":
+        if len(command) >= 3:
+            return command[2], 1
+        if args:
+            return args[0], 0
+    return None
+
+
+def tokens(command: list[str] | None, args: list[str] | None) -> list[str]:
+    """The argv the container runs, as one list (shell scripts split like a shell would)."""
+    script = _shell_script(command, args)
+    if script is not None:
+        try:
+            return shlex.split(script[0])
+        except ValueError:
+            return script[0].split()
+    return [str(t) for t in (command or [])] + [str(t) for t in (args or [])]
+
+
+def engine_of(command: list[str] | None, args: list[str] | None) -> str | None:
+    """vllm, sglang, trtllm, mocker, frontend or planner, from ``-m dynamo.X``."""
+    argv = tokens(command, args)
+    for i, token in enumerate(argv[:-1]):
+        if token == "-m" and argv[i + 1] in _MODULE_ENGINES:
+            return _MODULE_ENGINES[argv[i + 1]]
+    return None
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    for i, token in enumerate(argv):
+        if token == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if token.startswith(flag + "="):
+            return token.split("=", 1)[1]
+    return None
+
+
+def served_model(command: list[str] | None, args: list[str] | None) -> str | None:
+    argv = tokens(command, args)
+    for flag in _MODEL_FLAGS:
+        value = flag_value(argv, flag)
+        if value:
+            return value
+    return None
+
+
+def declared_role(command: list[str] | None, args: list[str] | None) -> str | None:
+    """prefill / decode / agg as the command line declares it, or None when it says nothing."""
+    argv = tokens(command, args)
+    if "--is-prefill-worker" in argv:
+        return "prefill"
+    if "--is-decode-worker" in argv:
+        return "decode"
+    return flag_value(argv, "--disaggregation-mode")
+
+
+def _rewrite(argv: list[str], role: str, new_style: bool) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if new_style and token in ("--is-prefill-worker", "--is-decode-worker"):
+            out += ["--disaggregation-mode", "prefill" if token == "--is-prefill-worker" else "decode"]
+        elif not new_style and (token == "--disaggregation-mode" or token.startswith("--disaggregation-mode=")):
+            value = token.split("=", 1)[1] if "=" in token else (argv[i + 1] if i + 1 < len(argv) else "")
+            i += 0 if "=" in token else 1
+            if value == "prefill":
+                out.append("--is-prefill-worker")
+            # decode is what an old worker does without a flag: drop it.
+        else:
+            out.append(token)
+        i += 1
+    return out
+
+
+def translate_role_flag(
+    command: list[str] | None,
+    args: list[str] | None,
+    *,
+    role: str,
+    engine: str,
+    version: DynamoVersion,
+    source_version: DynamoVersion | None = None,
+) -> tuple[list[str] | None, list[str] | None]:
+    """The command line spelled for ``version``. Unchanged (same tokens, same form) when it
+    already is. A missing flag is added only for a decode worker moved from a release where
+    no flag meant decode to one where it means aggregated; otherwise the validator reports it."""
+    command = list(command) if command is not None else None
+    args = list(args) if args is not None else None
+    if role not in ("prefill", "decode"):
+        return command, args
+    actual_engine = engine_of(command, args) or engine
+    if actual_engine not in ("vllm", "mocker"):
+        return command, args
+    new_style = uses_disaggregation_mode(version, actual_engine)
+    add_decode = (
+        new_style
+        and role == "decode"
+        and source_version is not None
+        and not uses_disaggregation_mode(source_version, actual_engine)
+        and declared_role(command, args) is None
+    )
+    script = _shell_script(command, args)
+    if script is not None:
+        argv = tokens(command, args)
+        rewritten = _rewrite(argv, role, new_style) + (["--disaggregation-mode", "decode"] if add_decode else [])
+        if rewritten == argv:
+            return command, args
+        joined = shlex.join(rewritten)
+        if script[1] == 0:
+            args[0] = joined
+        else:
+            command[2] = joined
+        return command, args
+    if args is not None:
+        args = _rewrite(args, role, new_style)
+    if command is not None:
+        command = _rewrite(command, role, new_style)
+    if add_decode:
+        args = [*(args or []), "--disaggregation-mode", "decode"]
+    return command, args
+
+
+def role_flag(role: str, engine: str, version: DynamoVersion) -> list[str]:
+    """The flag a fresh worker of ``role`` gets on ``version``."""
+    if role not in ("prefill", "decode"):
+        return []
+    if uses_disaggregation_mode(version, engine):
+        return ["--disaggregation-mode", role]
+    return ["--is-prefill-worker"] if role == "prefill" else []
+
+
+def build_worker_command(
+    *, engine: str, version: DynamoVersion, role: str, model: str, engine_args: list[str]
+) -> tuple[list[str], list[str]]:
+    """(command, args) for a worker built from a form, in the 1.6.1 templates' exec form."""
+    module = ENGINES[engine]["module"]
+    if engine == "vllm":
+        model_args = ["--model", model]
+    elif engine == "mocker":
+        model_args = ["--model-path", model, "--model-name", model]
+    else:
+        model_args = ["--model-path", model, "--served-model-name", model]
+    return ["python3", "-m", module], [*model_args, *engine_args, *role_flag(role, engine, version)]
+
+
+def build_frontend_command() -> tuple[list[str], list[str]]:
+    return ["python3"], ["-m", "dynamo.frontend"]

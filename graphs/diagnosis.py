@@ -1,0 +1,54 @@
+"""Plain-language diagnosis of a deployed graph, from the status cache only: what is stuck
+and the fix. Shared by the local and Kubernetes runtimes (they report pods the same way)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SHM_DEFAULT_BYTES = 64 * 2**20
+_GPU_SHORTAGE = re.compile(r"(\d+)/(\d+) nodes are available.*Insufficient nvidia\.com/gpu")
+
+
+@dataclass
+class Diagnosis:
+    severity: str  # error or warning
+    title: str
+    detail: str
+    fix: str = ""
+    log: str = ""
+
+
+def diagnose(deployment, pods) -> list[Diagnosis]:
+    out: list[Diagnosis] = []
+    frontends = [p for p in pods if p.role == "frontend"]
+    for pod in pods:
+        if pod.phase == "CrashLoopBackOff" or (pod.restarts >= 3 and not pod.ready):
+            out.append(Diagnosis("error", f"{pod.name} is crash-looping",
+                                 f"It exited and was restarted {pod.restarts} times. {pod.message}".strip(),
+                                 "Read its last log lines below; fix the command line or resources, then apply.",
+                                 pod.last_log))
+        elif pod.phase == "Pending" and "Insufficient nvidia.com/gpu" in (pod.message or ""):
+            out.append(Diagnosis("error", f"{pod.name} cannot be scheduled: not enough GPUs",
+                                 f"It asks for {pod.gpus} GPU(s) and no node has them free. {pod.message}",
+                                 "Lower this pool's replicas, or add GPU nodes."))
+        elif pod.reason in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
+            out.append(Diagnosis("error", f"{pod.name} cannot pull its image", pod.message,
+                                 "Check the image name and tag, and the registry credentials (imagePullSecrets)."))
+        elif pod.reason == "OOMKilled":
+            out.append(Diagnosis("error", f"{pod.name} ran out of memory",
+                                 "The container was killed for exceeding its memory limit; /dev/shm counts against it.",
+                                 "Raise the memory limit or lower the shared memory size."))
+        if pod.role in ("prefill", "decode") and pod.shm_bytes is not None and pod.shm_bytes <= SHM_DEFAULT_BYTES:
+            out.append(Diagnosis("warning", f"{pod.name} runs on the 64 MB default /dev/shm",
+                                 "NIXL prepares KV-transfer metadata in /dev/shm; at 64 MB the transfer stalls at "
+                                 "init or the worker dies.",
+                                 "Set sharedMemory.size (v1alpha1) or sharedMemorySize (v1beta1) to 16Gi."))
+    if frontends and all(p.ready for p in frontends) and deployment.message.startswith("frontend serves no model"):
+        out.append(Diagnosis("warning", "The frontend is up but serves no model",
+                             "No worker has registered with it yet, or every worker is down: /v1/models is empty.",
+                             "Check that the decode (or aggregated) pool has ready workers."))
+    elif not frontends and pods:
+        out.append(Diagnosis("warning", "No frontend pod",
+                             "Nothing serves the OpenAI-compatible API for this graph.", "Add a Frontend component."))
+    return out

@@ -1,0 +1,107 @@
+"""HTML forms. They validate input and hand typed values to the services."""
+
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+from .catalog import TEMPLATES
+from .spec import MAX_GPUS_PER_REPLICA, MAX_REPLICAS, quantity_bytes
+from .versions import KNOWN_RELEASES, LATEST, DynamoVersion
+
+
+class TemplateForm(forms.Form):
+    template = forms.ChoiceField(choices=[(k, t.title) for k, t in TEMPLATES.items()])
+    name = forms.CharField(max_length=63, help_text="Lower-case letters, digits and '-'")
+    namespace = forms.CharField(max_length=63, required=False, help_text="Kubernetes namespace (optional)")
+    model = forms.CharField(max_length=300, required=False)
+    backend = forms.ChoiceField(choices=[("vllm", "vLLM"), ("sglang", "SGLang"), ("trtllm", "TensorRT-LLM"),
+                                         ("mocker", "Mocker (no GPU)")])
+    dynamo_version = forms.CharField(max_length=20, initial=LATEST,
+                                     widget=forms.TextInput(attrs={"list": "dynamo-releases"}))
+    description = forms.CharField(max_length=500, required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for pool in ("prefill", "decode"):
+            self.fields[f"{pool}_replicas"] = forms.IntegerField(min_value=0, max_value=MAX_REPLICAS, initial=1,
+                                                                 label="Replicas")
+            self.fields[f"{pool}_gpus"] = forms.IntegerField(min_value=0, max_value=MAX_GPUS_PER_REPLICA, initial=1,
+                                                             label="GPUs per replica")
+            self.fields[f"{pool}_shared_memory"] = forms.CharField(max_length=20, initial="16Gi", required=False,
+                                                                   label="Shared memory (/dev/shm)")
+            self.fields[f"{pool}_image"] = forms.CharField(max_length=300, required=False, label="Image",
+                                                           help_text="Default: NVIDIA's runtime image of the release")
+            self.fields[f"{pool}_engine_args"] = forms.CharField(max_length=2000, required=False,
+                                                                 label="Engine arguments")
+            self.fields[f"{pool}_hf_token_secret"] = forms.CharField(max_length=253, initial="hf-token-secret",
+                                                                     required=False, label="HF token Secret")
+
+    def clean_dynamo_version(self):
+        try:
+            return str(DynamoVersion.parse(self.cleaned_data["dynamo_version"]))
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self):
+        data = super().clean()
+        for pool in ("prefill", "decode"):
+            size = data.get(f"{pool}_shared_memory")
+            if size:
+                try:
+                    quantity_bytes(size)
+                except ValueError as exc:
+                    self.add_error(f"{pool}_shared_memory", str(exc))
+        return data
+
+    def pool(self, name: str):
+        from .catalog import PoolFields
+
+        d = self.cleaned_data
+        return PoolFields(replicas=d[f"{name}_replicas"], gpus=d[f"{name}_gpus"],
+                          shared_memory=d.get(f"{name}_shared_memory") or "", image=d.get(f"{name}_image") or "",
+                          engine_args=d.get(f"{name}_engine_args") or "",
+                          hf_token_secret=d.get(f"{name}_hf_token_secret") or "")
+
+    releases = KNOWN_RELEASES
+
+    def graph_fields(self):
+        return [self[n] for n in ("name", "namespace", "model", "backend", "dynamo_version", "description")]
+
+    def pool_groups(self, disaggregated: bool):
+        pools = ("prefill", "decode") if disaggregated else ("decode",)
+        return [(p, [self[f] for f in self.fields if f.startswith(p + "_")]) for p in pools]
+
+
+class ManifestForm(forms.Form):
+    yaml = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 30, "spellcheck": "false"}))
+    upload = forms.FileField(required=False)
+    dynamo_version = forms.CharField(max_length=20, required=False,
+                                     help_text="Target Dynamo release (default: read from the image tags)")
+    message = forms.CharField(max_length=500, required=False)
+    expected_revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+    def clean_dynamo_version(self):
+        value = self.cleaned_data.get("dynamo_version")
+        if not value:
+            return None
+        try:
+            return str(DynamoVersion.parse(value))
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self):
+        data = super().clean()
+        upload = data.get("upload")
+        if upload is not None:
+            if upload.size > settings.MAX_MANIFEST_BYTES:
+                raise forms.ValidationError(
+                    f"the file is {upload.size:,} bytes; the limit is {settings.MAX_MANIFEST_BYTES:,}")
+            raw = upload.read()
+            try:
+                data["yaml"] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise forms.ValidationError("the file is not UTF-8 text") from None
+        if not (data.get("yaml") or "").strip():
+            raise forms.ValidationError("paste a manifest or choose a file")
+        return data

@@ -1,0 +1,480 @@
+"""Pure functions between a typed GraphSpec and a DynamoGraphDeployment object.
+
+``render(spec, api_version)`` builds the DGD for nvidia.com/v1alpha1 (``spec.services``, a
+map keyed by service name: the seed article's shape) or nvidia.com/v1beta1
+(``spec.components``, a list: the storage version since Dynamo 1.4). ``import_manifest``
+parses either shape back into a spec, keeping every field the spec does not model, so that
+import then render gives the same object back. No database, no network."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from .commandline import translate_role_flag
+from .errors import ManifestError
+from .spec import GraphSpec, Service
+from .versions import EXAMPLES_WORKDIR_SINCE, LATEST, DynamoVersion, version_from_image
+
+GROUP = "nvidia.com"
+KIND = "DynamoGraphDeployment"
+V1ALPHA1 = "nvidia.com/v1alpha1"
+V1BETA1 = "nvidia.com/v1beta1"
+API_VERSIONS = (V1BETA1, V1ALPHA1)
+MAIN_CONTAINER = "main"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Component fields spelled the same in both versions and not modelled: kept in Service.extra.
+_COMMON_COMPONENT_FIELDS = {
+    "eppConfig", "frontendSidecar", "globalDynamoNamespace", "minAvailable", "modelRef", "multinode",
+    "providerOverride", "runtimeVersionOverride", "topologyConstraint",
+}
+_MODELLED_ALPHA = {
+    "componentType", "subComponentType", "replicas", "resources", "sharedMemory", "envFromSecret", "envs",
+    "extraPodSpec", "extraPodMetadata", "scalingAdapter",
+}
+_MODELLED_BETA = {"name", "type", "replicas", "sharedMemorySize", "podTemplate", "scalingAdapter"}
+_MODELLED_CONTAINER = {"image", "command", "args", "workingDir", "env", "envFrom", "resources", "name"}
+_BETA_TYPES = {"frontend", "worker", "prefill", "decode", "planner", "epp"}
+
+
+def normalise_api_version(value: str | None) -> str:
+    """Accept ``v1beta1``, ``nvidia.com/v1beta1`` (any case); default to v1beta1."""
+    if not value:
+        return V1BETA1
+    text = value.strip().lower()
+    if not text.startswith(GROUP + "/"):
+        text = f"{GROUP}/{text}"
+    if text not in API_VERSIONS:
+        raise ValueError(f"unknown apiVersion {value!r}: use {V1BETA1} or {V1ALPHA1}")
+    return text
+
+
+# ---------------------------------------------------------------------------------- render
+
+
+def retag_image(image: str, source: DynamoVersion, target: DynamoVersion) -> str:
+    """An NVIDIA runtime image tagged with the graph's own release follows a change of
+    release; any other image (a custom build, a digest) is left alone."""
+    if source == target or "@" in image or not image.startswith("nvcr.io/nvidia/ai-dynamo/"):
+        return image
+    if version_from_image(image) == source and image.endswith(f":{source}"):
+        return image[: -len(str(source))] + str(target)
+    return image
+
+
+def move_workdir(path: str, target: DynamoVersion) -> str:
+    """Images moved the backends from /workspace/components to /workspace/examples."""
+    old, new = "/workspace/components/backends/", "/workspace/examples/backends/"
+    if target >= EXAMPLES_WORKDIR_SINCE and path.startswith(old):
+        return new + path[len(old):]
+    if target < EXAMPLES_WORKDIR_SINCE and path.startswith(new):
+        return old + path[len(new):]
+    return path
+
+
+def render(spec: GraphSpec, api_version: str = V1BETA1, dynamo_version: str | None = None) -> dict[str, Any]:
+    """The DGD object for ``spec`` in ``api_version``, with command lines for
+    ``dynamo_version`` (default: the spec's own)."""
+    api_version = normalise_api_version(api_version)
+    version = DynamoVersion.parse(dynamo_version or spec.dynamo_version)
+    metadata: dict[str, Any] = {"name": spec.name}
+    if spec.namespace:
+        metadata["namespace"] = spec.namespace
+    metadata.update(copy.deepcopy(spec.metadata_extra))
+
+    body: dict[str, Any] = copy.deepcopy(spec.extra)
+    if api_version == V1ALPHA1:
+        body.update(copy.deepcopy(spec.extra_v1alpha1))
+        if spec.env:
+            body["envs"] = copy.deepcopy(spec.env)
+        body["services"] = {s.name: _render_alpha_service(s, spec, version) for s in spec.services}
+    else:
+        body.update(copy.deepcopy(spec.extra_v1beta1))
+        if spec.env:
+            body["env"] = copy.deepcopy(spec.env)
+        body["components"] = [_render_beta_component(s, spec, version) for s in spec.services]
+    return {"apiVersion": api_version, "kind": KIND, "metadata": metadata, "spec": body}
+
+
+def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, beta: bool) -> dict[str, Any]:
+    container: dict[str, Any] = {}
+    if beta:
+        container["name"] = MAIN_CONTAINER
+    source = spec.version
+    if service.image is not None:
+        container["image"] = retag_image(service.image, source, version)
+    if service.working_dir is not None:
+        container["workingDir"] = move_workdir(service.working_dir, version)
+    command, args = translate_role_flag(
+        service.command, service.args, role=service.role, engine=spec.backend, version=version,
+        source_version=source,
+    )
+    if command is not None:
+        container["command"] = command
+    if args is not None:
+        container["args"] = args
+    extra = copy.deepcopy(service.container_extra)
+    if beta:
+        if service.env:
+            container["env"] = copy.deepcopy(service.env)
+        env_from = extra.pop("envFrom", [])
+        if service.hf_token_secret:
+            env_from = [{"secretRef": {"name": service.hf_token_secret}}, *env_from]
+        if env_from:
+            container["envFrom"] = env_from
+        resources = extra.pop("resources", {})
+        if service.gpus is not None:
+            resources.setdefault("limits", {})[GPU_RESOURCE] = str(service.gpus)
+        if resources:
+            container["resources"] = resources
+    container.update(extra)
+    return container
+
+
+def _render_alpha_service(service: Service, spec: GraphSpec, version: DynamoVersion) -> dict[str, Any]:
+    out: dict[str, Any] = copy.deepcopy(service.extra)
+    out.update(copy.deepcopy(service.extra_v1alpha1))
+    role_type = out.pop("componentType", None)
+    if service.role in ("prefill", "decode"):
+        # worker + subComponentType is what 0.5.x operators understand; newer operators
+        # promote it to type prefill/decode (api/v1alpha1/shared_spec_conversion.go).
+        out["componentType"] = role_type or "worker"
+        if out["componentType"] == "worker":
+            out["subComponentType"] = service.role
+    elif service.role == "other":
+        if role_type is not None:
+            out["componentType"] = role_type
+    else:
+        out["componentType"] = service.role
+    if service.hf_token_secret:
+        out["envFromSecret"] = service.hf_token_secret
+    if service.env:
+        out["envs"] = copy.deepcopy(service.env)
+    if service.replicas is not None:
+        out["replicas"] = service.replicas
+    resources = out.pop("resources", {})
+    if service.gpus is not None:
+        resources.setdefault("limits", {})["gpu"] = str(service.gpus)
+    if resources:
+        out["resources"] = resources
+    if service.shared_memory is not None:
+        out["sharedMemory"] = _alpha_shm(service.shared_memory, out.pop("sharedMemory", None))
+    if service.scaling_adapter:
+        out["scalingAdapter"] = {"enabled": True}
+    pod = copy.deepcopy(service.pod_extra)
+    pod.pop("containers", None)
+    container = _container(service, spec, version, beta=False)
+    if container:
+        pod["mainContainer"] = container
+    if pod:
+        out["extraPodSpec"] = pod
+    if service.pod_metadata:
+        out["extraPodMetadata"] = copy.deepcopy(service.pod_metadata)
+    return out
+
+
+def _alpha_shm(size: str, original: Any) -> dict[str, Any]:
+    if str(size) == "0":
+        return original if isinstance(original, dict) and original.get("disabled") else {"disabled": True}
+    return {"size": size}
+
+
+def _render_beta_component(service: Service, spec: GraphSpec, version: DynamoVersion) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": service.name}
+    out.update(copy.deepcopy(service.extra))
+    out.update(copy.deepcopy(service.extra_v1beta1))
+    if service.role != "other":
+        out["type"] = service.role
+    if service.replicas is not None:
+        out["replicas"] = service.replicas
+    if service.shared_memory is not None:
+        out["sharedMemorySize"] = service.shared_memory
+    if service.scaling_adapter:
+        out.setdefault("scalingAdapter", {})
+    pod_spec = copy.deepcopy(service.pod_extra)
+    others = pod_spec.pop("containers", [])
+    pod_spec["containers"] = [_container(service, spec, version, beta=True), *others]
+    template: dict[str, Any] = {}
+    if service.pod_metadata:
+        template["metadata"] = copy.deepcopy(service.pod_metadata)
+    template["spec"] = pod_spec
+    out["podTemplate"] = template
+    return out
+
+
+# ---------------------------------------------------------------------------------- import
+
+
+def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec:
+    """A GraphSpec from a DGD object of either API version. Raises ManifestError naming the
+    path of the first structural problem (the schema check reports all of them)."""
+    if not isinstance(obj, dict):
+        raise ManifestError.single("", f"a manifest must be a mapping, not {_kind(obj)}", "not_a_mapping")
+    api_version = obj.get("apiVersion")
+    if api_version not in API_VERSIONS:
+        raise ManifestError.single(
+            "apiVersion", f"apiVersion must be {V1BETA1} or {V1ALPHA1}, not {api_version!r}", "api_version"
+        )
+    if obj.get("kind") != KIND:
+        raise ManifestError.single("kind", f"kind must be {KIND}, not {obj.get('kind')!r}", "kind")
+    metadata = _mapping(obj.get("metadata"), "metadata")
+    body = _mapping(obj.get("spec"), "spec")
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise ManifestError.single("metadata.name", "metadata.name is required", "name_required")
+    alpha = api_version == V1ALPHA1
+    if alpha:
+        raw_services = _mapping(body.get("services"), "spec.services", hint="a map keyed by service name")
+        services = [_import_alpha(n, _mapping(s, f"spec.services.{n}"), n) for n, s in raw_services.items()]
+        env = body.get("envs") or []
+    else:
+        raw = body.get("components")
+        if not isinstance(raw, list):
+            raise ManifestError.single(
+                "spec.components", f"spec.components must be a list of components, not {_kind(raw)}", "type"
+            )
+        services = [_import_beta(_mapping(c, f"spec.components[{i}]"), i) for i, c in enumerate(raw)]
+        env = body.get("env") or []
+    extra = {k: v for k, v in body.items() if k not in ("services", "components", "envs", "env")}
+    common, only = _split_extra(extra, alpha_only={"pvcs"}, beta_only=set())
+    backend = _infer_backend(services, body)
+    version = dynamo_version or _infer_version(services) or LATEST
+    data = {
+        "name": name,
+        "namespace": metadata.get("namespace"),
+        "model": _infer_model(services),
+        "backend": backend,
+        "dynamo_version": version,
+        "services": services,
+        "env": copy.deepcopy(env),
+        "metadata_extra": {k: copy.deepcopy(v) for k, v in metadata.items() if k not in ("name", "namespace")},
+        "extra": common,
+        "extra_v1alpha1": only if alpha else {},
+        "extra_v1beta1": {} if alpha else only,
+    }
+    from .specio import spec_from_data
+
+    return spec_from_data(data)
+
+
+def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
+    raw = copy.deepcopy(raw)
+    ctype = raw.pop("componentType", None)
+    sub = raw.pop("subComponentType", None)
+    extra_alpha: dict[str, Any] = {}
+    if ctype == "worker" and sub in ("prefill", "decode"):
+        role = sub
+    elif ctype in ("frontend", "worker", "planner", "epp"):
+        role = ctype
+        if sub is not None:
+            extra_alpha["subComponentType"] = sub
+    elif ctype in ("prefill", "decode"):
+        role = ctype
+        extra_alpha["componentType"] = ctype
+    else:
+        role = "other"
+        if ctype is not None:
+            extra_alpha["componentType"] = ctype
+        if sub is not None:
+            extra_alpha["subComponentType"] = sub
+    resources = _mapping(raw.pop("resources", {}) or {}, f"spec.services.{path}.resources")
+    gpus = _pop_gpu(resources, "gpu", f"spec.services.{path}.resources.limits.gpu")
+    if resources:
+        extra_alpha["resources"] = resources
+    shm = raw.pop("sharedMemory", None)
+    shared_memory = None
+    if isinstance(shm, dict):
+        if shm.get("disabled"):
+            shared_memory = "0"
+            if set(shm) != {"disabled"}:
+                extra_alpha["sharedMemory"] = shm
+        elif "size" in shm:
+            shared_memory = str(shm["size"])
+            if set(shm) != {"size"}:
+                extra_alpha["sharedMemory"] = {k: v for k, v in shm.items() if k != "size"}
+        else:
+            extra_alpha["sharedMemory"] = shm
+    elif shm is not None:
+        extra_alpha["sharedMemory"] = shm
+    adapter = raw.pop("scalingAdapter", None)
+    scaling_adapter = isinstance(adapter, dict) and adapter.get("enabled") is True and len(adapter) == 1
+    if adapter is not None and not scaling_adapter:
+        extra_alpha["scalingAdapter"] = adapter
+    pod = _mapping(raw.pop("extraPodSpec", {}) or {}, f"spec.services.{path}.extraPodSpec")
+    container = _mapping(pod.pop("mainContainer", {}) or {}, f"spec.services.{path}.extraPodSpec.mainContainer")
+    service = {
+        "name": name,
+        "role": role,
+        "replicas": raw.pop("replicas", None),
+        "gpus": gpus,
+        "shared_memory": shared_memory,
+        "hf_token_secret": raw.pop("envFromSecret", None),
+        "env": raw.pop("envs", None) or [],
+        "scaling_adapter": scaling_adapter,
+        "pod_extra": pod,
+        "pod_metadata": raw.pop("extraPodMetadata", None) or {},
+        **_import_container(container),
+    }
+    common = {k: raw.pop(k) for k in list(raw) if k in _COMMON_COMPONENT_FIELDS}
+    extra_alpha.update(raw)
+    service["extra"] = common
+    service["extra_v1alpha1"] = extra_alpha
+    return service
+
+
+def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
+    raw = copy.deepcopy(raw)
+    path = f"spec.components[{index}]"
+    name = raw.pop("name", None)
+    if not isinstance(name, str):
+        raise ManifestError.single(f"{path}.name", "every component needs a name", "name_required")
+    ctype = raw.pop("type", None)
+    extra_beta: dict[str, Any] = {}
+    if ctype in _BETA_TYPES:
+        role = ctype
+    else:
+        role = "other"
+        if ctype is not None:
+            extra_beta["type"] = ctype
+    adapter = raw.pop("scalingAdapter", None)
+    scaling_adapter = adapter == {}
+    if adapter is not None and not scaling_adapter:
+        extra_beta["scalingAdapter"] = adapter
+    shm = raw.pop("sharedMemorySize", None)
+    template = _mapping(raw.pop("podTemplate", {}) or {}, f"{path}.podTemplate")
+    pod_metadata = template.pop("metadata", None) or {}
+    pod = _mapping(template.pop("spec", {}) or {}, f"{path}.podTemplate.spec")
+    if template:
+        extra_beta["podTemplate"] = template
+    containers = pod.pop("containers", None) or []
+    if not isinstance(containers, list):
+        raise ManifestError.single(f"{path}.podTemplate.spec.containers", "containers must be a list", "type")
+    main_index = next(
+        (i for i, c in enumerate(containers) if isinstance(c, dict) and c.get("name") == MAIN_CONTAINER), None
+    )
+    container: dict[str, Any] = {}
+    if main_index is not None:
+        container = copy.deepcopy(containers[main_index])
+        others = containers[:main_index] + containers[main_index + 1 :]
+        if others:
+            pod["containers"] = others
+    elif containers:
+        pod["containers"] = containers
+    container.pop("name", None)
+    env_from = container.pop("envFrom", None) or []
+    secret = None
+    rest = []
+    for entry in env_from:
+        ref = entry.get("secretRef") if isinstance(entry, dict) else None
+        if secret is None and isinstance(ref, dict) and set(entry) == {"secretRef"} and set(ref) == {"name"}:
+            secret = ref["name"]
+        else:
+            rest.append(entry)
+    resources = _mapping(container.pop("resources", {}) or {}, f"{path}.podTemplate.spec.containers[main].resources")
+    gpus = _pop_gpu(resources, GPU_RESOURCE, f"{path}.podTemplate.spec.containers[main].resources.limits")
+    fields = _import_container(container, take_env=True)
+    extra_container = fields.pop("container_extra")
+    if rest:
+        extra_container["envFrom"] = rest
+    if resources:
+        extra_container["resources"] = resources
+    replicas = raw.pop("replicas", None)
+    common = {k: raw.pop(k) for k in list(raw) if k in _COMMON_COMPONENT_FIELDS}
+    extra_beta.update(raw)
+    return {
+        "name": name,
+        "role": role,
+        "replicas": replicas,
+        "gpus": gpus,
+        "shared_memory": None if shm is None else str(shm),
+        "hf_token_secret": secret,
+        "scaling_adapter": scaling_adapter,
+        "pod_extra": pod,
+        "pod_metadata": pod_metadata,
+        "container_extra": extra_container,
+        "extra": common,
+        "extra_v1beta1": extra_beta,
+        **fields,
+    }
+
+
+def _import_container(container: dict[str, Any], *, take_env: bool = False) -> dict[str, Any]:
+    container = copy.deepcopy(container)
+    fields = {
+        "image": container.pop("image", None),
+        "command": container.pop("command", None),
+        "args": container.pop("args", None),
+        "working_dir": container.pop("workingDir", None),
+    }
+    if take_env and "env" in container:
+        fields["env"] = container.pop("env") or []
+    container.pop("name", None)
+    fields["container_extra"] = container
+    return fields
+
+
+def _pop_gpu(resources: dict[str, Any], key: str, path: str) -> int | None:
+    limits = resources.get("limits")
+    if not isinstance(limits, dict) or key not in limits:
+        return None
+    value = limits.pop(key)
+    if not limits:
+        resources.pop("limits")
+    try:
+        count = int(str(value))
+    except ValueError:
+        raise ManifestError.single(path, f"GPU count must be a whole number, not {value!r}", "gpu_count") from None
+    return count
+
+
+def _split_extra(extra: dict[str, Any], *, alpha_only: set[str], beta_only: set[str]):
+    common = {k: v for k, v in extra.items() if k not in alpha_only | beta_only}
+    only = {k: v for k, v in extra.items() if k in alpha_only | beta_only}
+    return copy.deepcopy(common), copy.deepcopy(only)
+
+
+def _mapping(value: Any, path: str, hint: str = "a mapping") -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ManifestError.single(path, f"{path} must be {hint}, not {_kind(value)}", "type")
+    return value
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean",
+            type(None): "empty"}.get(type(value), type(value).__name__)
+
+
+def _infer_backend(services: list[dict[str, Any]], body: dict[str, Any]) -> str:
+    from .commandline import engine_of
+
+    for service in services:
+        engine = engine_of(service.get("command"), service.get("args"))
+        if engine and engine != "frontend" and engine != "planner":
+            return engine
+    framework = body.get("backendFramework")
+    return framework if framework in ("vllm", "sglang", "trtllm") else "vllm"
+
+
+def _infer_version(services: list[dict[str, Any]]) -> str | None:
+    for service in services:
+        override = (service.get("extra") or {}).get("runtimeVersionOverride")
+        if override:
+            return str(override)
+        version = version_from_image(service.get("image"))
+        if version:
+            return str(version)
+    return None
+
+
+def _infer_model(services: list[dict[str, Any]]) -> str | None:
+    from .commandline import served_model
+
+    for service in services:
+        if service["role"] in ("prefill", "decode", "worker"):
+            model = served_model(service.get("command"), service.get("args"))
+            if model:
+                return model
+    return None

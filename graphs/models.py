@@ -1,0 +1,190 @@
+"""Graphs, their immutable revisions, the operations run on them, and the status cache.
+
+The status cache (Deployment, Pod, Event) is written only by the runtimes' observers (the
+local operator, the cluster watchers); pages and the API read it and never call a runtime."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from .spec import GraphSpec
+
+
+class Graph(models.Model):
+    """A stored graph definition. Its content lives in revisions; ``head`` is the latest."""
+
+    name = models.CharField(max_length=63, unique=True)
+    description = models.CharField(max_length=500, blank=True)
+    head = models.ForeignKey("Revision", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Revision(models.Model):
+    """One immutable version of a graph's spec. Never updated: every change is a new row."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    spec = models.JSONField()  # a GraphSpec, read through .graph_spec
+    source_yaml = models.TextField(blank=True)  # the manifest as imported, when it came from YAML
+    source_api_version = models.CharField(max_length=40, blank=True)
+    message = models.CharField(max_length=500, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["graph_id", "-number"]
+        constraints = [models.UniqueConstraint(fields=["graph", "number"], name="revision_number_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.graph.name}@{self.number}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("revisions are immutable: create a new one")
+        super().save(*args, **kwargs)
+
+    @property
+    def graph_spec(self) -> GraphSpec:
+        return GraphSpec.model_validate(self.spec)
+
+
+class GraphState(models.TextChoices):
+    NOT_DEPLOYED = "not_deployed", "Not deployed"  # never applied, or deleted
+    PROGRESSING = "progressing", "Progressing"  # applied; pods starting or changing
+    READY = "ready", "Ready"  # every pod of every pool running and ready
+    DEGRADED = "degraded", "Degraded"  # serving, but some pods are not ready or restarting
+    FAILED = "failed", "Failed"  # nothing can serve: crash loops, no frontend, unschedulable
+    DELETING = "deleting", "Deleting"  # delete requested, processes or pods still going away
+    UNKNOWN = "unknown", "Unknown"  # the runtime has not reported recently
+
+
+class Deployment(models.Model):
+    """The desired and observed state of one graph on its runtime. The desired part is
+    written by operations; the observed part by the runtime's observer only."""
+
+    graph = models.OneToOneField(Graph, on_delete=models.CASCADE, related_name="deployment")
+    runtime = models.CharField(max_length=20, default="local")  # local | kubernetes
+    cluster = models.CharField(max_length=100, blank=True)
+    namespace = models.CharField(max_length=63, blank=True)
+    api_version = models.CharField(max_length=40, default="nvidia.com/v1beta1")
+    # desired
+    revision = models.ForeignKey(Revision, null=True, on_delete=models.PROTECT, related_name="+")
+    manifest = models.JSONField(null=True, blank=True)  # the DGD as last applied
+    replicas = models.JSONField(default=dict)  # service name -> replicas (scale overrides)
+    active = models.BooleanField(default=False)  # False once deleted
+    generation = models.PositiveIntegerField(default=0)  # bumped by every desired-state change
+    # observed
+    observed_generation = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=20, choices=GraphState.choices, default=GraphState.NOT_DEPLOYED)
+    message = models.TextField(blank=True)
+    endpoint = models.CharField(max_length=200, blank=True)
+    ports = models.JSONField(default=dict)  # local runtime: name -> port
+    observed_at = models.DateTimeField(null=True, blank=True)
+
+    def desired_replicas(self, spec: GraphSpec) -> dict[str, int]:
+        out = {s.name: s.effective_replicas for s in spec.services}
+        out.update({k: int(v) for k, v in (self.replicas or {}).items() if k in out})
+        return out
+
+
+class Pod(models.Model):
+    """A pod, or a local process reported as one."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="pods")
+    name = models.CharField(max_length=253)
+    service = models.CharField(max_length=63)
+    role = models.CharField(max_length=20)
+    phase = models.CharField(max_length=40)
+    ready = models.BooleanField(default=False)
+    restarts = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    node = models.CharField(max_length=253, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+    shm_bytes = models.BigIntegerField(null=True, blank=True)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    reason = models.CharField(max_length=100, blank=True)
+    message = models.TextField(blank=True)
+    last_log = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["service", "name"]
+        constraints = [models.UniqueConstraint(fields=["deployment", "name"], name="pod_name_unique")]
+
+
+class Event(models.Model):
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_index=True)
+    type = models.CharField(max_length=10, default="Normal")
+    reason = models.CharField(max_length=60)
+    object = models.CharField(max_length=253)
+    message = models.TextField()
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+
+class OperationKind(models.TextChoices):
+    APPLY = "apply", "Apply"
+    SCALE = "scale", "Scale"
+    DELETE = "delete", "Delete"
+
+
+class OperationState(models.TextChoices):
+    """pending → running → succeeded | failed. A pending operation waits for the one before it
+    on the same graph; a running one whose worker died is finished or failed by the periodic
+    reconcile task, never left running."""
+
+    PENDING = "pending", "Pending"  # recorded, waiting for a worker (and for earlier operations)
+    RUNNING = "running", "Running"  # claimed by exactly one worker (conditional UPDATE)
+    SUCCEEDED = "succeeded", "Succeeded"  # the runtime accepted the change
+    FAILED = "failed", "Failed"  # refused or errored; result holds the runtime's own message
+
+
+ACTIVE_STATES = (OperationState.PENDING, OperationState.RUNNING)
+
+
+class Operation(models.Model):
+    """An apply, scale or delete: who asked, when, what changed, and how it ended. The row
+    is the audit trail and the thing the UI follows."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="operations")
+    kind = models.CharField(max_length=20, choices=OperationKind.choices)
+    state = models.CharField(max_length=20, choices=OperationState.choices, default=OperationState.PENDING)
+    revision = models.ForeignKey(Revision, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    params = models.JSONField(default=dict)  # scale: service, replicas; apply: runtime, apiVersion, dryRun
+    before = models.JSONField(default=dict)  # what was live before (replicas, revision)
+    after = models.JSONField(default=dict)
+    result = models.TextField(blank=True)
+    diff = models.TextField(blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    via = models.CharField(max_length=10, default="ui")  # ui | api | cli
+    attempts = models.PositiveIntegerField(default=0)
+    lease_until = models.DateTimeField(null=True, blank=True)  # a running claim expires here
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["graph", "state"])]
+        constraints = [
+            # At most one unfinished operation per graph: the database enforces serialisation,
+            # so two requests racing past the service's check cannot both be recorded.
+            models.UniqueConstraint(fields=["graph"], condition=Q(state__in=["pending", "running"]),
+                                    name="one_active_operation_per_graph"),
+        ]
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES

@@ -1,0 +1,258 @@
+"""Apply, scale and delete as Operations: one row per request, run by a Celery task.
+
+State machine (OperationState): pending → running → succeeded | failed.
+
+* ``request_*`` records a pending row (refused with OperationRefused while another operation
+  of the same graph is unfinished: a partial unique index makes that race-proof) and enqueues
+  ``operation_run`` after commit.
+* ``operation_run`` claims the row with a conditional UPDATE (pending, or running with an
+  expired lease: its worker died), does the work, and finishes the row. Local-runtime work is
+  a database write in the same transaction as the finish, so it happens exactly once; cluster
+  work is server-side apply, which is idempotent, so a re-run changes nothing.
+* ``operations_reconcile`` (periodic) re-enqueues what no worker picked up and fails what was
+  retried too often: no operation stays pending or running forever."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from .errors import OperationRefused, RuntimeFailure
+from .findings import Severity
+from .manifest import normalise_api_version, render
+from .models import (
+    ACTIVE_STATES,
+    Deployment,
+    Event,
+    Graph,
+    GraphState,
+    Operation,
+    OperationKind,
+    OperationState,
+    Pod,
+)
+from .runtimes.registry import get_runtime, target_for
+from .spec import MAX_REPLICAS
+from .validation import validate_spec
+
+log = logging.getLogger(__name__)
+
+LEASE = dt.timedelta(seconds=90)
+MAX_ATTEMPTS = 3
+STALE_PENDING = dt.timedelta(seconds=30)
+
+
+def _enqueue(op: Operation) -> None:
+    from .tasks import operation_run
+
+    transaction.on_commit(lambda: operation_run.delay(op.pk))
+
+
+def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
+    active = Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).first()
+    if active is not None:
+        raise OperationRefused(
+            f"{graph.name} already has a {active.get_state_display().lower()} {active.kind} operation (#{active.pk}); "
+            "wait for it to finish"
+        )
+    try:
+        with transaction.atomic():
+            op = Operation.objects.create(graph=graph, kind=kind, requested_by=user if user and user.pk else None,
+                                          via=via, **fields)
+    except IntegrityError:
+        raise OperationRefused(f"{graph.name} already has an unfinished operation; wait for it to finish") from None
+    _enqueue(op)
+    return op
+
+
+@transaction.atomic
+def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "local",
+                  revision_number: int | None = None, api_version: str = "nvidia.com/v1beta1",
+                  dry_run: bool = False) -> Operation:
+    revision = graph.head if revision_number is None else graph.revisions.filter(number=revision_number).first()
+    if revision is None:
+        raise OperationRefused(f"{graph.name} has no revision {revision_number}")
+    api_version = normalise_api_version(api_version)
+    report = validate_spec(revision.graph_spec, api_version=api_version)
+    errors = [f for f in report.findings if f.severity == Severity.ERROR]
+    if errors:
+        listed = "; ".join(f"{f.path}: {f.message}" for f in errors[:5])
+        raise OperationRefused(f"revision {revision.number} has {len(errors)} error(s) and cannot be applied: {listed}")
+    deployment = Deployment.objects.filter(graph=graph).first()
+    if deployment and deployment.active and deployment.runtime != runtime:
+        raise OperationRefused(f"{graph.name} runs on the {deployment.runtime} runtime; delete it there first")
+    return _record(graph=graph, kind=OperationKind.APPLY, user=user, via=via, revision=revision,
+                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run},
+                   before={"revision": deployment.revision.number if deployment and deployment.revision else None},
+                   after={"revision": revision.number})
+
+
+@transaction.atomic
+def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: str = "ui") -> Operation:
+    if not isinstance(replicas, int) or replicas < 0 or replicas > MAX_REPLICAS:
+        raise OperationRefused(f"replicas must be a whole number from 0 to {MAX_REPLICAS}, not {replicas!r}")
+    deployment = Deployment.objects.filter(graph=graph, active=True).first()
+    if deployment is None or deployment.revision is None:
+        raise OperationRefused(f"{graph.name} is not deployed: apply it first")
+    spec = deployment.revision.graph_spec
+    names = [s.name for s in spec.services]
+    if service not in names:
+        raise OperationRefused(f"{graph.name} has no service {service!r}; it has {', '.join(names)}")
+    current = deployment.desired_replicas(spec)[service]
+    return _record(graph=graph, kind=OperationKind.SCALE, user=user, via=via, revision=deployment.revision,
+                   params={"service": service, "replicas": replicas},
+                   before={"service": service, "replicas": current},
+                   after={"service": service, "replicas": replicas})
+
+
+@transaction.atomic
+def request_delete(*, graph: Graph, user=None, via: str = "ui") -> Operation:
+    deployment = Deployment.objects.filter(graph=graph).first()
+    if deployment is None or not deployment.active:
+        raise OperationRefused(f"{graph.name} is not deployed")
+    return _record(graph=graph, kind=OperationKind.DELETE, user=user, via=via, revision=deployment.revision,
+                   params={"runtime": deployment.runtime},
+                   before={"revision": deployment.revision.number if deployment.revision else None}, after={})
+
+
+def _claim(op_id: int) -> bool:
+    now = timezone.now()
+    claimable = Q(state=OperationState.PENDING) | Q(state=OperationState.RUNNING, lease_until__lt=now)
+    return bool(
+        Operation.objects.filter(claimable, pk=op_id, attempts__lt=MAX_ATTEMPTS).update(
+            state=OperationState.RUNNING, started_at=now, lease_until=now + LEASE, attempts=F("attempts") + 1
+        )
+    )
+
+
+def _finish(op: Operation, state: str, result: str, diff: str = "") -> None:
+    Operation.objects.filter(pk=op.pk, state=OperationState.RUNNING).update(
+        state=state, result=result[:10000], diff=diff[:100000], finished_at=timezone.now(), lease_until=None
+    )
+
+
+def operation_run(op_id: int) -> str:
+    """Run one operation. Safe to call any number of times: only a claim runs it."""
+    if not _claim(op_id):
+        return "not claimed"
+    op = Operation.objects.select_related("graph", "revision").get(pk=op_id)
+    try:
+        with transaction.atomic():
+            result, diff = _execute(op)
+            _finish(op, OperationState.SUCCEEDED, result, diff)
+    except RuntimeFailure as exc:
+        if exc.transient and op.attempts < MAX_ATTEMPTS:
+            # Leave it running with a short lease: the reconcile task picks it up again.
+            Operation.objects.filter(pk=op.pk).update(lease_until=timezone.now(), result=str(exc))
+            raise
+        _finish(op, OperationState.FAILED, str(exc))
+    except Exception as exc:
+        log.exception("operation %s failed", op_id)
+        _finish(op, OperationState.FAILED, f"internal error: {exc}")
+    return Operation.objects.get(pk=op_id).state
+
+
+def _execute(op: Operation) -> tuple[str, str]:
+    graph = op.graph
+    if op.kind == OperationKind.APPLY:
+        return _execute_apply(op, graph)
+    deployment = Deployment.objects.select_for_update().filter(graph=graph).first()
+    if deployment is None or deployment.revision is None:
+        raise RuntimeFailure(f"{graph.name} is not deployed")
+    spec = deployment.revision.graph_spec
+    runtime = get_runtime(deployment.runtime)
+    target = target_for(deployment)
+    if op.kind == OperationKind.SCALE:
+        service, replicas = op.params["service"], int(op.params["replicas"])
+        runtime.scale(target=target, spec=spec, service=service, replicas=replicas, deployment=deployment)
+        _event(graph, "Scaled", service, f"{service} scaled from {op.before.get('replicas')} to {replicas} replicas")
+        return f"{service}: {op.before.get('replicas')} → {replicas} replicas", ""
+    runtime.delete(target=target, spec=spec, deployment=deployment)
+    _event(graph, "Deleted", graph.name, "delete requested: stopping every pod")
+    return "delete requested", ""
+
+
+def _execute_apply(op: Operation, graph: Graph) -> tuple[str, str]:
+    revision = op.revision
+    spec = revision.graph_spec
+    api_version = op.params.get("apiVersion", "nvidia.com/v1beta1")
+    manifest = render(spec, api_version)
+    runtime = get_runtime(op.params.get("runtime", "local"))
+    deployment, _ = Deployment.objects.select_for_update().get_or_create(
+        graph=graph, defaults={"runtime": runtime.kind, "api_version": api_version})
+    target = target_for(deployment, runtime=runtime.kind)
+    result = runtime.apply(target=target, spec=spec, manifest=manifest, dry_run=bool(op.params.get("dryRun")),
+                           deployment=deployment, revision=revision)
+    if op.params.get("dryRun"):
+        return ("dry run: no change" if not result.changed else "dry run: would change the live graph"), result.diff
+    _event(graph, "Applied", graph.name, f"revision {revision.number} applied to the {runtime.kind} runtime")
+    return (f"revision {revision.number} applied" if result.changed else "no change"), result.diff
+
+
+def _event(graph: Graph, reason: str, obj: str, message: str, type_: str = "Normal") -> None:
+    Event.objects.create(graph=graph, at=timezone.now(), type=type_, reason=reason, object=obj, message=message)
+
+
+def operations_reconcile() -> dict[str, int]:
+    """Finish or fail what got stuck: re-enqueue pending rows nobody picked up and running
+    rows whose lease expired (their worker died); fail those out of attempts."""
+    from .tasks import operation_run as task
+
+    now = timezone.now()
+    requeued = failed = 0
+    stuck = Operation.objects.filter(
+        Q(state=OperationState.PENDING, created_at__lt=now - STALE_PENDING)
+        | Q(state=OperationState.RUNNING, lease_until__lt=now)
+    )
+    for op in stuck:
+        if op.attempts >= MAX_ATTEMPTS:
+            failed += Operation.objects.filter(pk=op.pk, state=op.state).update(
+                state=OperationState.FAILED, finished_at=now, lease_until=None,
+                result=(op.result + "\n" if op.result else "") + f"gave up after {op.attempts} attempts (worker lost)",
+            )
+        else:
+            task.delay(op.pk)
+            requeued += 1
+    return {"requeued": requeued, "failed": failed}
+
+
+def status_snapshot(graph: Graph) -> dict:
+    """What pages and the API show: read from the status cache only."""
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
+    pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
+    events = list(Event.objects.filter(graph=graph)[:30])
+    now = timezone.now()
+    return {
+        "graph": graph.name,
+        "deployed": bool(deployment and deployment.active),
+        "runtime": deployment.runtime if deployment else None,
+        "revision": deployment.revision.number if deployment and deployment.revision else None,
+        "state": deployment.state if deployment else GraphState.NOT_DEPLOYED,
+        "message": deployment.message if deployment else "",
+        "endpoint": deployment.endpoint if deployment else "",
+        "replicas": deployment.desired_replicas(deployment.revision.graph_spec)
+        if deployment and deployment.revision else {},
+        "observed_at": deployment.observed_at.isoformat() if deployment and deployment.observed_at else None,
+        "age_seconds": round((now - deployment.observed_at).total_seconds(), 1)
+        if deployment and deployment.observed_at else None,
+        "pods": [
+            {"name": p.name, "service": p.service, "role": p.role, "phase": p.phase, "ready": p.ready,
+             "restarts": p.restarts, "started_at": p.started_at.isoformat() if p.started_at else None,
+             "node": p.node, "gpus": p.gpus, "shm_bytes": p.shm_bytes, "port": p.port, "reason": p.reason,
+             "message": p.message}
+            for p in pods
+        ],
+        "events": [{"at": e.at.isoformat(), "type": e.type, "reason": e.reason, "object": e.object,
+                    "message": e.message} for e in events],
+    }
+
+
+def pod_log(*, graph: Graph, pod: str, lines: int = 200) -> str:
+    deployment = Deployment.objects.filter(graph=graph).first()
+    if deployment is None or not Pod.objects.filter(deployment=deployment, name=pod).exists():
+        raise OperationRefused(f"{graph.name} has no pod {pod!r}")
+    return get_runtime(deployment.runtime).pod_log(deployment=deployment, pod=pod, lines=lines)

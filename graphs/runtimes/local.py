@@ -1,0 +1,71 @@
+"""The local runtime, control side: records the desired state of a graph in its Deployment
+row. The local operator process (graphs.runtimes.localoperator, ``manage.py runoperator``)
+reconciles that state into real Dynamo processes and reports them back as pods, the way the
+Dynamo operator reconciles a DGD on a cluster."""
+
+from __future__ import annotations
+
+import difflib
+from collections import deque
+from pathlib import Path
+
+from django.conf import settings
+
+from ..models import GraphState
+from ..specio import dump_yaml
+from .base import ApplyResult, Target
+
+LOG_DIR_NAME = "logs"
+
+
+def graph_dir(graph_name: str) -> Path:
+    return Path(settings.LOCAL_RUNTIME_DIR) / "graphs" / graph_name
+
+
+def pod_log_path(graph_name: str, pod: str) -> Path:
+    return graph_dir(graph_name) / LOG_DIR_NAME / f"{pod}.log"
+
+
+class LocalRuntime:
+    kind = "local"
+
+    def apply(self, *, target: Target, spec, manifest: dict, dry_run: bool = False, deployment, revision):
+        live = deployment.manifest if deployment.active else None
+        before = dump_yaml(live).splitlines(keepends=True) if live else []
+        after = dump_yaml(manifest).splitlines(keepends=True)
+        diff = "".join(difflib.unified_diff(before, after, fromfile="live", tofile=f"revision {revision.number}"))
+        changed = bool(diff) or bool(deployment.replicas) or not deployment.active
+        if dry_run or not changed:
+            return ApplyResult(changed=changed, diff=diff)
+        deployment.runtime = self.kind
+        deployment.revision = revision
+        deployment.manifest = manifest
+        deployment.api_version = manifest["apiVersion"]
+        deployment.replicas = {}  # an apply sets every pool to the revision's replicas, as kubectl apply does
+        deployment.active = True
+        deployment.generation += 1
+        deployment.state = GraphState.PROGRESSING
+        deployment.message = f"revision {revision.number} applied; waiting for the local operator"
+        deployment.save()
+        return ApplyResult(changed=True, diff=diff)
+
+    def scale(self, *, target: Target, spec, service: str, replicas: int, deployment) -> None:
+        overrides = dict(deployment.replicas or {})
+        overrides[service] = replicas
+        deployment.replicas = overrides
+        deployment.generation += 1
+        deployment.save(update_fields=["replicas", "generation"])
+
+    def delete(self, *, target: Target, spec, deployment) -> None:
+        deployment.active = False
+        deployment.generation += 1
+        deployment.state = GraphState.DELETING
+        deployment.message = "stopping every process"
+        deployment.save(update_fields=["active", "generation", "state", "message"])
+
+    def pod_log(self, *, deployment, pod: str, lines: int = 200) -> str:
+        path = pod_log_path(deployment.graph.name, pod)
+        if not path.exists():
+            return ""
+        with open(path, errors="replace") as handle:
+            return "".join(deque(handle, maxlen=lines))

@@ -1,0 +1,127 @@
+"""Every write to graphs and revisions goes through these functions. Views, the API, the
+CLI and tasks call them; none of them saves a domain object itself."""
+
+from __future__ import annotations
+
+import difflib
+
+from django.db import IntegrityError, transaction
+
+from .errors import ManifestError
+from .findings import Finding, Severity
+from .manifest import V1BETA1, import_manifest, normalise_api_version, render
+from .models import Deployment, Graph, Revision
+from .schema import structural_findings
+from .spec import GraphSpec
+from .specio import dump_yaml
+from .validation import Report, validate_manifest, validate_spec
+
+
+class GraphConflict(Exception):
+    """The graph changed under the caller (stale revision) or the name is taken."""
+
+
+def _refuse_structural(spec: GraphSpec) -> None:
+    """A spec whose manifest the CRD would refuse is never stored."""
+    for api_version in ("nvidia.com/v1beta1", "nvidia.com/v1alpha1"):
+        errors = structural_findings(render(spec, api_version))
+        if errors:
+            raise ManifestError(errors)
+
+
+@transaction.atomic
+def graph_create(*, spec: GraphSpec, user=None, description: str = "", message: str = "",
+                 source_yaml: str = "", source_api_version: str = "") -> Graph:
+    _refuse_structural(spec)
+    if Graph.objects.filter(name=spec.name).exists():
+        raise GraphConflict(f"a graph named {spec.name!r} already exists")
+    try:
+        with transaction.atomic():
+            graph = Graph.objects.create(name=spec.name, description=description, created_by=user)
+    except IntegrityError:
+        raise GraphConflict(f"a graph named {spec.name!r} already exists") from None
+    revision = Revision.objects.create(
+        graph=graph, number=1, spec=spec.model_dump(mode="json"), source_yaml=source_yaml,
+        source_api_version=source_api_version, message=message or "created", created_by=user,
+    )
+    Graph.objects.filter(pk=graph.pk).update(head=revision)
+    graph.head = revision
+    return graph
+
+
+@transaction.atomic
+def graph_update(*, graph: Graph, spec: GraphSpec, user=None, message: str = "", expected_head: int | None = None,
+                 source_yaml: str = "", source_api_version: str = "") -> Revision:
+    """A new revision. ``expected_head`` guards against overwriting someone else's edit."""
+    if spec.name != graph.name:
+        raise ManifestError([Finding(Severity.ERROR, "rename", "metadata.name",
+                                     f"this graph is {graph.name!r}; a graph cannot be renamed",
+                                     "create a new graph from this manifest instead")])
+    _refuse_structural(spec)
+    locked = Graph.objects.select_for_update().get(pk=graph.pk)
+    head = locked.head
+    if expected_head is not None and head is not None and head.number != expected_head:
+        raise GraphConflict(f"{graph.name} is now at revision {head.number}, not {expected_head}: reload and retry")
+    number = (head.number if head else 0) + 1
+    revision = Revision.objects.create(
+        graph=locked, number=number, spec=spec.model_dump(mode="json"), source_yaml=source_yaml,
+        source_api_version=source_api_version, message=message or f"revision {number}", created_by=user,
+    )
+    Graph.objects.filter(pk=graph.pk).update(head=revision)
+    graph.head = revision
+    return revision
+
+
+def graph_import(*, obj: dict, user=None, text: str = "", dynamo_version: str | None = None,
+                 message: str = "") -> tuple[Graph, Revision, Report]:
+    """Create a graph from a manifest, or add a revision when the graph exists. Nothing is
+    stored when the manifest has structural errors."""
+    report = validate_manifest(obj, dynamo_version=dynamo_version)
+    structural = [f for f in report.findings if f.severity == Severity.ERROR and f.code.startswith(
+        ("schema_", "api_version", "not_a_mapping", "kind", "invalid_", "type", "name_required", "gpu_count"))]
+    if structural or report.spec is None:
+        raise ManifestError(structural or [f for f in report.findings if f.severity == Severity.ERROR])
+    spec = report.spec
+    api_version = obj.get("apiVersion", "")
+    existing = Graph.objects.filter(name=spec.name).first()
+    if existing is None:
+        graph = graph_create(spec=spec, user=user, message=message or "imported", source_yaml=text,
+                             source_api_version=api_version)
+        return graph, graph.head, report
+    revision = graph_update(graph=existing, spec=spec, user=user, message=message or "imported",
+                            source_yaml=text, source_api_version=api_version)
+    return existing, revision, report
+
+
+@transaction.atomic
+def graph_delete(*, graph: Graph, user=None) -> None:
+    deployment = Deployment.objects.filter(graph=graph).first()
+    if deployment is not None and deployment.active:
+        raise GraphConflict(f"{graph.name} is deployed: delete its deployment first")
+    Graph.objects.filter(pk=graph.pk).update(head=None)
+    graph.delete()
+
+
+def revision_manifest(revision: Revision, api_version: str = V1BETA1, dynamo_version: str | None = None) -> dict:
+    return render(revision.graph_spec, normalise_api_version(api_version), dynamo_version)
+
+
+def revision_report(revision: Revision, api_version: str = V1BETA1, dynamo_version: str | None = None) -> Report:
+    return validate_spec(revision.graph_spec, api_version=normalise_api_version(api_version),
+                         dynamo_version=dynamo_version)
+
+
+def revision_diff(old: Revision | None, new: Revision, api_version: str = V1BETA1) -> str:
+    """A unified diff of the two revisions' rendered manifests."""
+    before = dump_yaml(revision_manifest(old, api_version)).splitlines(keepends=True) if old else []
+    after = dump_yaml(revision_manifest(new, api_version)).splitlines(keepends=True)
+    name = new.graph.name
+    return "".join(difflib.unified_diff(
+        before, after,
+        fromfile=f"{name}@{old.number}" if old else "/dev/null",
+        tofile=f"{name}@{new.number}",
+    ))
+
+
+def spec_from_manifest(obj: dict, dynamo_version: str | None = None) -> GraphSpec:
+    return import_manifest(obj, dynamo_version=dynamo_version)

@@ -1,0 +1,52 @@
+"""The validation pipeline: structure first (the real CRD schema), then operational checks.
+Runs on every save, import, render and before every apply."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .checks import operational_findings
+from .errors import ManifestError
+from .findings import Finding, Severity, has_errors, sort_findings
+from .manifest import import_manifest, render
+from .schema import structural_findings
+from .spec import GraphSpec
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    spec: GraphSpec | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not has_errors(self.findings)
+
+    def counts(self) -> dict[str, int]:
+        return {s.value: sum(1 for f in self.findings if f.severity == s) for s in Severity}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"valid": self.ok, "counts": self.counts(), "findings": [f.as_dict() for f in self.findings]}
+
+
+def validate_manifest(obj: Any, *, dynamo_version: str | None = None) -> Report:
+    """Findings for a manifest as the user wrote it. ``spec`` is set when it could be imported."""
+    findings = structural_findings(obj)
+    try:
+        spec = import_manifest(obj, dynamo_version=dynamo_version)
+    except ManifestError as exc:
+        known = {(f.path, f.message) for f in findings}
+        findings += [f for f in exc.findings if (f.path, f.message) not in known]
+        return Report(sort_findings(findings), None)
+    findings += operational_findings(obj, dynamo_version=dynamo_version, spec=spec)
+    return Report(sort_findings(findings), spec)
+
+
+def validate_spec(spec: GraphSpec, *, api_version: str, dynamo_version: str | None = None) -> Report:
+    """Findings for a spec as it renders in ``api_version``."""
+    manifest = render(spec, api_version, dynamo_version)
+    findings = structural_findings(manifest) + operational_findings(
+        manifest, dynamo_version=dynamo_version, spec=spec
+    )
+    return Report(sort_findings(findings), spec)

@@ -1,0 +1,324 @@
+"""HTML pages (htmx). One URL serves a page or its fragment; every action calls the same
+service as the API."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.db.models import Count, Q
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from controlplane.roles import Role, role_required
+
+from . import operations, services
+from .catalog import TEMPLATES, build_spec
+from .errors import ManifestError, OperationRefused
+from .findings import Finding, Severity
+from .forms import ManifestForm, TemplateForm
+from .manifest import API_VERSIONS, V1BETA1, normalise_api_version
+from .manifest import render as render_manifest
+from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, Pod, Revision
+from .specio import dump_yaml, load_yaml
+from .validation import Report, validate_manifest, validate_spec
+
+STOP_POLLING = 286  # htmx stops polling on this status
+
+
+def _api_version(request) -> str:
+    try:
+        return normalise_api_version(request.GET.get("apiVersion") or V1BETA1)
+    except ValueError:
+        return V1BETA1
+
+
+@role_required(Role.VIEWER)
+def graph_list(request):
+    graphs = (
+        Graph.objects.select_related("head", "deployment")
+        .annotate(pods_total=Count("deployment__pods"),
+                  pods_ready=Count("deployment__pods", filter=Q(deployment__pods__ready=True)))
+        .order_by("name")
+    )
+    query = request.GET.get("q", "").strip()
+    if query:
+        graphs = graphs.filter(name__icontains=query)
+    return render(request, "graphs/list.html", {"graphs": graphs, "query": query, "templates": TEMPLATES.values()})
+
+
+def _preview(spec, api_version: str) -> tuple[str, Report]:
+    manifest = render_manifest(spec, api_version)
+    return dump_yaml(manifest), validate_spec(spec, api_version=api_version)
+
+
+@role_required(Role.OPERATOR)
+@require_http_methods(["GET", "POST"])
+def graph_new(request):
+    template = request.GET.get("template") or request.POST.get("template") or "vllm-disagg"
+    if template not in TEMPLATES:
+        template = "vllm-disagg"
+    tpl = TEMPLATES[template]
+    initial = {"template": template, "backend": tpl.backend, "model": tpl.model,
+               "prefill_gpus": tpl.gpus, "decode_gpus": tpl.gpus}
+    form = TemplateForm(request.POST or None, initial=initial)
+    preview_yaml, report, error = "", None, ""
+    api_version = normalise_api_version(request.POST.get("preview_api_version") or V1BETA1)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            spec = build_spec(template=d["template"], name=d["name"], namespace=d["namespace"], model=d["model"],
+                              backend=d["backend"], dynamo_version=d["dynamo_version"],
+                              prefill=form.pool("prefill"), decode=form.pool("decode"))
+            preview_yaml, report = _preview(spec, api_version)
+            if request.POST.get("action") == "create":
+                graph = services.graph_create(spec=spec, user=request.user, description=d["description"],
+                                              message=f"created from template {d['template']}")
+                messages.success(request, f"Graph {graph.name} created (revision 1).")
+                return redirect("graphs:detail", name=graph.name)
+        except ManifestError as exc:
+            report = Report(exc.findings)
+        except services.GraphConflict as exc:
+            error = str(exc)
+        except ValueError as exc:
+            error = str(exc)
+    context = {"form": form, "template": tpl, "templates": TEMPLATES.values(), "preview_yaml": preview_yaml,
+               "pool_groups": form.pool_groups(tpl.disaggregated),
+               "report": report, "error": error, "api_version": api_version, "api_versions": API_VERSIONS}
+    if request.htmx and request.POST.get("action") != "create":
+        return render(request, "graphs/new.html#preview", context)
+    return render(request, "graphs/new.html", context, status=400 if request.method == "POST" else 200)
+
+
+def _manifest_report(text: str, dynamo_version: str | None) -> tuple[dict | None, Report]:
+    try:
+        obj = load_yaml(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+    except ManifestError as exc:
+        return None, Report(exc.findings)
+    return obj, validate_manifest(obj, dynamo_version=dynamo_version)
+
+
+@role_required(Role.VIEWER)
+@require_POST
+def manifest_check(request):
+    """The YAML editor's live validation: findings for the text as typed; stores nothing."""
+    text = request.POST.get("yaml", "")
+    version = request.POST.get("dynamo_version") or None
+    try:
+        from .versions import DynamoVersion
+
+        version = str(DynamoVersion.parse(version)) if version else None
+    except ValueError as exc:
+        return render(request, "graphs/_findings.html",
+                      {"report": Report([Finding(Severity.ERROR, "dynamo_version", "dynamo_version", str(exc))])})
+    _obj, report = _manifest_report(text, version)
+    return render(request, "graphs/_findings.html", {"report": report, "live": True})
+
+
+@role_required(Role.OPERATOR)
+@require_http_methods(["GET", "POST"])
+def graph_import(request, name: str | None = None):
+    """Paste or upload a manifest; for an existing graph, edit its YAML (a new revision)."""
+    graph = get_object_or_404(Graph.objects.select_related("head"), name=name) if name else None
+    api_version = _api_version(request)
+    initial = {}
+    if graph and graph.head and request.method == "GET":
+        initial = {"yaml": dump_yaml(render_manifest(graph.head.graph_spec, api_version)),
+                   "expected_revision": graph.head.number}
+    form = ManifestForm(request.POST or None, request.FILES or None, initial=initial)
+    report, status = None, 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            text = form.cleaned_data["yaml"]
+            obj, report = _manifest_report(text, form.cleaned_data["dynamo_version"])
+            if obj is not None and report.spec is not None:
+                try:
+                    if graph is not None:
+                        services.graph_update(graph=graph, spec=report.spec, user=request.user,
+                                              message=form.cleaned_data["message"] or "edited YAML",
+                                              expected_head=form.cleaned_data.get("expected_revision"),
+                                              source_yaml=text, source_api_version=obj.get("apiVersion", ""))
+                        target = graph
+                    else:
+                        target, _rev, _rep = services.graph_import(
+                            obj=obj, user=request.user, text=text, dynamo_version=form.cleaned_data["dynamo_version"],
+                            message=form.cleaned_data["message"])
+                    messages.success(request, f"Saved {target.name} as revision {target.head.number}.")
+                    return redirect("graphs:detail", name=target.name)
+                except ManifestError as exc:
+                    report = Report(exc.findings)
+                except services.GraphConflict as exc:
+                    form.add_error(None, str(exc))
+    return render(request, "graphs/import.html", {"form": form, "graph": graph, "report": report}, status=status)
+
+
+@role_required(Role.VIEWER)
+def graph_detail(request, name: str):
+    graph = get_object_or_404(Graph.objects.select_related("head", "head__created_by"), name=name)
+    if graph.head is None:
+        raise Http404("graph has no revision")
+    api_version = _api_version(request)
+    spec = graph.head.graph_spec
+    manifest_yaml, report = _preview(spec, api_version)
+    context = {"graph": graph, "spec": spec, "manifest_yaml": manifest_yaml, "report": report,
+               "api_version": api_version, "api_versions": API_VERSIONS, **_status_context(graph)}
+    if request.htmx and request.GET.get("fragment") == "manifest":
+        return render(request, "graphs/detail.html#manifest", context)
+    return render(request, "graphs/detail.html", context)
+
+
+def _status_context(graph: Graph) -> dict:
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
+    pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
+    active_op = Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).first()
+    recent = list(Operation.objects.filter(graph=graph).select_related("requested_by", "revision")[:10])
+    spec = deployment.revision.graph_spec if deployment and deployment.revision else None
+    desired = deployment.desired_replicas(spec) if spec and deployment.active else {}
+    pools = [
+        {"name": s.name, "role": s.role, "replicas": desired.get(s.name, s.effective_replicas),
+         "max": max(8, desired.get(s.name, 0) * 2)}
+        for s in (spec.services if spec else []) if s.role in ("prefill", "decode", "worker")
+    ]
+    from .diagnosis import diagnose
+
+    return {
+        "deployment": deployment,
+        "pods": pods,
+        "events": list(graph.events.all()[:15]),
+        "active_op": active_op,
+        "recent_ops": recent,
+        "pools": pools,
+        "diagnosis": diagnose(deployment, pods) if deployment and deployment.active else [],
+        "deployed": bool(deployment and deployment.active),
+    }
+
+
+@role_required(Role.VIEWER)
+def graph_status(request, name: str):
+    """The status fragment (state, diagnosis, pods, events, operations), polled by the page."""
+    graph = get_object_or_404(Graph, name=name)
+    context = {"graph": graph, **_status_context(graph)}
+    response = render(request, "graphs/detail.html#status", context)
+    deployment = context["deployment"]
+    finished = (deployment is None or deployment.state == GraphState.NOT_DEPLOYED) and context["active_op"] is None
+    if finished and request.GET.get("poll"):
+        response.status_code = STOP_POLLING
+    return response
+
+
+def _operation_response(request, graph: Graph, op: Operation | None, error: str = ""):
+    context = {"graph": graph, **_status_context(graph), "error": error}
+    response = render(request, "graphs/detail.html#status", context, status=200 if not error else 409)
+    if error:
+        response["HX-Retarget"] = "#status"
+    return response
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def graph_apply(request, name: str):
+    graph = get_object_or_404(Graph.objects.select_related("head"), name=name)
+    try:
+        op = operations.request_apply(graph=graph, user=request.user, via="ui",
+                                      runtime=request.POST.get("runtime", "local"),
+                                      api_version=request.POST.get("apiVersion") or V1BETA1,
+                                      dry_run=request.POST.get("dry_run") == "1")
+    except (OperationRefused, ValueError) as exc:
+        return _operation_response(request, graph, None, str(exc))
+    return _operation_response(request, graph, op)
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def graph_scale(request, name: str):
+    graph = get_object_or_404(Graph, name=name)
+    try:
+        replicas = int(request.POST.get("replicas", ""))
+    except ValueError:
+        return _operation_response(request, graph, None, "replicas must be a whole number")
+    try:
+        op = operations.request_scale(graph=graph, user=request.user, via="ui",
+                                      service=request.POST.get("service", ""), replicas=replicas)
+    except OperationRefused as exc:
+        return _operation_response(request, graph, None, str(exc))
+    return _operation_response(request, graph, op)
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def graph_undeploy(request, name: str):
+    graph = get_object_or_404(Graph, name=name)
+    try:
+        op = operations.request_delete(graph=graph, user=request.user, via="ui")
+    except OperationRefused as exc:
+        return _operation_response(request, graph, None, str(exc))
+    return _operation_response(request, graph, op)
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def graph_delete(request, name: str):
+    graph = get_object_or_404(Graph, name=name)
+    try:
+        services.graph_delete(graph=graph, user=request.user)
+    except services.GraphConflict as exc:
+        messages.error(request, str(exc))
+        return redirect("graphs:detail", name=name)
+    messages.success(request, f"Graph {name} deleted.")
+    return redirect("graphs:list")
+
+
+@role_required(Role.VIEWER)
+def pod_log(request, name: str, pod: str):
+    graph = get_object_or_404(Graph, name=name)
+    try:
+        text = operations.pod_log(graph=graph, pod=pod, lines=300)
+    except OperationRefused as exc:
+        raise Http404(str(exc)) from None
+    context = {"graph": graph, "pod": pod, "log": text}
+    if request.htmx:
+        return render(request, "graphs/log.html#log", context)
+    return render(request, "graphs/log.html", context)
+
+
+@role_required(Role.VIEWER)
+def revision_list(request, name: str):
+    graph = get_object_or_404(Graph, name=name)
+    revisions = graph.revisions.select_related("created_by").order_by("-number")
+    diff, old, new = "", None, None
+    api_version = _api_version(request)
+    if request.GET.get("from") and request.GET.get("to"):
+        try:
+            old = revisions.get(number=int(request.GET["from"]))
+            new = revisions.get(number=int(request.GET["to"]))
+        except (ValueError, Revision.DoesNotExist):
+            messages.error(request, "Pick two existing revisions to compare.")
+        else:
+            diff = services.revision_diff(old, new, api_version) or "(no difference in the rendered manifest)"
+    return render(request, "graphs/revisions.html", {"graph": graph, "revisions": revisions, "diff": diff,
+                                                      "old": old, "new": new, "api_version": api_version,
+                                                      "api_versions": API_VERSIONS})
+
+
+@role_required(Role.VIEWER)
+def export(request, name: str):
+    graph = get_object_or_404(Graph.objects.select_related("head"), name=name)
+    api_version = _api_version(request)
+    number = request.GET.get("revision")
+    revision = graph.head
+    if number:
+        try:
+            revision = graph.revisions.get(number=int(number))
+        except (ValueError, Revision.DoesNotExist):
+            raise Http404("no such revision") from None
+    text = dump_yaml(services.revision_manifest(revision, api_version))
+    response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
+    filename = f"{graph.name}-r{revision.number}-{api_version.split('/')[-1]}.yaml"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def home(request):
+    return redirect(reverse("graphs:list"))

@@ -1,0 +1,252 @@
+"""The HTTP layer: routing, discovery, authentication, fault injection, request recording, chunked
+watch streams. Stdlib ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from .errors import ApiError, status_body
+from .request import Request
+
+VERSION_INFO = {
+    "major": "1", "minor": "31", "gitVersion": "v1.31.0", "gitCommit": "k8s-emulator", "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.22.5", "compiler": "gc", "platform": "linux/amd64",
+}
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    content_type: str
+    body: Any
+    headers: dict[str, str]
+    status: int | None = None
+
+    def param(self, name: str) -> str | None:
+        values = self.query.get(name)
+        return values[-1] if values else None
+
+
+@dataclass
+class Fault:
+    """One injected failure; see :meth:`KubeEmulator.inject`."""
+
+    method: str
+    pattern: re.Pattern[str]
+    status: int | None
+    times: int | None = 1
+    retry_after: int | None = None
+    delay: float | None = None
+    body: dict[str, Any] | None = None
+    drop: bool = False
+    hits: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self, method: str, path: str) -> bool:
+        if self.method not in ("*", method) or not self.pattern.search(path):
+            return False
+        with self.lock:
+            if self.times is not None and self.hits >= self.times:
+                return False
+            self.hits += 1
+            return True
+
+
+class EmulatorHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, emu: Any, host: str = "127.0.0.1"):
+        self.emu = emu
+        super().__init__((host, 0), Handler)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: EmulatorHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+    def do_PUT(self) -> None:
+        self._handle("PUT")
+
+    def do_PATCH(self) -> None:
+        self._handle("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._handle("DELETE")
+
+    # -- main path ---------------------------------------------------------------------------------
+    def _handle(self, method: str) -> None:
+        emu = self.server.emu
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        url = urlsplit(self.path)
+        query = parse_qs(url.query, keep_blank_values=True)
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        record = RecordedRequest(method, url.path, query, ctype, _decode(raw, ctype), dict(self.headers))
+        emu.record(record)
+        try:
+            if emu.token and self.headers.get("Authorization") != f"Bearer {emu.token}":
+                raise ApiError(401)
+            fault = emu.take_fault(method, url.path)
+            if fault is not None and self._fault(fault, record):
+                return
+            req_warnings: list[str] = []
+            code, body = self._route(method, url.path, {k: v[-1] for k, v in query.items()}, raw, ctype,
+                                     req_warnings)
+            record.status = code
+            self._send(code, body, warnings=req_warnings)
+        except ApiError as err:
+            record.status = err.code
+            self._send(err.code, err.body, err.headers)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:
+            emu.errors.append(traceback.format_exc())
+            record.status = 500
+            self._send(500, status_body(500, f"Internal error occurred: {exc!r}"))
+
+    def _fault(self, fault: Fault, record: RecordedRequest) -> bool:
+        if fault.delay:
+            time.sleep(fault.delay)
+        if fault.drop:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            record.status = -1
+            return True
+        if fault.status is None:
+            return False
+        headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
+        record.status = fault.status
+        self._send(fault.status, fault.body or status_body(fault.status), headers)
+        return True
+
+    def _route(self, method: str, path: str, query: dict[str, str], raw: bytes, ctype: str,
+               warnings: list[str]) -> tuple[int, Any]:
+        emu = self.server.emu
+        registry = emu.registry
+        segs = [s for s in path.split("/") if s]
+        discovery = self._discovery(segs)
+        if discovery is not None:
+            if method != "GET":
+                raise ApiError(405)
+            return 200, discovery
+        if segs[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", segs[2:]
+        elif len(segs) >= 4 and segs[0] == "apis":
+            group, version, rest = segs[1], segs[2], segs[3:]
+        else:
+            raise ApiError(404)
+        if rest and rest[0] == "watch":
+            rest, query = rest[1:], {**query, "watch": "true"}
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces" and registry.lookup(group, version, rest[2]):
+            namespace, rest = rest[1], rest[2:]
+        if not 1 <= len(rest) <= 3:
+            raise ApiError(404)
+        res = registry.lookup(group, version, rest[0])
+        if res is None or (namespace is not None and not res.namespaced):
+            raise ApiError(404)
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        req = Request(method, res, version, namespace, name, sub, query, raw, ctype,
+                      self.headers.get("User-Agent") or "", warnings)
+        if res.namespaced and namespace is None and (name is not None or method == "POST"):
+            raise ApiError(404)
+        return emu.api.handle(req)
+
+    def _discovery(self, segs: list[str]) -> Any:
+        registry = self.server.emu.registry
+        if segs == ["version"]:
+            return VERSION_INFO
+        if segs in (["healthz"], ["livez"], ["readyz"]):
+            return "ok"
+        if segs == ["api"]:
+            return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.server.server_port}"}]}
+        if segs == ["api", "v1"]:
+            return registry.resource_list("", "v1")
+        if segs == ["apis"]:
+            return registry.api_group_list()
+        if len(segs) == 2 and segs[0] == "apis":
+            return registry.api_group(segs[1]) or _raise(404)
+        if len(segs) == 3 and segs[0] == "apis":
+            return registry.resource_list(segs[1], segs[2]) or _raise(404)
+        return None
+
+    # -- responses ---------------------------------------------------------------------------------
+    def _send(self, code: int, body: Any, headers: dict[str, str] | None = None,
+              warnings: list[str] | None = None) -> None:
+        if hasattr(body, "__next__"):
+            self._stream(body, warnings or [])
+            return
+        if isinstance(body, str):
+            data, ctype = body.encode(), "text/plain; charset=utf-8"
+        else:
+            data, ctype = json.dumps(body).encode(), "application/json"
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Audit-Id", str(self.server.emu.next_audit_id()))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        for text in warnings or []:
+            self.send_header("Warning", f"299 - {json.dumps(text)}")
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _stream(self, events: Any, warnings: list[str]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        for text in warnings:
+            self.send_header("Warning", f"299 - {json.dumps(text)}")
+        self.end_headers()
+        try:
+            for event in events:
+                line = (json.dumps(event) + "\n").encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        finally:
+            events.close()
+
+
+def _raise(code: int) -> Any:
+    raise ApiError(code)
+
+
+def _decode(raw: bytes, ctype: str) -> Any:
+    if not raw:
+        return None
+    try:
+        if "yaml" in ctype:
+            import yaml
+
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except Exception:
+        return raw.decode(errors="replace")

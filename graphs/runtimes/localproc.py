@@ -118,10 +118,6 @@ def validate_extra_args(kind: Kind, args: Sequence[str]) -> list[str]:
     return out
 
 
-def _flag_in(flag: str, args: Sequence[str]) -> bool:
-    return any(a == flag or a.startswith(flag + "=") for a in args)
-
-
 def build_process_argv(
     *, kind: Kind, python: str = sys.executable, http_port: int | None = None,
     model_path: str | Path | None = None, model_name: str | None = None, mode: Mode = "agg",
@@ -164,7 +160,7 @@ def build_process_argv(
     # dynamo.vllm (GPU hosts): built here, never run on this machine.
     argv += ["--model", str(model_path), "--served-model-name", model_name, *planes,
              "--disaggregation-mode", mode]
-    if mode == "prefill" and not _flag_in("--kv-transfer-config", extra):
+    if mode == "prefill" and "--kv-transfer-config" not in extra:  # extras come back split at "="
         # 1.6.1 refuses a prefill worker without an explicit connector (the NIXL default is gone).
         argv += ["--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}']
     return argv + extra
@@ -176,6 +172,7 @@ def build_process_env(
 ) -> dict[str, str]:
     """Env for one Dynamo process: a few inherited basics (never the operator's secrets), the
     spec's checked extras, then everything that keeps the graph offline and on loopback."""
+    _check_value(log_level, "DYN_LOG")
     base = os.environ if base_env is None else base_env
     env = {k: base[k] for k in INHERITED_ENV if k in base}
     for key, value in (extra_env or {}).items():
@@ -616,6 +613,9 @@ class Supervisor:
 
         # Outside the lock, so other threads see Terminating meanwhile.
         _kill_groups([p.popen.pid for p in running], grace, reap)
+        for p in running:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.popen.wait(timeout=1.0)  # the leader may have died after the last reap()
         events = []
         with self._lock:
             for p in procs:

@@ -69,12 +69,24 @@ def convert_dgd(obj: dict[str, Any], version: str) -> dict[str, Any]:
     if version == "v1beta1":
         out["spec"] = _spec_to_beta(spec, out.setdefault("metadata", {}))
         if "services" in status:
-            status["components"] = status.pop("services")
+            status["components"] = {k: _status_to_beta(v) for k, v in (status.pop("services") or {}).items()}
     else:
         out["spec"] = _spec_to_alpha(spec, out.setdefault("metadata", {}))
         if "components" in status:
-            status["services"] = status.pop("components")
+            status["services"] = {k: _status_to_alpha(v) for k, v in (status.pop("components") or {}).items()}
     return out
+
+
+def _status_to_beta(entry: dict[str, Any]) -> dict[str, Any]:
+    """v1alpha1 has a required ``componentName``; v1beta1 only ``componentNames``."""
+    out = {k: v for k, v in entry.items() if k != "componentName"}
+    if entry.get("componentName") and not out.get("componentNames"):
+        out["componentNames"] = [entry["componentName"]]
+    return out
+
+
+def _status_to_alpha(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"componentName": (entry.get("componentNames") or [""])[0], **entry}
 
 
 def _spec_to_beta(spec: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:

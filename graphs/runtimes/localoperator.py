@@ -1,0 +1,284 @@
+"""The local operator: reconciles every Deployment on the local runtime into real Dynamo
+processes (a frontend, mocker or vLLM workers) and writes what it sees to the status cache,
+as the Dynamo operator and the kubelet do on a cluster.
+
+One loop, about once a second: desired processes from each active Deployment's revision and
+replica overrides; ``Supervisor.ensure`` for each, ``stop`` for the rest; ``poll`` for exits
+and restarts; probes for readiness; then pods, events and the graph state go to the database.
+Only known Dynamo entry points run, with argv built from the typed spec (localproc.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.utils import timezone
+
+from ..commandline import flag_value, tokens
+from ..models import Deployment, Event, GraphState, Pod
+from ..spec import GraphSpec, Service
+from .base import EventRecord, PodStatus
+from .local import graph_dir
+from .localproc import (
+    MAX_SYSTEM_PORT,
+    SAFE_FLAGS,
+    PortRangeExhausted,
+    Supervisor,
+    allocate_ports,
+    build_process_argv,
+    build_process_env,
+)
+from .tinymodel import ensure_model_dir
+
+log = logging.getLogger(__name__)
+
+# Flags the operator sets itself from the spec (model, role, discovery): never copied.
+_OWN_FLAGS = {"--model", "--model-path", "--model-name", "--served-model-name", "--disaggregation-mode",
+              "--is-prefill-worker", "--is-decode-worker", "--discovery-backend", "--request-plane",
+              "--bootstrap-ports", "--speedup-ratio", "--http-port", "--http-host", "--router-mode"}
+SHM_PATH = "/dev/shm"
+
+
+def gpu_engine_available() -> bool:
+    """vLLM workers run only where vLLM is installed and an NVIDIA GPU is visible."""
+    return importlib.util.find_spec("vllm") is not None and shutil.which("nvidia-smi") is not None
+
+
+def shm_size() -> int | None:
+    try:
+        st = os.statvfs(SHM_PATH)
+    except OSError:
+        return None
+    return st.f_frsize * st.f_blocks
+
+
+@dataclass
+class Planned:
+    name: str
+    service: Service
+    role: str
+    argv: list[str]
+    env: dict[str, str]
+    port: int
+    probe: str
+    ignored: list[str] = field(default_factory=list)
+
+
+def pod_name(graph: str, service: str, index: int) -> str:
+    return f"{graph}-{service.lower()}-{index}"
+
+
+def extra_engine_args(service: Service, kind: str) -> tuple[list[str], list[str]]:
+    """The spec's own tuning flags that this engine accepts locally; the rest is reported."""
+    argv = tokens(service.command, service.args)
+    if "-m" in argv:
+        argv = argv[argv.index("-m") + 2:]
+    kept, ignored, i = [], [], 0
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0]
+        takes_value = "=" not in token and i + 1 < len(argv) and not argv[i + 1].startswith("--")
+        value = [argv[i + 1]] if takes_value else []
+        if token.startswith("--") and name not in _OWN_FLAGS:
+            (kept if name in SAFE_FLAGS[kind] else ignored).extend([token, *value])
+        i += 1 + len(value)
+    return kept, ignored
+
+
+class LocalOperator:
+    def __init__(self, *, runtime_dir: Path | None = None, python: str | None = None,
+                 port_min: int | None = None, port_max: int | None = None):
+        self.root = Path(runtime_dir or settings.LOCAL_RUNTIME_DIR)
+        self.python = python or settings.LOCAL_RUNTIME_PYTHON or sys.executable
+        self.port_min = port_min or settings.LOCAL_RUNTIME_PORT_MIN
+        self.port_max = min(port_max or settings.LOCAL_RUNTIME_PORT_MAX, MAX_SYSTEM_PORT)
+        self.supervisor = Supervisor(self.root / "pids")
+        self.ports: dict[str, int] = {}  # pod or bootstrap name -> port, kept while it exists
+        self.ready: dict[str, bool] = {}
+        self.owner: dict[str, int] = {}  # pod name -> deployment id
+        self.model_names: dict[str, str] = {}
+        self.logs: dict[str, Path] = {}
+        self.use_gpu = gpu_engine_available()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        killed = Supervisor.reap_orphans(self.root / "pids")
+        if killed:
+            log.warning("stopped %d process(es) left by a previous operator run", len(killed))
+        self.supervisor.install_exit_handlers()
+
+    def run_forever(self, interval: float = 1.0) -> None:
+        self.start()
+        while True:
+            started = time.monotonic()
+            try:
+                close_old_connections()
+                self.reconcile_once()
+            except Exception:
+                log.exception("reconcile failed; retrying")
+            time.sleep(max(0.1, interval - (time.monotonic() - started)))
+
+    def shutdown(self) -> None:
+        self.supervisor.stop_all()
+
+    # ---------------------------------------------------------------- one pass
+
+    def reconcile_once(self) -> None:
+        deployments = list(Deployment.objects.filter(runtime="local").exclude(
+            active=False, state=GraphState.NOT_DEPLOYED).select_related("graph", "revision"))
+        wanted: dict[str, Planned] = {}
+        problems: dict[int, str] = {}
+        for dep in deployments:
+            if not dep.active or dep.revision is None:
+                continue
+            try:
+                for planned in self.plan(dep):
+                    wanted[planned.name] = planned
+                    self.owner[planned.name] = dep.pk
+            except (ValueError, PortRangeExhausted) as exc:
+                problems[dep.pk] = str(exc)
+        events: list[EventRecord] = []
+        for name in self.supervisor.names():
+            if name not in wanted:
+                events += self.supervisor.stop(name)
+                self.ready.pop(name, None)
+                self.ports.pop(name, None)
+                self.ports.pop(f"{name}:bootstrap", None)
+        for planned in wanted.values():
+            events += self.supervisor.ensure(
+                planned.name, planned.argv, planned.env, cwd=self.root, log_path=self.log_path(planned),
+                meta={"service": planned.service.name, "role": planned.role, "port": planned.port,
+                      "probe": planned.probe, "model": self.model_name_of(planned)})
+        events += self.supervisor.poll()
+        by_dep: dict[int, list[PodStatus]] = {dep.pk: [] for dep in deployments}
+        for name in self.supervisor.names():
+            status = self.supervisor.pod_status(name)
+            status.gpus = 0  # local processes use the CPU (mocker) or the host's GPU directly
+            status.shm_bytes = shm_size()
+            if wanted.get(name) and wanted[name].ignored:
+                status.message = (status.message + " " if status.message else "") + (
+                    "ignored on the local runtime: " + " ".join(wanted[name].ignored))
+            if status.ready and not self.ready.get(name):
+                events.append(EventRecord(timezone.now(), "Normal", "Ready", name, f"{name} is ready"))
+            self.ready[name] = status.ready
+            dep_id = self.owner.get(name)
+            if dep_id in by_dep:
+                by_dep[dep_id].append(status)
+        for dep in deployments:
+            self.write_status(dep, by_dep.get(dep.pk, []), problems.get(dep.pk, ""),
+                              [e for e in events if self.owner.get(e.object) == dep.pk])
+
+    def model_name_of(self, planned: Planned) -> str:
+        return self.model_names.get(planned.name, "")
+
+    def log_path(self, planned: Planned) -> Path:
+        return self.logs[planned.name]
+
+    def plan(self, dep: Deployment) -> list[Planned]:
+        spec: GraphSpec = dep.revision.graph_spec
+        replicas = dep.desired_replicas(spec)
+        gdir = graph_dir(spec.name)
+        discovery = gdir / "discovery"
+        discovery.mkdir(parents=True, exist_ok=True)
+        model_name = spec.model or spec.name
+        model_dir = ensure_model_dir(self.root / "models", model_name)
+        out: list[Planned] = []
+        for service in spec.services:
+            if service.role not in ("frontend", "prefill", "decode", "worker"):
+                continue
+            for index in range(replicas.get(service.name, 0)):
+                name = pod_name(spec.name, service.name, index)
+                port = self._port(name)
+                if service.role == "frontend":
+                    kind, probe = "frontend", "frontend"
+                    extra, ignored = extra_engine_args(service, "frontend")
+                    argv = build_process_argv(kind="frontend", python=self.python, http_port=port,
+                                              extra_args=extra)
+                    env = build_process_env(discovery_dir=discovery)
+                else:
+                    kind = "vllm" if (self.use_gpu and spec.backend == "vllm") else "mocker"
+                    probe = "worker"
+                    mode = {"worker": "agg"}.get(service.role, service.role)
+                    extra, ignored = extra_engine_args(service, kind)
+                    speedup = flag_value(tokens(service.command, service.args), "--speedup-ratio")
+                    argv = build_process_argv(
+                        kind=kind, python=self.python, model_path=model_dir, model_name=model_name, mode=mode,
+                        bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
+                        speedup_ratio=float(speedup) if speedup else None, extra_args=extra)
+                    env = build_process_env(discovery_dir=discovery, system_port=port)
+                self.model_names[name] = model_name
+                self.logs[name] = gdir / "logs" / f"{name}.log"
+                out.append(Planned(name, service, service.role, argv, env, port, probe, ignored))
+        return out
+
+    def _port(self, key: str) -> int:
+        if key not in self.ports:
+            taken = set(self.ports.values())
+            self.ports[key] = allocate_ports(1, self.port_min, self.port_max, taken)[0]
+        return self.ports[key]
+
+    # ---------------------------------------------------------------- status cache
+
+    def write_status(self, dep: Deployment, pods: list[PodStatus], problem: str, events: list[EventRecord]) -> None:
+        now = timezone.now()
+        frontend = next((p for p in pods if p.role == "frontend"), None)
+        state, message = self.graph_state(dep, pods, problem)
+        with transaction.atomic():
+            Pod.objects.filter(deployment=dep).exclude(name__in=[p.name for p in pods]).delete()
+            if pods:
+                Pod.objects.bulk_create(
+                    [Pod(deployment=dep, name=p.name, service=p.service, role=p.role, phase=p.phase, ready=p.ready,
+                         restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
+                         shm_bytes=p.shm_bytes, port=p.port, reason=p.reason, message=p.message[:2000],
+                         last_log=p.last_log[-4000:]) for p in pods],
+                    update_conflicts=True, unique_fields=["deployment", "name"],
+                    update_fields=["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
+                                   "shm_bytes", "port", "reason", "message", "last_log", "updated_at"],
+                )
+            if events:
+                Event.objects.bulk_create([Event(graph_id=dep.graph_id, at=e.at, type=e.type, reason=e.reason,
+                                                 object=e.object, message=e.message[:2000]) for e in events])
+            if not dep.active and not pods:
+                self._forget_graph(dep)
+            Deployment.objects.filter(pk=dep.pk).update(
+                state=state, message=message[:2000], observed_at=now, observed_generation=dep.generation,
+                endpoint=f"http://127.0.0.1:{frontend.port}" if frontend and frontend.port else "",
+            )
+
+    def graph_state(self, dep: Deployment, pods: list[PodStatus], problem: str) -> tuple[str, str]:
+        if not dep.active:
+            return (GraphState.DELETING, f"stopping {len(pods)} process(es)") if pods else (
+                GraphState.NOT_DEPLOYED, "deleted: every process stopped")
+        if problem:
+            return GraphState.FAILED, problem
+        if not pods:
+            return GraphState.PROGRESSING, "no pods requested" if dep.replicas else "starting"
+        ready = sum(p.ready for p in pods)
+        crashing = [p.name for p in pods if p.phase == "CrashLoopBackOff"]
+        frontend = [p for p in pods if p.role == "frontend"]
+        serving = any(p.ready for p in frontend)
+        if ready == len(pods):
+            return GraphState.READY, f"{ready}/{len(pods)} pods ready"
+        if crashing:
+            state = GraphState.DEGRADED if serving else GraphState.FAILED
+            return state, f"{', '.join(crashing)} crash-looping; {ready}/{len(pods)} pods ready"
+        if frontend and all(p.phase == "Running" for p in frontend) and not serving and \
+                all(p.started_at and (timezone.now() - p.started_at).total_seconds() > 60 for p in frontend):
+            return GraphState.DEGRADED, "frontend serves no model: no worker has registered with it"
+        if serving:
+            return GraphState.DEGRADED, f"{ready}/{len(pods)} pods ready"
+        return GraphState.PROGRESSING, f"{ready}/{len(pods)} pods ready"
+
+    def _forget_graph(self, dep: Deployment) -> None:
+        # Stale discovery records of stopped workers would make a re-applied frontend route to
+        # dead addresses: start the next apply from an empty folder.
+        shutil.rmtree(graph_dir(dep.graph.name) / "discovery", ignore_errors=True)

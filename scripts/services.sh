@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Start what the test suite needs on this machine when it is not running: PostgreSQL and
+# Redis (installed from Debian's packages), and Debian's Chromium for the browser tests.
+set -euo pipefail
+
+if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+  echo "starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  echo "starting Redis"
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log
+  for _ in $(seq 1 30); do redis-cli ping >/dev/null 2>&1 && break; sleep 1; done
+fi
+# Browser tests drive Debian's Chromium (Playwright's own browser download does not work here).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "installing Debian's chromium"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "could not install chromium: browser tests will fail" >&2
+fi
+exit 0

@@ -1,0 +1,222 @@
+"""A tiny fake Dynamo operator (opt-in: ``emulator.simulate_operator = True``).
+
+Runs synchronously after every write that concerns a DGD, so by the time a client call returns the
+cluster has converged:
+* a DGDSA ``<dgd>-<lower(component)>`` for each component with a scaling adapter (v1alpha1
+  ``scalingAdapter.enabled: true``, v1beta1 ``scalingAdapter: {}``); DGDSAs of components that
+  dropped it are deleted; the DGDSA's ``spec.replicas`` is the source of truth and is copied into
+  the DGD (as the operator, which the adapter webhook allows);
+* one pod per replica with the operator's labels, owned by the DGD (cascade delete), named like
+  the component pathway (``<dgd>-<lower(comp)>-<hash>-<rand>``); extra pods deleted on scale-down,
+  a deleted pod is recreated;
+* DGD status: ``state``, a ``Ready`` condition (reasons ``all_resources_are_ready``,
+  ``pods_not_ready``, ``insufficient_capacity``), ``observedGeneration`` and per-component replica
+  counts (``status.services`` in v1alpha1, ``status.components`` in v1beta1);
+* the validating webhook that forbids editing a component's replicas on the DGD while a DGDSA owns
+  them (403, only for managers other than the operator and ``*planner*``).
+
+``pod_overrides[component] = {...}`` passes extra :func:`build_pod` arguments (e.g.
+``{"waiting_reason": "ImagePullBackOff"}`` or ``{"unschedulable": True}``) to its pods.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections import deque
+from typing import Any
+
+from .errors import ApiError
+from .fixtures import COMPONENT_LABEL, DGD_LABEL, build_pod, now
+
+DGD = ("nvidia.com", "dynamographdeployments")
+DGDSA = ("nvidia.com", "dynamographdeploymentscalingadapters")
+POD = ("", "pods")
+MANAGER = "dynamo-operator"
+
+
+class FakeOperator:
+    def __init__(self, emu: Any):
+        self.emu = emu
+        self.pod_overrides: dict[str, dict[str, Any]] = {}
+        self.enforce_adapter_webhook = True
+        self.queue: deque[tuple[str, str]] = deque()
+        self.busy = False
+
+    # -- triggers ---------------------------------------------------------------------------------
+    def on_change(self, key: tuple[str, str], obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
+        current = obj or old or {}
+        meta = current.get("metadata") or {}
+        if key == DGD:
+            self.enqueue(meta.get("namespace", ""), meta["name"])
+        elif key == DGDSA:
+            ref = ((current.get("spec") or {}).get("dgdRef") or {}).get("name")
+            if ref:
+                self.enqueue(meta.get("namespace", ""), ref)
+        elif key == POD and (meta.get("labels") or {}).get(DGD_LABEL):
+            self.enqueue(meta.get("namespace", ""), meta["labels"][DGD_LABEL])
+
+    def enqueue(self, namespace: str, name: str) -> None:
+        if (namespace, name) not in self.queue:
+            self.queue.append((namespace, name))
+        if self.busy:
+            return
+        self.busy = True
+        try:
+            while self.queue:
+                self.reconcile(*self.queue.popleft())
+        finally:
+            self.busy = False
+
+    # -- webhook ----------------------------------------------------------------------------------
+    def admission(self, req: Any, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        if (not self.emu.simulate_operator or not self.enforce_adapter_webhook or req.res.key != DGD
+                or old is None or req.sub == "status" or req.manager == MANAGER or "planner" in req.manager):
+            return
+        namespace, name = new["metadata"].get("namespace"), new["metadata"]["name"]
+        before, after = _replicas(old), _replicas(new)
+        for comp, value in after.items():
+            adapter = f"{name}-{comp.lower()}"
+            if value != before.get(comp) and self.emu.store.get(DGDSA, namespace, adapter) is not None:
+                raise ApiError(403, f'admission webhook "vdynamographdeployment.kb.io" denied the request: '
+                               f'replicas of component "{comp}" are managed by DynamoGraphDeploymentScalingAdapter '
+                               f'"{adapter}"; scale it through the adapter\'s scale subresource', "Forbidden")
+
+    # -- reconcile --------------------------------------------------------------------------------
+    def reconcile(self, namespace: str, name: str) -> None:
+        emu = self.emu
+        dgd = emu.store.get(DGD, namespace, name)
+        if dgd is None or dgd["metadata"].get("deletionTimestamp"):
+            return
+        version = dgd["apiVersion"].split("/")[1]
+        beta = emu.api.view(emu.registry.by_group_resource(*DGD), dgd, "v1beta1")
+        owner = {"apiVersion": dgd["apiVersion"], "kind": dgd["kind"], "name": name,
+                 "uid": dgd["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+        components = (beta.get("spec") or {}).get("components") or []
+        wanted: dict[str, int] = {}
+        for comp in components:
+            cname = comp["name"]
+            replicas = int(comp.get("replicas", 1))
+            adapter_name = f"{name}-{cname.lower()}"
+            adapter = emu.store.get(DGDSA, namespace, adapter_name)
+            if "scalingAdapter" in comp:
+                if adapter is None:
+                    emu.put({"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeploymentScalingAdapter",
+                             "metadata": {"name": adapter_name, "namespace": namespace, "ownerReferences": [owner],
+                                          "labels": {DGD_LABEL: name}},
+                             "spec": {"dgdRef": {"name": name, "componentName": cname}, "replicas": replicas}})
+                else:
+                    desired = (adapter.get("spec") or {}).get("replicas", replicas)
+                    if desired != replicas:
+                        self._set_dgd_replicas(dgd, version, cname, desired)
+                        return  # the DGD write re-queues this DGD
+                selector = f"{DGD_LABEL}={name},{COMPONENT_LABEL}={cname}"
+                current = emu.store.get(DGDSA, namespace, adapter_name)
+                status = dict(current.get("status") or {})
+                if status.get("replicas") != replicas or status.get("selector") != selector:
+                    status.update(replicas=replicas, selector=selector, lastScaleTime=now())
+                    emu.set_status("dgdsa", adapter_name, status, namespace=namespace, manager=MANAGER)
+            elif adapter is not None:
+                emu.api.remove(emu.registry.by_group_resource(*DGDSA), adapter)
+            wanted[cname] = replicas
+            self._scale_pods(namespace, name, comp, replicas, owner)
+        for pod in emu.store.list(POD, namespace):
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get(DGD_LABEL) == name and labels.get(COMPONENT_LABEL) not in wanted:
+                emu.api.remove(emu.registry.by_group_resource(*POD), pod)
+        self._write_status(dgd, version, components, wanted)
+
+    def _set_dgd_replicas(self, dgd: dict[str, Any], version: str, component: str, replicas: int) -> None:
+        body = self.emu.api.view(self.emu.registry.by_group_resource(*DGD), dgd, version)
+        body = {**body, "spec": dict(body["spec"])}
+        if version == "v1alpha1":
+            services = dict(body["spec"]["services"])
+            services[component] = {**services[component], "replicas": replicas}
+            body["spec"]["services"] = services
+        else:
+            body["spec"]["components"] = [{**c, "replicas": replicas} if c["name"] == component else c
+                                          for c in body["spec"]["components"]]
+        self.emu.internal_write(DGD, version, body, manager=MANAGER)
+
+    def _scale_pods(self, namespace: str, name: str, comp: dict[str, Any], replicas: int,
+                    owner: dict[str, Any]) -> None:
+        emu, cname = self.emu, comp["name"]
+        pods = [p for p in emu.store.list(POD, namespace)
+                if (p["metadata"].get("labels") or {}).get(DGD_LABEL) == name
+                and p["metadata"]["labels"].get(COMPONENT_LABEL) == cname]
+        for pod in sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"])[replicas:]:
+            emu.api.remove(emu.registry.by_group_resource(*POD), pod)
+        ctype = comp.get("type", "worker")
+        sub = None
+        if ctype in ("prefill", "decode") and self._alpha_worker(namespace, name, cname):
+            ctype, sub = "worker", comp["type"]
+        containers = ((comp.get("podTemplate") or {}).get("spec") or {}).get("containers") or [{}]
+        image = containers[0].get("image") or "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"
+        limits = (containers[0].get("resources") or {}).get("limits") or {}
+        template_hash = hashlib.sha1(repr(comp).encode(), usedforsecurity=False).hexdigest()[:10]
+        for _ in range(replicas - len(pods)):
+            pod_name = f"{name}-{cname.lower()}-{template_hash}-{secrets.token_hex(3)[:5]}"
+            kwargs = {"dgd": name, "component": cname, "component_type": ctype, "sub_component_type": sub,
+                      "image": image, "gpus": int(limits.get("nvidia.com/gpu", 0) or 0), "owner": owner,
+                      **self.pod_overrides.get(cname, {})}
+            emu.put(build_pod(pod_name, namespace, **kwargs))
+
+    def _alpha_worker(self, namespace: str, name: str, component: str) -> bool:
+        dgd = self.emu.store.get(DGD, namespace, name)
+        services = (dgd.get("spec") or {}).get("services") or {}
+        return (services.get(component) or {}).get("componentType") == "worker"
+
+    def _write_status(self, dgd: dict[str, Any], version: str, components: list[dict[str, Any]],
+                      wanted: dict[str, int]) -> None:
+        emu, meta = self.emu, dgd["metadata"]
+        per_component: dict[str, Any] = {}
+        not_ready, unschedulable = [], False
+        for comp in components:
+            cname = comp["name"]
+            pods = [p for p in emu.store.list(POD, meta.get("namespace"))
+                    if (p["metadata"].get("labels") or {}).get(DGD_LABEL) == meta["name"]
+                    and p["metadata"]["labels"].get(COMPONENT_LABEL) == cname]
+            ready = sum(1 for p in pods if _pod_ready(p))
+            unschedulable = unschedulable or any(_unschedulable(p) for p in pods)
+            entry = {"componentKind": "Deployment", "replicas": wanted[cname], "updatedReplicas": len(pods),
+                     "readyReplicas": ready, "availableReplicas": ready,
+                     "componentNames": [f"{meta['name']}-{cname.lower()}"]}
+            if version == "v1alpha1":
+                entry["componentName"] = entry["componentNames"][0]
+            per_component[cname] = entry
+            if ready < wanted[cname]:
+                not_ready.append(f"{cname}: {ready}/{wanted[cname]} ready")
+        old_status = dgd.get("status") or {}
+        if not_ready:
+            reason = "insufficient_capacity" if unschedulable else "pods_not_ready"
+            cond = {"type": "Ready", "status": "False", "reason": reason,
+                    "message": "Resources not ready: " + "; ".join(not_ready)}
+        else:
+            cond = {"type": "Ready", "status": "True", "reason": "all_resources_are_ready",
+                    "message": "All resources are ready"}
+        previous = next((c for c in old_status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        same = all(previous.get(k) == cond[k] for k in ("status", "reason", "message"))
+        cond["lastTransitionTime"] = previous.get("lastTransitionTime") if same else now()
+        cond["observedGeneration"] = meta.get("generation", 1)
+        status = {**old_status, "state": "pending" if not_ready else "successful",
+                  "observedGeneration": meta.get("generation", 1), "conditions": [cond],
+                  ("services" if version == "v1alpha1" else "components"): per_component}
+        if status != old_status:
+            emu.set_status("dgd", meta["name"], status, namespace=meta.get("namespace"), manager=MANAGER)
+
+
+def _replicas(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec") or {}
+    if "components" in spec:
+        return {c.get("name"): c.get("replicas") for c in spec.get("components") or []}
+    return {k: (v or {}).get("replicas") for k, v in (spec.get("services") or {}).items()}
+
+
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def _unschedulable(pod: dict[str, Any]) -> bool:
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conds)

@@ -94,6 +94,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE",
                                             "init_command": "PRAGMA journal_mode=WAL;"})
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # A file, not memory, so that the processes a test starts (worker, operator) share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -155,6 +157,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem")
     else {"visibility_timeout": 3600}
 )
+if CELERY_BROKER_URL.startswith("filesystem"):
+    for _folder in ("broker", "broker-processed"):
+        (VAR_DIR / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -163,6 +168,13 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
 }
+
+# Operations: how long a worker's claim on a running operation lasts before the reconcile
+# task may hand it to another worker (the first one is presumed dead).
+OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "90"))
+# Fault injection for reliability tests only: seconds to wait inside an operation's
+# transaction, widening the window in which a killed worker dies mid-operation.
+OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
 # and the port range it hands out to graphs.

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
+
+from django.conf import settings
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
@@ -41,7 +44,6 @@ from .validation import validate_spec
 
 log = logging.getLogger(__name__)
 
-LEASE = dt.timedelta(seconds=90)
 MAX_ATTEMPTS = 3
 STALE_PENDING = dt.timedelta(seconds=30)
 
@@ -119,41 +121,55 @@ def request_delete(*, graph: Graph, user=None, via: str = "ui") -> Operation:
                    before={"revision": deployment.revision.number if deployment.revision else None}, after={})
 
 
-def _claim(op_id: int) -> bool:
+def _claim(op_id: int) -> int | None:
+    """Take the operation: pending, or running with an expired lease (its worker died).
+    Returns the attempt number this caller owns, or None."""
     now = timezone.now()
     claimable = Q(state=OperationState.PENDING) | Q(state=OperationState.RUNNING, lease_until__lt=now)
-    return bool(
-        Operation.objects.filter(claimable, pk=op_id, attempts__lt=MAX_ATTEMPTS).update(
-            state=OperationState.RUNNING, started_at=now, lease_until=now + LEASE, attempts=F("attempts") + 1
-        )
+    claimed = Operation.objects.filter(claimable, pk=op_id, attempts__lt=MAX_ATTEMPTS).update(
+        state=OperationState.RUNNING, started_at=now,
+        lease_until=now + dt.timedelta(seconds=settings.OPERATION_LEASE_SECONDS), attempts=F("attempts") + 1
     )
+    if not claimed:
+        return None
+    return Operation.objects.values_list("attempts", flat=True).get(pk=op_id)
 
 
-def _finish(op: Operation, state: str, result: str, diff: str = "") -> None:
-    Operation.objects.filter(pk=op.pk, state=OperationState.RUNNING).update(
+def _finish(op_id: int, state: str, result: str, diff: str = "") -> None:
+    Operation.objects.filter(pk=op_id, state=OperationState.RUNNING).update(
         state=state, result=result[:10000], diff=diff[:100000], finished_at=timezone.now(), lease_until=None
     )
 
 
 def operation_run(op_id: int) -> str:
-    """Run one operation. Safe to call any number of times: only a claim runs it."""
-    if not _claim(op_id):
+    """Run one operation. Safe to call any number of times, from any number of workers: the
+    claim picks one caller, and the row lock held for the whole change means a claim taken
+    over after a lease expiry cannot run beside a live first attempt: either the first
+    attempt committed (the row is no longer running) or it died and rolled back."""
+    attempt = _claim(op_id)
+    if attempt is None:
         return "not claimed"
-    op = Operation.objects.select_related("graph", "revision").get(pk=op_id)
     try:
         with transaction.atomic():
+            op = Operation.objects.select_for_update(of=("self",)).select_related("graph", "revision").get(pk=op_id)
+            if op.state != OperationState.RUNNING or op.attempts != attempt:
+                return "claim lost"
             result, diff = _execute(op)
-            _finish(op, OperationState.SUCCEEDED, result, diff)
+            if settings.OPERATION_FAULT_DELAY:
+                time.sleep(settings.OPERATION_FAULT_DELAY)
+            _finish(op_id, OperationState.SUCCEEDED, result, diff)
+    except OperationRefused as exc:
+        _finish(op_id, OperationState.FAILED, str(exc))
     except RuntimeFailure as exc:
-        if exc.transient and op.attempts < MAX_ATTEMPTS:
-            # Leave it running with a short lease: the reconcile task picks it up again.
-            Operation.objects.filter(pk=op.pk).update(lease_until=timezone.now(), result=str(exc))
+        if exc.transient and attempt < MAX_ATTEMPTS:
+            # Leave it running with an expired lease: the retry (or the reconcile task) takes it.
+            Operation.objects.filter(pk=op_id).update(lease_until=timezone.now(), result=str(exc))
             raise
-        _finish(op, OperationState.FAILED, str(exc))
+        _finish(op_id, OperationState.FAILED, str(exc))
     except Exception as exc:
         log.exception("operation %s failed", op_id)
-        _finish(op, OperationState.FAILED, f"internal error: {exc}")
-    return Operation.objects.get(pk=op_id).state
+        _finish(op_id, OperationState.FAILED, f"internal error: {exc}")
+    return Operation.objects.values_list("state", flat=True).get(pk=op_id)
 
 
 def _execute(op: Operation) -> tuple[str, str]:

@@ -294,8 +294,8 @@ def test_finalizers_and_owner_cascade(kube, co, core):
 # -- patches -----------------------------------------------------------------------------------------
 def test_merge_patch_and_json_patch(api_client, co):
     co.create_namespaced_custom_object(G, BETA, NS, DGD, beta_dgd())
-    merged = co.patch_namespaced_custom_object(G, BETA, NS, DGD, "graph",
-                                               {"metadata": {"labels": {"a": "b"}}, "spec": {"backendFramework": "vllm"}})
+    change = {"metadata": {"labels": {"a": "b"}}, "spec": {"backendFramework": "vllm"}}
+    merged = co.patch_namespaced_custom_object(G, BETA, NS, DGD, "graph", change)
     assert merged["metadata"]["labels"] == {"a": "b"} and merged["spec"]["backendFramework"] == "vllm"
     assert merged["metadata"]["generation"] == 2
     ops = [{"op": "test", "path": "/spec/components/1/name", "value": "decode"},
@@ -701,9 +701,107 @@ def test_fake_operator_alpha_seed_and_unschedulable_pods(kube, co, core):
     assert prefill[0].status.conditions[0].reason == "Unschedulable"
     adapter = co.get_namespaced_custom_object(G, ALPHA, NS, DGDSA, "vllm-disagg-vllmdecodeworker")
     assert adapter["spec"]["dgdRef"] == {"name": "vllm-disagg", "serviceName": "VllmDecodeWorker"}
+    co.patch_namespaced_custom_object_scale(G, BETA, NS, DGDSA, "vllm-disagg-vllmdecodeworker",
+                                            {"spec": {"replicas": 3}})
+    scaled = co.get_namespaced_custom_object(G, ALPHA, NS, DGD, "vllm-disagg")
+    assert scaled["spec"]["services"]["VllmDecodeWorker"]["replicas"] == 3
+    assert scaled["status"]["services"]["VllmDecodeWorker"]["replicas"] == 3
     for pod in prefill:
         kube.set_pod(pod.metadata.name, **{"dgd": "vllm-disagg", "component": "VllmPrefillWorker",
                                            "component_type": "worker", "sub_component_type": "prefill"})
     assert co.get_namespaced_custom_object(G, ALPHA, NS, DGD, "vllm-disagg")["status"]["state"] == "successful"
     core.delete_namespaced_pod(prefill[0].metadata.name, NS)  # recreated, like a ReplicaSet would
     assert len(core.list_namespaced_pod(NS, label_selector="nvidia.com/dynamo-sub-component-type=prefill").items) == 2
+
+
+# -- more core semantics -----------------------------------------------------------------------------
+def test_metadata_validation(co, core):
+    bad = beta_dgd("Bad_Name")
+    with pytest.raises(ApiException) as err:
+        co.create_namespaced_custom_object(G, BETA, NS, DGD, bad)
+    assert status_of(err.value)["details"]["causes"][0]["field"] == "metadata.name"
+    bad = beta_dgd()
+    bad["metadata"]["labels"] = {"app": "not valid!"}
+    with pytest.raises(ApiException) as err:
+        co.create_namespaced_custom_object(G, BETA, NS, DGD, bad)
+    assert status_of(err.value)["details"]["causes"][0]["field"] == "metadata.labels"
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="p"), spec=client.V1PodSpec(
+        containers=[client.V1Container(name="main", image="img")]), status=client.V1PodStatus(phase="Running"))
+    created = core.create_namespaced_pod(NS, pod)
+    assert created.status.phase == "Pending"  # status is not writable through the main endpoint
+    running = core.patch_namespaced_pod_status("p", NS, {"status": {"phase": "Running"}})
+    assert running.status.phase == "Running"
+
+
+def test_delete_collection_and_namespace_cascade(kube, core, co):
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="team")))
+    for i in range(3):
+        kube.set_pod(f"p{i}", "team", labels={"batch": "yes" if i < 2 else "no"})
+    co.create_namespaced_custom_object(G, BETA, "team", DGD, beta_dgd())
+    core.delete_collection_namespaced_pod("team", label_selector="batch=yes")
+    assert [p.metadata.name for p in core.list_namespaced_pod("team").items] == ["p2"]
+    core.delete_namespace("team")
+    assert core.list_pod_for_all_namespaces().items == []
+    assert co.list_cluster_custom_object(G, BETA, DGD)["items"] == []
+
+
+def test_any_crd_created_through_the_api_is_served(api_client, kube):
+    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                            "size": {"type": "integer", "minimum": 1},
+                            "port": {"x-kubernetes-int-or-string": True},
+                            "note": {"type": "string", "nullable": True},
+                            "template": {"type": "object", "x-kubernetes-embedded-resource": True,
+                                         "properties": {"spec": {"type": "object"}}}}}}}}}]}}
+    ext = client.ApiextensionsV1Api(api_client)
+    ext.create_custom_resource_definition(crd)
+    co = client.CustomObjectsApi(api_client)
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 2}}
+    assert co.create_namespaced_custom_object("example.com", "v1", NS, "widgets", widget)["spec"]["size"] == 2
+    rich = {**widget, "metadata": {"name": "rich"}, "spec": {
+        "size": 1, "port": "http", "note": None,
+        "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t", "bogus": 1}, "spec": {"x": 1}}}}
+    spec = co.create_namespaced_custom_object("example.com", "v1", NS, "widgets", rich)["spec"]
+    assert spec["port"] == "http" and spec["note"] is None
+    assert spec["template"] == {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t"}, "spec": {}}
+    rich["metadata"]["name"] = "rich2"
+    rich["spec"]["port"] = 8080
+    assert co.create_namespaced_custom_object("example.com", "v1", NS, "widgets", rich)["spec"]["port"] == 8080
+    rich["metadata"]["name"] = "rich3"
+    rich["spec"]["port"] = [1]
+    with pytest.raises(ApiException) as err:
+        co.create_namespaced_custom_object("example.com", "v1", NS, "widgets", rich)
+    assert status_of(err.value)["details"]["causes"][0]["message"].endswith(
+        'spec.port in body must be of type integer or string: "array"')
+    with pytest.raises(ApiException) as err:
+        co.create_namespaced_custom_object("example.com", "v1", NS, "widgets",
+                                           {**widget, "metadata": {"name": "x"}, "spec": {"size": 0}})
+    assert err.value.status == 422
+    ext.delete_custom_resource_definition("widgets.example.com")
+    with pytest.raises(ApiException) as err:
+        co.list_namespaced_custom_object("example.com", "v1", NS, "widgets")
+    assert err.value.status == 404
+
+
+def test_end_watches_closes_streams_cleanly(kube, core):
+    threading.Timer(0.3, kube.end_watches).start()
+    began = time.monotonic()
+    events = list(watch.Watch().stream(core.list_namespaced_pod, NS, timeout_seconds=10))
+    assert events == [] and time.monotonic() - began < 3
+
+
+def test_converted_views_are_valid_in_their_version(kube, co):
+    alpha = seed()
+    alpha["metadata"]["name"] = "seed"
+    co.create_namespaced_custom_object(G, ALPHA, NS, DGD, alpha)
+    for template in TEMPLATES:
+        co.create_namespaced_custom_object(G, BETA, NS, DGD, load(template))
+    res = kube.resolve("dgd")
+    for version in (ALPHA, BETA):
+        for item in co.list_namespaced_custom_object(G, version, NS, DGD)["items"]:
+            found = res.schema(version).normalize(copy.deepcopy(item))
+            assert found.unknown == [] and res.schema(version).validate(item) == [], item["metadata"]["name"]

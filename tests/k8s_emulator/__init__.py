@@ -3,10 +3,34 @@
 Usage::
 
     with KubeEmulator() as kube:                     # DGD + DGDSA CRDs from graphs/crds
-        api = client.CustomObjectsApi(kube.api_client())
+        api = client.CustomObjectsApi(kube.api_client())          # retries off by default
         api.create_namespaced_custom_object("nvidia.com", "v1beta1", "default",
                                             "dynamographdeployments", manifest)
         assert kube.find_requests("POST", r"/dynamographdeployments$")
+
+``kube.write_kubeconfig(path)`` serves code that calls ``config.load_kube_config``.
+Namespaces default, kube-system, kube-public and kube-node-lease exist; creating in another one is
+404 as on a real cluster unless it is created first (``add_namespace``, ``create_namespace``) or
+``auto_create_namespaces=True``. Seeding helpers (``set_pod``, ``add_event``, ``put``...) create
+missing namespaces silently.
+
+Fidelity notes (what is knowingly approximate):
+* Objects are stored in the version they were last written in and converted on read/list/watch
+  through the other version (``conversion.py``); the real cluster stores v1beta1 and calls the
+  operator's webhook. Same-version round trips are exact; cross-version ones are close.
+* Server-side apply: leaf-field ownership with ``x-kubernetes-list-type: map`` merge keys from the
+  CRD schema; lists of core kinds are atomic; defaulted fields are attributed to the applier.
+* Strategic merge patch on core kinds merges lists of objects by ``name``/``type``/... and
+  ignores ``$patch`` directives.
+* List ``continue`` reads the current state after the last key (no snapshot); a token older than
+  ``expire_history()`` gives 410. ``resourceVersion``/``resourceVersionMatch`` on list are ignored.
+* Not evaluated: CEL ``x-kubernetes-validations``, ``format`` (int32 ranges, date-time), core-kind
+  schemas (pods, events... are stored as sent). Pod/namespace deletion is immediate (no grace
+  period, no Terminating phase); garbage collection follows ownerReferences synchronously.
+* Watches: ``timeoutSeconds`` ends the stream cleanly (default 1800 s); BOOKMARKs when
+  ``allowWatchBookmarks`` (at the end, and every ``bookmark_interval`` s); ``end_watches()``
+  closes all streams. No ``Table``/protobuf output, no aggregated discovery, no /openapi.
+* The fake operator (``simulate_operator = True``) runs synchronously inside the write.
 
 Modules: ``server`` (HTTP, routing, discovery, faults, recording), ``api`` (reads, watch, /scale,
 /log), ``writes`` (create/replace/patch/apply/delete pipeline), ``apply`` (managedFields and

@@ -33,9 +33,15 @@ class Api(WritesMixin):
 
     # -- dispatch ---------------------------------------------------------------------------------
     def handle(self, req: Request) -> Result:
+        if req.res.deprecations.get(req.version):
+            req.warnings.append(req.res.deprecations[req.version])
+        if req.method == "GET":
+            return self._dispatch(req)
+        with self.store.cond:  # writes are serialised: read-check-commit is atomic, as in etcd
+            return self._dispatch(req)
+
+    def _dispatch(self, req: Request) -> Result:
         res = req.res
-        if res.deprecations.get(req.version):
-            req.warnings.append(res.deprecations[req.version])
         if req.name is None:
             if req.method == "GET":
                 return (200, self.watch(req)) if req.flag("watch") else (200, self.list(req))
@@ -51,7 +57,7 @@ class Api(WritesMixin):
             return self.log(req, old)
         if req.sub not in (None, "status") or (req.sub == "status" and not res.status):
             raise ApiError(404)
-        if req.method == "GET" or (req.flag("watch") and req.method == "GET"):
+        if req.method == "GET":
             if old is None:
                 raise not_found(res.plural, res.group, req.name)
             return 200, self.view(res, old, req.version)
@@ -175,14 +181,15 @@ class Api(WritesMixin):
                     position = since
                     self.store.check_resumable(position)
                 last_bookmark = time.monotonic()
+                epoch = self.store.epoch
                 while True:
-                    events, position = self.store.wait(res.key, position, deadline)
+                    events, position = self.store.wait(res.key, position, deadline, epoch)
                     for event in events:
                         out = translate(event)
                         if out:
                             yield out
                     now = time.monotonic()
-                    if now >= deadline or self.store.closed:
+                    if now >= deadline or self.store.closed or self.store.epoch != epoch:
                         break
                     if bookmarks and now - last_bookmark >= self.emu.bookmark_interval:
                         last_bookmark = now

@@ -162,6 +162,10 @@ class KubeEmulator:
         resourceVersion now gets 410 Gone. Returns the current resourceVersion."""
         return self.store.expire_history()
 
+    def end_watches(self) -> None:
+        """Close every open watch stream now (clients see a normal end of stream and reconnect)."""
+        self.store.end_watches()
+
     def next_audit_id(self) -> str:
         return str(uuid.uuid4())
 
@@ -226,7 +230,10 @@ class KubeEmulator:
         res = next((r for r in self.registry.by_key.values() if r.group == group and r.kind == obj["kind"]), None)
         if res is None:
             raise KeyError(f"{obj['apiVersion']} {obj['kind']} is not served")
-        obj = {**obj, "metadata": clone(obj.get("metadata") or {})}
+        with self.store.cond:  # serialised with HTTP writes (and the fake operator they trigger)
+            return self._put(res, {**obj, "metadata": clone(obj.get("metadata") or {})})
+
+    def _put(self, res: Resource, obj: dict[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         if res.namespaced:
             meta["namespace"] = meta.get("namespace") or "default"
@@ -258,7 +265,8 @@ class KubeEmulator:
         namespace = meta.get("namespace") if res.namespaced else None
         req = Request("PUT", res, version, namespace, meta["name"], sub, {"fieldManager": manager},
                       user_agent=manager)
-        return self.api.write(req, self.store.get(key, namespace, meta["name"]), body)
+        with self.store.cond:
+            return self.api.write(req, self.store.get(key, namespace, meta["name"]), body)
 
     def set_status(self, resource: str, name: str, status: dict[str, Any], namespace: str | None = "default",
                    manager: str = "emulator") -> dict[str, Any]:
@@ -272,9 +280,10 @@ class KubeEmulator:
 
     def delete_object(self, resource: str, name: str, namespace: str | None = "default") -> None:
         res = self.resolve(resource)
-        obj = self.store.get(res.key, res.scoped(namespace), name)
-        if obj is not None:
-            self.api.remove(res, obj)
+        with self.store.cond:
+            obj = self.store.get(res.key, res.scoped(namespace), name)
+            if obj is not None:
+                self.api.remove(res, obj)
 
     # -- seeding helpers ----------------------------------------------------------------------------
     def add_namespace(self, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -296,7 +305,7 @@ class KubeEmulator:
         return self.put(build_node(name, **kwargs))
 
     def add_secret(self, name: str, namespace: str = "default", data: dict[str, str] | None = None,
-                   type: str = "Opaque") -> dict[str, Any]:  # noqa: A002
+                   type: str = "Opaque") -> dict[str, Any]:
         import base64
 
         encoded = {k: base64.b64encode(v.encode()).decode() for k, v in (data or {}).items()}

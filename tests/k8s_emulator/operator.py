@@ -153,7 +153,7 @@ class FakeOperator:
         containers = ((comp.get("podTemplate") or {}).get("spec") or {}).get("containers") or [{}]
         image = containers[0].get("image") or "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"
         limits = (containers[0].get("resources") or {}).get("limits") or {}
-        template_hash = hashlib.sha1(repr(comp).encode(), usedforsecurity=False).hexdigest()[:10]
+        template_hash = hashlib.sha1(repr(comp.get("podTemplate")).encode(), usedforsecurity=False).hexdigest()[:10]
         for _ in range(replicas - len(pods)):
             pod_name = f"{name}-{cname.lower()}-{template_hash}-{secrets.token_hex(3)[:5]}"
             kwargs = {"dgd": name, "component": cname, "component_type": ctype, "sub_component_type": sub,

@@ -29,7 +29,7 @@ def parse_body(raw: bytes, content_type: str) -> Any:
         return None
     try:
         if content_type.startswith("application/apply-patch+yaml") or content_type.endswith("yaml"):
-            return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe loader
         return json.loads(raw)
     except (ValueError, yaml.YAMLError) as exc:
         raise bad_request(f"couldn't get version/kind; json parse error: {exc}") from None

@@ -59,9 +59,11 @@ def parse_label_selector(text: str | None) -> Matcher:
         elif m := _OP_RE.match(part):
             key, op, value = m.group(1), m.group(2), m.group(3).strip()
             if op in ("=", "=="):
-                reqs.append(lambda lb, k=key, v=_check_value(value, part): lb.get(k) == v)
+                checked = _check_value(value, part)
+                reqs.append(lambda lb, k=key, v=checked: lb.get(k) == v)
             elif op == "!=":
-                reqs.append(lambda lb, k=key, v=_check_value(value, part): lb.get(k) != v)
+                checked = _check_value(value, part)
+                reqs.append(lambda lb, k=key, v=checked: lb.get(k) != v)
             else:
                 try:
                     number = int(value)
@@ -70,7 +72,8 @@ def parse_label_selector(text: str | None) -> Matcher:
                                       f"must be an integer: {part}") from None
                 reqs.append(_compare(key, op, number))
         elif re.fullmatch(rf"!\s*{_KEY}", part):
-            reqs.append(lambda lb, k=part[1:].strip(): k not in lb)
+            absent = part[1:].strip()
+            reqs.append(lambda lb, k=absent: k not in lb)
         elif re.fullmatch(_KEY, part):
             reqs.append(lambda lb, k=part: k in lb)
         else:

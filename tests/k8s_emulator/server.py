@@ -3,6 +3,7 @@ watch streams. Stdlib ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
@@ -81,7 +82,7 @@ class Handler(BaseHTTPRequestHandler):
         # headers and body are separate writes: without this, Nagle + delayed ACK add 40 ms per request
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def do_GET(self) -> None:
@@ -134,10 +135,8 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(fault.delay)
         if fault.drop:
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             record.status = -1
             return True
         if fault.status is None:

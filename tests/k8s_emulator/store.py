@@ -43,6 +43,7 @@ class Store:
         self._rvs: list[int] = []
         self.floor = first_rv
         self.closed = False
+        self.epoch = 0  # bumped by end_watches()
 
     # -- reads -------------------------------------------------------------------------------------
     def get(self, key: Key, namespace: str | None, name: str) -> dict[str, Any] | None:
@@ -90,6 +91,12 @@ class Store:
             self.floor = self.rv
             return self.rv
 
+    def end_watches(self) -> None:
+        """End every open watch stream (cleanly), as an API server restart or a load balancer would."""
+        with self.cond:
+            self.epoch += 1
+            self.cond.notify_all()
+
     def close(self) -> None:
         with self.cond:
             self.closed = True
@@ -104,15 +111,16 @@ class Store:
         with self.cond:
             return self.list(key, namespace), self.rv
 
-    def wait(self, key: Key, since: int, deadline: float) -> tuple[list[Event], int]:
-        """Block until events for ``key`` newer than ``since`` exist, the deadline passes or the store
-        closes. Returns the events and the new position (past non-matching events too)."""
+    def wait(self, key: Key, since: int, deadline: float, epoch: int = 0) -> tuple[list[Event], int]:
+        """Block until events for ``key`` newer than ``since`` exist, the deadline passes, the store
+        closes or the watch epoch changes. Returns the events and the new position (past
+        non-matching events too)."""
         with self.cond:
             while True:
                 self.check_resumable(since)
                 start = bisect.bisect_right(self._rvs, since)
                 events = [e for e in self.history[start:] if e.key == key]
-                if events or self.closed:
+                if events or self.closed or self.epoch != epoch:
                     return events, max(self.rv, since)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

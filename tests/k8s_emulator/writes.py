@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import apply as ssa
-from .errors import ApiError, already_exists, bad_request, cause, conflict, invalid, not_found, qualified
+from .errors import already_exists, bad_request, cause, conflict, invalid, not_found
 from .patches import APPLY, CR_PATCH_TYPES, PATCH_TYPES, apply_patch, clone
 from .request import Request
 from .resources import Resource
@@ -333,6 +333,3 @@ class WritesMixin:
                 self.store.commit((spec["group"], spec["names"]["plural"]), clone(item), "DELETED")
         self.emu.after_write(res, None, obj)
         return gone
-
-    def not_found_for(self, res: Resource, name: str) -> ApiError:
-        return ApiError(404, f'{qualified(res.plural, res.group)} "{name}" not found', "NotFound")

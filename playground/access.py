@@ -1,0 +1,91 @@
+"""Who may chat with which graph, and where its frontend is.
+
+Operators and admins may chat with any serving graph; viewers only where an admin allowed it
+(``PlaygroundPolicy.viewers_may_chat``). The upstream URL comes only from the graph's
+Deployment.endpoint, written by the runtime: never from the request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controlplane.roles import Role, user_role
+from graphs.models import Graph, GraphState
+
+from .models import PlaygroundPolicy
+from .upstream import BadEndpoint, chat_url
+
+# A deployment in these states has no frontend worth calling.
+NOT_SERVING = (GraphState.NOT_DEPLOYED, GraphState.FAILED, GraphState.DELETING)
+
+
+class ChatRefused(Exception):
+    """The user may not chat with this graph, or it is not serving. ``status`` is the HTTP
+    status to answer with, ``kind`` the error type in the OpenAI-shaped body."""
+
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ChatTarget:
+    graph_id: int
+    name: str
+    model: str
+    url: str  # the frontend's chat-completions URL
+    state: str
+
+
+def may_chat(role: Role, policy: PlaygroundPolicy | None) -> bool:
+    if role >= Role.OPERATOR:
+        return True
+    return role == Role.VIEWER and policy is not None and policy.viewers_may_chat
+
+
+def _model(graph: Graph) -> str:
+    spec = graph.head.spec if graph.head else {}
+    return (spec or {}).get("model") or ""
+
+
+def _serving(graph: Graph) -> bool:
+    deployment = getattr(graph, "deployment", None)
+    return bool(deployment and deployment.active and deployment.endpoint and deployment.state not in NOT_SERVING)
+
+
+def chat_target(user, graph_name: str) -> ChatTarget:
+    """The graph ``user`` wants to chat with, or ChatRefused."""
+    role = user_role(user)
+    if role == Role.NONE:
+        raise ChatRefused(403, "permission_denied", "your role does not allow the playground")
+    graph = (Graph.objects.select_related("head", "deployment", "playground_policy")
+             .filter(name=graph_name).first())
+    if graph is None:
+        raise ChatRefused(404, "not_found", f"no graph named {graph_name!r}")
+    if not may_chat(role, getattr(graph, "playground_policy", None)):
+        raise ChatRefused(403, "permission_denied",
+                          "viewers may not chat with this graph; an admin can allow it in the playground policies")
+    if not _serving(graph):
+        state = graph.deployment.state if hasattr(graph, "deployment") else GraphState.NOT_DEPLOYED
+        raise ChatRefused(503, "graph_not_serving", f"graph {graph.name!r} is not serving (state: {state})")
+    try:
+        url = chat_url(graph.deployment.endpoint)
+    except BadEndpoint as exc:
+        raise ChatRefused(502, "bad_endpoint", str(exc)) from None
+    return ChatTarget(graph.pk, graph.name, _model(graph), url, graph.deployment.state)
+
+
+def chat_graphs(user) -> list[ChatTarget]:
+    """Every serving graph ``user`` may chat with, by name."""
+    role = user_role(user)
+    out = []
+    for graph in Graph.objects.select_related("head", "deployment", "playground_policy").order_by("name"):
+        if not _serving(graph) or not may_chat(role, getattr(graph, "playground_policy", None)):
+            continue
+        try:
+            url = chat_url(graph.deployment.endpoint)
+        except BadEndpoint:
+            continue
+        out.append(ChatTarget(graph.pk, graph.name, _model(graph), url, graph.deployment.state))
+    return out

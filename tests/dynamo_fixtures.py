@@ -1,0 +1,64 @@
+"""A real Dynamo graph (frontend + mocker prefill and decode workers) for tests that need a
+live OpenAI-compatible frontend. Import the fixture into a test module:
+
+    from tests.dynamo_fixtures import dynamo_graph  # noqa: F401
+
+The graph runs for the whole session, on free loopback ports, in its own discovery folder."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from graphs.runtimes import localproc as lp
+from graphs.runtimes.tinymodel import ensure_model_dir
+
+MODEL = "test-model"
+
+
+@dataclass
+class LiveGraph:
+    endpoint: str  # http://127.0.0.1:PORT
+    port: int
+    model: str
+    supervisor: lp.Supervisor
+    names: list[str]
+    root: Path
+
+
+def start_graph(root: Path, *, model: str = MODEL, decode: int = 1, speedup: float = 1.0) -> LiveGraph:
+    model_dir = ensure_model_dir(root / "models", model)
+    discovery = root / "discovery"
+    discovery.mkdir(parents=True, exist_ok=True)
+    ports = lp.allocate_ports(3 + decode, 20000, 32000, set())
+    fe_port, prefill_sys, bootstrap, *decode_sys = ports
+    sup = lp.Supervisor(root / "pids")
+    logs = root / "logs"
+    sup.ensure("frontend", lp.build_process_argv(kind="frontend", python=sys.executable, http_port=fe_port),
+               lp.build_process_env(discovery_dir=discovery), root, logs / "frontend.log",
+               {"probe": "frontend", "port": fe_port, "model": model, "role": "frontend", "service": "Frontend"})
+    sup.ensure("prefill-0", lp.build_process_argv(kind="mocker", python=sys.executable, model_path=model_dir,
+                                                  model_name=model, mode="prefill", bootstrap_port=bootstrap,
+                                                  speedup_ratio=speedup),
+               lp.build_process_env(discovery_dir=discovery, system_port=prefill_sys), root, logs / "prefill-0.log",
+               {"probe": "worker", "port": prefill_sys, "role": "prefill", "service": "prefill"})
+    names = ["frontend", "prefill-0"]
+    for i, port in enumerate(decode_sys):
+        name = f"decode-{i}"
+        sup.ensure(name, lp.build_process_argv(kind="mocker", python=sys.executable, model_path=model_dir,
+                                               model_name=model, mode="decode", speedup_ratio=speedup),
+                   lp.build_process_env(discovery_dir=discovery, system_port=port), root, logs / f"{name}.log",
+                   {"probe": "worker", "port": port, "role": "decode", "service": "decode"})
+        names.append(name)
+    sup.wait_ready(names, timeout=120)
+    return LiveGraph(f"http://127.0.0.1:{fe_port}", fe_port, model, sup, names, root)
+
+
+@pytest.fixture(scope="session")
+def dynamo_graph(tmp_path_factory):
+    graph = start_graph(tmp_path_factory.mktemp("dynamo-graph"))
+    yield graph
+    graph.supervisor.stop_all(grace=3.0)

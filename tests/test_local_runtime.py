@@ -1,0 +1,150 @@
+"""The operator's loop of the seed article on the local runtime, with real Dynamo processes:
+apply, wait for ready, chat, scale each pool on its own, kill a worker, delete."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import httpx
+import pytest
+
+from controlplane.celery import app as celery_app
+from graphs import operations, services
+from graphs.catalog import PoolFields, build_spec
+from graphs.errors import OperationRefused
+from graphs.models import Deployment, Event, Operation, Pod
+from graphs.runtimes.localoperator import LocalOperator
+from graphs.runtimes.localproc import group_members, port_is_free, wait_until
+
+pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def eager():
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def operator(tmp_path, settings):
+    settings.LOCAL_RUNTIME_DIR = tmp_path
+    op = LocalOperator(runtime_dir=tmp_path, port_min=24000, port_max=24999)
+    yield op
+    op.shutdown()
+
+
+def _graph(name="e2e"):
+    spec = build_spec(template="mocker-disagg", name=name, model=f"{name}-model", backend="mocker",
+                      prefill=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""),
+                      decode=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""))
+    return services.graph_create(spec=spec)
+
+
+def _converge(operator, graph, predicate, timeout=90):
+    def step():
+        operator.reconcile_once()
+        dep = Deployment.objects.get(graph=graph)
+        pods = {p.name: p for p in Pod.objects.filter(deployment=dep)}
+        return predicate(dep, pods)
+
+    return wait_until(step, timeout=timeout, interval=0.3, what="the graph to converge")
+
+
+def _pids(operator, names):
+    return {n: operator.supervisor.status(n).pid for n in names}
+
+
+def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
+    graph = _graph()
+    op = operations.request_apply(graph=graph, via="api")
+    op.refresh_from_db()
+    assert op.state == "succeeded", op.result
+
+    _converge(operator, graph, lambda dep, pods: dep.state == "ready" and len(pods) == 3)
+    dep = Deployment.objects.get(graph=graph)
+    assert set(Pod.objects.filter(deployment=dep).values_list("name", flat=True)) == {
+        "e2e-frontend-0", "e2e-prefill-0", "e2e-decode-0"}
+    reply = httpx.post(f"{dep.endpoint}/v1/chat/completions", timeout=30,
+                       json={"model": "e2e-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
+    assert reply.status_code == 200
+    assert reply.json()["usage"]["completion_tokens"] == 8
+
+    # Scale prefill 1 -> 2: only a prefill process is added; decode and frontend keep their pids.
+    before = _pids(operator, ["e2e-frontend-0", "e2e-decode-0", "e2e-prefill-0"])
+    operations.request_scale(graph=graph, service="prefill", replicas=2, via="api")
+    _converge(operator, graph, lambda dep, pods: "e2e-prefill-1" in pods and pods["e2e-prefill-1"].ready)
+    assert _pids(operator, before) == before
+    # Then decode 1 -> 2: prefill stays at 2, nothing else restarts.
+    before = _pids(operator, ["e2e-frontend-0", "e2e-decode-0", "e2e-prefill-0", "e2e-prefill-1"])
+    operations.request_scale(graph=graph, service="decode", replicas=2, via="api")
+    _converge(operator, graph, lambda dep, pods: "e2e-decode-1" in pods and pods["e2e-decode-1"].ready)
+    assert _pids(operator, before) == before
+    assert Deployment.objects.get(graph=graph).desired_replicas(graph.head.graph_spec) == {
+        "Frontend": 1, "prefill": 2, "decode": 2}
+
+    # Kill a worker: it is restarted, RESTARTS counts it, and an event says so.
+    victim = operator.supervisor.status("e2e-decode-0").pid
+    os.kill(victim, signal.SIGKILL)
+    _converge(operator, graph, lambda dep, pods: pods["e2e-decode-0"].restarts == 1 and pods["e2e-decode-0"].ready)
+    assert Event.objects.filter(graph=graph, reason="Exited", object="e2e-decode-0").exists()
+
+    # Delete: every process is gone, the pods leave the cache, the ports are free again.
+    groups = [operator.supervisor.status(n).pid for n in operator.supervisor.names()]
+    ports = list(Pod.objects.filter(deployment__graph=graph).values_list("port", flat=True))
+    operations.request_delete(graph=graph, via="api")
+    _converge(operator, graph, lambda dep, pods: dep.state == "not_deployed" and not pods)
+    assert operator.supervisor.names() == []
+    assert all(not group_members(g) for g in groups)
+    assert all(port_is_free(p) for p in ports)
+    kinds = list(Operation.objects.filter(graph=graph).order_by("created_at").values_list("kind", "state"))
+    assert kinds == [("apply", "succeeded"), ("scale", "succeeded"), ("scale", "succeeded"),
+                     ("delete", "succeeded")]
+
+
+def test_bad_scales_and_concurrent_operations_are_refused_and_change_nothing(eager, operator):
+    graph = _graph("refusals")
+    with pytest.raises(OperationRefused, match="not deployed"):
+        operations.request_scale(graph=graph, service="decode", replicas=2)
+    operations.request_apply(graph=graph)
+    for bad in (-1, 100000):
+        with pytest.raises(OperationRefused, match="whole number from 0 to"):
+            operations.request_scale(graph=graph, service="decode", replicas=bad)
+    with pytest.raises(OperationRefused, match="no service 'nope'"):
+        operations.request_scale(graph=graph, service="nope", replicas=1)
+    # An unfinished operation blocks the next one.
+    celery_app.conf.task_always_eager = False
+    try:
+        pending = operations.request_scale(graph=graph, service="decode", replicas=2)
+        with pytest.raises(OperationRefused, match="already has a pending scale"):
+            operations.request_apply(graph=graph)
+    finally:
+        celery_app.conf.task_always_eager = True
+    operations.operation_run(pending.pk)
+    assert Operation.objects.get(pk=pending.pk).state == "succeeded"
+    assert Operation.objects.filter(graph=graph).count() == 2
+
+
+def test_an_invalid_revision_is_not_applied(eager, operator):
+    spec = build_spec(template="vllm-disagg", name="invalid", prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0))
+    graph = services.graph_create(spec=spec)
+    with pytest.raises(OperationRefused, match="cannot be applied"):
+        operations.request_apply(graph=graph)
+    assert not Deployment.objects.filter(graph=graph).exists()
+    assert not Operation.objects.filter(graph=graph).exists()
+
+
+def test_ports_already_taken_are_skipped(eager, operator):
+    import socket
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 24000))
+    held.listen()
+    try:
+        graph = _graph("ports")
+        operations.request_apply(graph=graph)
+        _converge(operator, graph, lambda dep, pods: dep.state == "ready")
+        assert 24000 not in set(Pod.objects.filter(deployment__graph=graph).values_list("port", flat=True))
+    finally:
+        held.close()

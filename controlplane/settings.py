@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "template_partials",
     "controlplane",
     "graphs",
+    "playground",
+    "metrics",
 ]
 
 MIDDLEWARE = [
@@ -182,6 +184,52 @@ LOCAL_RUNTIME_DIR = Path(env("LOCAL_RUNTIME_DIR", str(VAR_DIR / "local-runtime")
 LOCAL_RUNTIME_PORT_MIN = int(env("LOCAL_RUNTIME_PORT_MIN", "18000"))
 LOCAL_RUNTIME_PORT_MAX = int(env("LOCAL_RUNTIME_PORT_MAX", "18999"))
 LOCAL_RUNTIME_PYTHON = env("LOCAL_RUNTIME_PYTHON", "")
+
+# Prometheus: the source of every latency chart (metrics/). PROMETHEUS_URL is the server the
+# charts query; by default the control plane's own server for local graphs (manage.py
+# runprometheus), which listens on PROMETHEUS_LOCAL_PORT and keeps its data in
+# PROMETHEUS_DIR. Kubernetes graphs are read from PROMETHEUS_KUBERNETES_URL (the cluster's
+# Prometheus, scraping Dynamo's PodMonitors) when it is set.
+PROMETHEUS_BINARY = env("PROMETHEUS_BINARY", "prometheus")
+PROMETHEUS_LOCAL_PORT = int(env("PROMETHEUS_LOCAL_PORT", "9090"))
+PROMETHEUS_URL = env("PROMETHEUS_URL", f"http://127.0.0.1:{PROMETHEUS_LOCAL_PORT}").rstrip("/")
+PROMETHEUS_KUBERNETES_URL = env("PROMETHEUS_KUBERNETES_URL", "").rstrip("/")
+PROMETHEUS_DIR = Path(env("PROMETHEUS_DIR", str(VAR_DIR / "prometheus")))
+PROMETHEUS_RETENTION = env("PROMETHEUS_RETENTION", "8d")  # charts go back 7 days
+# Seconds between scrapes: of local graphs by our server, and of Dynamo pods by the cluster's
+# (the Dynamo operator's PodMonitors say 5s). Steps and rate windows are derived from them.
+PROMETHEUS_SCRAPE_INTERVAL = int(env("PROMETHEUS_SCRAPE_INTERVAL", "5"))
+PROMETHEUS_KUBERNETES_SCRAPE_INTERVAL = int(env("PROMETHEUS_KUBERNETES_SCRAPE_INTERVAL", "5"))
+# Every query gives up after this many seconds, so a slow Prometheus never slows a page.
+PROMETHEUS_TIMEOUT = float(env("PROMETHEUS_TIMEOUT", "3"))
+PROMETHEUS_CACHE_SECONDS = int(env("PROMETHEUS_CACHE_SECONDS", "5"))
+# Kubernetes graphs read the series recorded by deploy/prometheus/recording-rules.yaml.
+PROMETHEUS_KUBERNETES_RECORDING_RULES = env_bool("PROMETHEUS_KUBERNETES_RECORDING_RULES", False)
+# The price of one GPU-hour when a graph sets none (empty: cost is not shown), and its currency.
+GPU_HOUR_PRICE = env("GPU_HOUR_PRICE", "")
+GPU_PRICE_CURRENCY = env("GPU_PRICE_CURRENCY", "USD")
+
+# One process-local cache by default; CACHE_URL (redis://...) shares it between web processes,
+# so that twenty viewers of one chart cost one Prometheus query whichever process serves them.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env("CACHE_URL")}
+        if env("CACHE_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "controlplane"}
+    )
+}
+
+# The playground (playground/): chats proxied to a graph's frontend. Limits are per user; the
+# counters live in the Django cache (per process with the default LocMem cache).
+PLAYGROUND_RATE_PER_MINUTE = int(env("PLAYGROUND_RATE_PER_MINUTE", "60"))
+PLAYGROUND_MAX_CONCURRENT_STREAMS = int(env("PLAYGROUND_MAX_CONCURRENT_STREAMS", "4"))
+PLAYGROUND_MAX_PROMPT_BYTES = int(env("PLAYGROUND_MAX_PROMPT_BYTES", str(256 * 1024)))  # the request body
+PLAYGROUND_MAX_TOKENS = int(env("PLAYGROUND_MAX_TOKENS", "4096"))  # also the default when a request sets none
+PLAYGROUND_IDLE_TIMEOUT = float(env("PLAYGROUND_IDLE_TIMEOUT", "60"))  # seconds without a byte from the frontend
+PLAYGROUND_CONNECT_TIMEOUT = float(env("PLAYGROUND_CONNECT_TIMEOUT", "0.8"))  # a down frontend answers within 1 s
+# Keep-alive to frontends; off opens a connection per chat (see playground/upstream.py).
+PLAYGROUND_UPSTREAM_KEEPALIVE = env_bool("PLAYGROUND_UPSTREAM_KEEPALIVE", True)
+PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIONS", "256"))
 
 LOGGING = {
     "version": 1,

@@ -16,6 +16,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("graphs/", include("graphs.urls")),
+    path("playground/", include("playground.urls")),
+    path("api/playground/", include("playground.api_urls")),
     path("api/", include("graphs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -56,3 +56,27 @@ class ReplyTiming(BaseModel):
     decode_worker_id: str | None = Field(default=None, max_length=40, pattern=r"^\d+$")
     server: ServerTiming | None = None
     error: str | None = Field(default=None, max_length=500)
+
+
+MAX_MESSAGES = 400
+MAX_MESSAGE_CHARS = 256 * 1024
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: str = Field(pattern=r"^(user|assistant)$")
+    content: str = Field(default="", max_length=MAX_MESSAGE_CHARS)
+    timing: ReplyTiming | None = None
+
+
+class ConversationIn(BaseModel):
+    """What the chat page posts to keep a conversation (all of it, every time)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    graph: str = Field(min_length=1, max_length=63)
+    title: str = Field(default="", max_length=200)
+    system_prompt: str = Field(default="", max_length=MAX_MESSAGE_CHARS)
+    params: ChatParams = Field(default_factory=ChatParams)
+    messages: list[MessageIn] = Field(default_factory=list, max_length=MAX_MESSAGES)

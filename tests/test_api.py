@@ -387,7 +387,8 @@ def test_validate_endpoint_reports_without_storing(operator_api, reference_dir):
     assert Graph.objects.count() == 0
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: POST /api/validate/ needs the operator role; the page needs viewer")
+@pytest.mark.xfail(strict=True,
+                   reason="product bug: POST /api/validate/ needs the operator role; the page needs viewer")
 def test_a_viewer_can_validate_a_manifest_through_the_api_as_on_the_page(viewer_api, reference_dir):
     body = (reference_dir / "seed-disagg.yaml").read_bytes()
     assert viewer_api.post("/api/validate/", data=body, content_type="application/yaml").status_code == 200

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -69,7 +70,7 @@ def test_import_of_the_seed_creates_the_graph(seed_path):
     graph = Graph.objects.get(name="vllm-disagg")
     assert graph.head.source_api_version == V1ALPHA1
     assert graph.head.message == "imported"
-    assert render(graph.head.graph_spec, V1ALPHA1) == yaml.safe_load(open(seed_path))
+    assert render(graph.head.graph_spec, V1ALPHA1) == yaml.safe_load(Path(seed_path).read_text())
 
 
 def test_import_of_a_1_6_1_template_prints_its_warnings_on_stderr(template_path):
@@ -97,7 +98,7 @@ def test_import_with_a_target_release_and_a_user(seed_path, users):
 
 
 def test_import_from_stdin(seed_path, monkeypatch):
-    data = open(seed_path, "rb").read()
+    data = Path(seed_path).read_bytes()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     out, _ = run("import", "-")
     assert out.strip() == "vllm-disagg: revision 1"
@@ -121,7 +122,7 @@ def test_import_refuses_a_bad_release_name(seed_path, db):
 @pytest.fixture
 def imported(seed_path):
     run("import", seed_path)
-    changed = open(seed_path).read().replace("replicas: 2", "replicas: 5")
+    changed = Path(seed_path).read_text().replace("replicas: 2", "replicas: 5")
     return Graph.objects.get(name="vllm-disagg"), changed
 
 
@@ -137,7 +138,7 @@ def test_export_prints_the_rendered_manifest_as_yaml(imported, api_version):
 
 def test_export_in_v1alpha1_gives_back_the_imported_seed(imported, seed_path):
     out, _ = run("export", "vllm-disagg", "--api-version", "v1alpha1")
-    assert yaml.safe_load(out) == yaml.safe_load(open(seed_path))
+    assert yaml.safe_load(out) == yaml.safe_load(Path(seed_path).read_text())
 
 
 def test_export_defaults_to_v1beta1(imported):

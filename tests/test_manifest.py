@@ -180,8 +180,8 @@ def test_is_prefill_worker_becomes_disaggregation_mode_prefill_in_the_same_place
 
 
 def test_disaggregation_mode_prefill_becomes_is_prefill_worker_in_the_same_place():
-    command, args = translate(["python3", "-m", "dynamo.vllm"],
-                              ["--model", "M", "--disaggregation-mode", "prefill", "--block-size", "16"],
+    _, args = translate(["python3", "-m", "dynamo.vllm"],
+                        ["--model", "M", "--disaggregation-mode", "prefill", "--block-size", "16"],
                               "prefill", to="0.5.1", source="1.6.1")
     assert args == ["--model", "M", "--is-prefill-worker", "--block-size", "16"]
 
@@ -279,8 +279,8 @@ def test_sglang_and_trtllm_command_lines_are_never_rewritten(engine):
 
 
 def test_the_frontend_command_is_never_rewritten():
-    command, args = translate(["python3"], ["-m", "dynamo.frontend", "--is-prefill-worker"], "frontend",
-                              to="1.6.1", source="0.5.1")
+    _, args = translate(["python3"], ["-m", "dynamo.frontend", "--is-prefill-worker"], "frontend",
+                        to="1.6.1", source="0.5.1")
     assert args == ["-m", "dynamo.frontend", "--is-prefill-worker"]
 
 

@@ -81,7 +81,8 @@ def alpha(name: str = "g", version: str = "0.5.1") -> dict:
                 "extraPodSpec": {"mainContainer": {
                     "image": image(version), "workingDir": "/workspace/components/backends/vllm"
                     if version < "1" else "/workspace/examples/backends/vllm",
-                    "command": ["python3", "-m", "dynamo.vllm"], "args": ["--model", MODEL, *role_args(role, version)]}}}
+                    "command": ["python3", "-m", "dynamo.vllm"],
+                    "args": ["--model", MODEL, *role_args(role, version)]}}}
     return {"apiVersion": V1ALPHA1, "kind": "DynamoGraphDeployment", "metadata": {"name": name}, "spec": {"services": {
         "Frontend": {"componentType": "frontend", "replicas": 1, "extraPodSpec": {"mainContainer": {
             "image": image(version), "command": ["python3"], "args": ["-m", "dynamo.frontend"]}}},
@@ -221,7 +222,8 @@ ALPHA_CASES = [
      "no_gpu", ERROR, "spec.services.prefill.resources.limits.gpu"),
     ("hf_token_missing", lambda m: svc(m, "decode").pop("envFromSecret"),
      "hf_token_missing", WARNING, "spec.services.decode.envFromSecret"),
-    ("prefill_role_missing", lambda m: svc(m, "prefill")["extraPodSpec"]["mainContainer"].update(args=["--model", MODEL]),
+    ("prefill_role_missing",
+     lambda m: svc(m, "prefill")["extraPodSpec"]["mainContainer"].update(args=["--model", MODEL]),
      "prefill_role_missing", ERROR, "spec.services.prefill.extraPodSpec.mainContainer.args"),
     ("flag_too_new", lambda m: svc(m, "decode")["extraPodSpec"]["mainContainer"].update(
         args=["--model", MODEL, "--disaggregation-mode", "decode"]),
@@ -230,7 +232,8 @@ ALPHA_CASES = [
      "replicas_zero", WARNING, "spec.services.prefill.replicas"),
     # The graph's release is read from the first image (Frontend's); the decode image differs from it.
     ("image_version_mismatch", lambda m: svc(m, "decode")["extraPodSpec"]["mainContainer"].update(
-        image=image("0.4.0")), "image_version_mismatch", WARNING, "spec.services.decode.extraPodSpec.mainContainer.image"),
+        image=image("0.4.0")),
+     "image_version_mismatch", WARNING, "spec.services.decode.extraPodSpec.mainContainer.image"),
     ("dynamo_namespace_ignored", lambda m: svc(m, "Frontend").update(dynamoNamespace="g"),
      "dynamo_namespace_ignored", INFO, "spec.services.Frontend.dynamoNamespace"),
     ("autoscaling_ignored", lambda m: svc(m, "decode").update(
@@ -489,7 +492,8 @@ def test_a_report_as_a_dict_has_valid_counts_and_findings():
     data = validate_manifest(copy.deepcopy(manifest)).as_dict()
     assert data["valid"] is True
     assert data["counts"] == {"error": 0, "warning": 1, "info": 0}
-    assert data["findings"] == [{"severity": "warning", "code": "shm_unset", "path": "spec.components[1].sharedMemorySize",
+    assert data["findings"] == [{"severity": "warning", "code": "shm_unset",
+                                 "path": "spec.components[1].sharedMemorySize",
                                  "message": data["findings"][0]["message"], "fix": "set sharedMemorySize: 16Gi"}]
 
 

@@ -1,0 +1,252 @@
+"""Every PromQL string the control plane sends, each built by a named function and scoped to
+one graph, or, for the overview, to a known list of graphs.
+
+Users never send PromQL: they pick a graph and a time window; label values are escaped here.
+A graph's series are found by the labels its scraper attaches:
+
+* local runtime: our own Prometheus scrapes each graph's processes through file-based service
+  discovery (localprom.py) and labels them ``job="dynamo-local"``, ``graph``, ``pool``, ``pod``;
+* Kubernetes: the Dynamo operator's PodMonitors relabel the pod label
+  ``nvidia.com/dynamo-namespace`` (``<k8s namespace>-<DGD name>``) to ``dynamo_namespace``, and
+  the scraper adds ``namespace``. Both matchers are needed: the first alone may collide with a
+  runtime-injected ``dynamo_namespace`` on worker series.
+
+Latency comes from the frontend's histograms, whose buckets are log-spaced about 2x apart, so a
+quantile is an interpolation inside a bucket, never a measured value (dynamo-facts.md, section 4).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+TTFT = "dynamo_frontend_time_to_first_token_seconds"
+ITL = "dynamo_frontend_inter_token_latency_seconds"
+REQUESTS = "dynamo_frontend_requests_total"
+OUTPUT_TOKENS = "dynamo_frontend_output_tokens_total"
+INPUT_TOKENS = "dynamo_frontend_input_sequence_tokens"
+ACTIVE_REQUESTS = "dynamo_frontend_active_requests"
+# Deprecated in favour of active_requests; 1.6.1 frontends export both, older ones only this.
+INFLIGHT_REQUESTS = "dynamo_frontend_inflight_requests"
+
+LOCAL_JOB = "dynamo-local"
+QUANTILES = (0.5, 0.9, 0.99)
+# The rate window baked into deploy/prometheus/recording-rules.yaml.
+RECORDED_RATE = "1m"
+
+MIN_WINDOW = 15 * 60
+MAX_WINDOW = 7 * 24 * 3600
+MAX_POINTS = 300
+
+
+def quote(value: str) -> str:
+    """A PromQL string literal."""
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def any_of(values: Iterable[str]) -> str:
+    """An RE2 alternation that matches exactly these values (PromQL anchors regexes)."""
+    return "|".join(re.escape(v) for v in sorted(set(values)))
+
+
+def duration(seconds: int) -> str:
+    return f"{int(seconds)}s"
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The label matchers that select one graph's series (or a known list of graphs), and the
+    labels that tell the graphs apart when several are read in one query."""
+
+    matchers: tuple[tuple[str, str, str], ...]  # (label, "=" or "=~", value)
+    by: tuple[str, ...] = ()  # empty for a single graph
+    scrape_interval: int = 5
+    recorded: bool = False  # read deploy/prometheus/recording-rules.yaml's series for quantiles
+
+    def selector(self, **extra: str) -> str:
+        parts = [f"{label}{op}{quote(value)}" for label, op, value in self.matchers]
+        parts += [f"{label}={quote(value)}" for label, value in extra.items()]
+        return "{" + ",".join(parts) + "}"
+
+    def grouping(self, *extra: str) -> str:
+        labels = [*self.by, *extra]
+        return f"sum by ({', '.join(labels)})" if labels else "sum"
+
+
+def local_scope(graph: str, *, scrape_interval: int = 5) -> Scope:
+    return Scope((("job", "=", LOCAL_JOB), ("graph", "=", graph)), scrape_interval=scrape_interval)
+
+
+def local_graphs_scope(graphs: Iterable[str], *, scrape_interval: int = 5) -> Scope:
+    return Scope((("job", "=", LOCAL_JOB), ("graph", "=~", any_of(graphs))), by=("graph",),
+                 scrape_interval=scrape_interval)
+
+
+def dynamo_namespace(namespace: str, dgd: str) -> str:
+    return f"{namespace}-{dgd}"
+
+
+def kubernetes_scope(namespace: str, dgd: str, *, scrape_interval: int = 5, recorded: bool = False) -> Scope:
+    return Scope((("namespace", "=", namespace), ("dynamo_namespace", "=", dynamo_namespace(namespace, dgd))),
+                 scrape_interval=scrape_interval, recorded=recorded)
+
+
+def kubernetes_graphs_scope(graphs: Iterable[tuple[str, str]], *, scrape_interval: int = 5,
+                            recorded: bool = False) -> Scope:
+    """``graphs`` is (k8s namespace, DGD name) pairs; rows come back keyed by both labels."""
+    graphs = list(graphs)
+    return Scope((("namespace", "=~", any_of(ns for ns, _ in graphs)),
+                  ("dynamo_namespace", "=~", any_of(dynamo_namespace(ns, dgd) for ns, dgd in graphs))),
+                 by=("namespace", "dynamo_namespace"), scrape_interval=scrape_interval, recorded=recorded)
+
+
+# ------------------------------------------------------------------ resolution
+
+
+def step_seconds(window: int, scrape_interval: int) -> int:
+    """The step that gives at most MAX_POINTS points over ``window``, a whole number of scrape
+    intervals: finer steps would only repeat samples."""
+    per_point = window / (MAX_POINTS - 1)  # points = window / step + 1
+    return max(1, math.ceil(per_point / scrape_interval)) * scrape_interval
+
+
+def rate_window_seconds(step: int, scrape_interval: int) -> int:
+    """At least four scrapes, so that one missed scrape never empties a rate (Grafana's
+    $__rate_interval rule), and two steps, so that consecutive points overlap and no sample
+    falls between them."""
+    return max(4 * scrape_interval, 2 * step)
+
+
+# ------------------------------------------------------------------ building blocks
+
+
+def _rate(metric: str, scope: Scope, window: int, **extra: str) -> str:
+    return f"rate({metric}{scope.selector(**extra)}[{duration(window)}])"
+
+
+def _recorded_name(metric: str, q: float) -> str:
+    return f"dynamo_namespace:{metric}:p{round(q * 100):d}_rate{RECORDED_RATE}"
+
+
+def labelled(expr: str, label: str, value: str) -> str:
+    """``expr`` with one more label, so that several expressions can share one query."""
+    return f'label_replace({expr}, {quote(label)}, {quote(value)}, "", "")'
+
+
+def either(*exprs: str) -> str:
+    """Several labelled expressions in one query (one round trip instead of several)."""
+    return " or ".join(exprs)
+
+
+# ------------------------------------------------------------------ latency
+
+
+def latency_quantile(metric: str, q: float, scope: Scope, window: int) -> str:
+    """The q-quantile of a frontend latency histogram, in seconds, over ``window`` seconds."""
+    if scope.recorded:
+        series = _recorded_name(metric, q) + scope.selector()
+        return f"max by ({', '.join(scope.by)}) ({series})" if scope.by else series
+    return f"histogram_quantile({q:g}, {scope.grouping('le')} ({_rate(metric + '_bucket', scope, window)}))"
+
+
+def ttft_quantile(q: float, scope: Scope, window: int) -> str:
+    return latency_quantile(TTFT, q, scope, window)
+
+
+def itl_quantile(q: float, scope: Scope, window: int) -> str:
+    return latency_quantile(ITL, q, scope, window)
+
+
+def latency_quantiles(metric: str, scope: Scope, window: int, qs: Sequence[float] = QUANTILES) -> str:
+    """p50, p90 and p99 in one query, told apart by a ``quantile`` label."""
+    return either(*(labelled(latency_quantile(metric, q, scope, window), "quantile", f"{q:g}") for q in qs))
+
+
+def ttft_quantiles(scope: Scope, window: int) -> str:
+    return latency_quantiles(TTFT, scope, window)
+
+
+def itl_quantiles(scope: Scope, window: int) -> str:
+    return latency_quantiles(ITL, scope, window)
+
+
+# ------------------------------------------------------------------ load
+
+
+def request_rate(scope: Scope, window: int) -> str:
+    """Finished requests per second, successful or not."""
+    return f"{scope.grouping()} ({_rate(REQUESTS, scope, window)})"
+
+
+def output_token_rate(scope: Scope, window: int) -> str:
+    return f"{scope.grouping()} ({_rate(OUTPUT_TOKENS, scope, window)})"
+
+
+def input_token_rate(scope: Scope, window: int) -> str:
+    """Prompt tokens per second, from the input-length histogram's sum."""
+    return f"{scope.grouping()} ({_rate(INPUT_TOKENS + '_sum', scope, window)})"
+
+
+def in_flight(scope: Scope) -> str:
+    """Requests being served now; falls back to the deprecated gauge on older frontends."""
+    return (f"{scope.grouping()} ({ACTIVE_REQUESTS}{scope.selector()}) "
+            f"or {scope.grouping()} ({INFLIGHT_REQUESTS}{scope.selector()})")
+
+
+def scrape_targets(scope: Scope) -> str:
+    """One sample per scrape target: 1 when its last scrape worked, 0 when it did not."""
+    return f"up{scope.selector()}"
+
+
+def bucket_series(metric: str, scope: Scope) -> str:
+    """The series selector whose ``le`` values are the histogram's bucket bounds."""
+    return f"{metric}_bucket{scope.selector()}"
+
+
+# ------------------------------------------------------------------ SLOs
+
+
+def slo_share(metric: str, scope: Scope, window: int, target_seconds: float, bounds: Iterable[str]) -> str:
+    """The share of observations at or under ``target_seconds``, between 0 and 1.
+
+    Exact when the target is a bucket bound. Otherwise the count inside the bucket that holds
+    the target is interpolated linearly, the assumption histogram_quantile makes, so the share
+    and the charted quantiles agree. A target past the last finite bound counts only the
+    observations under that bound. ``bounds`` are the histogram's ``le`` values as exported
+    (exact strings: they are matched as labels). No traffic in the window gives no sample."""
+    finite = sorted((float(b), b) for b in set(bounds) if b not in ("+Inf", "Inf"))
+    if not finite:
+        raise ValueError(f"no bucket bounds for {metric}")
+    lower = max((b for b in finite if b[0] <= target_seconds), default=None)
+    upper = min((b for b in finite if b[0] > target_seconds), default=None)
+
+    def below(bound: str) -> str:
+        return f"{scope.grouping()} ({_rate(metric + '_bucket', scope, window, le=bound)})"
+
+    if lower is not None and (lower[0] == target_seconds or upper is None):
+        good = below(lower[1])
+    else:
+        low_value = lower[0] if lower else 0.0
+        fraction = round((target_seconds - low_value) / (upper[0] - low_value), 6)
+        if lower is None:
+            good = f"{fraction:g} * {below(upper[1])}"
+        else:
+            good = f"({below(lower[1])} + {fraction:g} * ({below(upper[1])} - {below(lower[1])}))"
+    total = f"{scope.grouping()} ({_rate(metric + '_count', scope, window)})"
+    return f"{good} / ({total} > 0)"
+
+
+def goodput(scope: Scope, window: int, *, ttft_seconds: float, itl_seconds: float,
+            ttft_bounds: Iterable[str], itl_bounds: Iterable[str]) -> str:
+    """Estimated share of requests meeting both the TTFT and the ITL target.
+
+    The frontend exports the two distributions separately (TTFT once per request, ITL once per
+    token gap), so which requests met both is not recorded anywhere. The estimate multiplies
+    the two shares, as if a request's TTFT and its token gaps were independent; the ITL share
+    is a share of token gaps, standing in for the share of requests whose gaps meet the target.
+    charts.goodput_bounds gives the range that holds whatever the correlation."""
+    return (f"({slo_share(TTFT, scope, window, ttft_seconds, ttft_bounds)}) * "
+            f"({slo_share(ITL, scope, window, itl_seconds, itl_bounds)})")

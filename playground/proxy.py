@@ -1,0 +1,250 @@
+"""``POST /api/playground/{graph}/v1/chat/completions``: the OpenAI-compatible pass-through to
+a graph's frontend. The browser's chat and API clients (token or session) both use it.
+
+The hot path is kept small on purpose (see /work/shared/notes/proxy-spike.md): no DRF, one
+thread hop for everything that touches the database or the cache before the upstream call,
+and the SSE bytes relayed exactly as they arrive (``aiter_raw``: no parsing, no
+re-encoding). A client that goes away cancels the view's task (Django ≥ 5 on ASGI); the
+relay's ``finally`` then closes the upstream response, which closes its connection, and the
+frontend cancels the request."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from importlib import import_module
+
+import httpx
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib import auth
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+from rest_framework.authtoken.models import Token
+
+from . import limits, upstream
+from .access import ChatRefused, ChatTarget, chat_target
+
+MAX_ERROR_BODY = 4 * 1024 * 1024  # a non-streamed answer relayed whole (errors, stream: false)
+
+
+def error_body(kind: str, message: str, status: int) -> dict:
+    """OpenAI's error shape, which its clients and ours know how to show."""
+    return {"error": {"message": message, "type": kind, "code": status}}
+
+
+def error_response(status: int, kind: str, message: str, **headers: str) -> JsonResponse:
+    response = JsonResponse(error_body(kind, message, status), status=status)
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def sse_error(kind: str, message: str, status: int) -> bytes:
+    return b"data: " + json.dumps(error_body(kind, message, status)).encode() + b"\n\n"
+
+
+# --- authentication (session or token), in the admission thread hop -----------------------------
+
+class _CSRFCheck(CsrfViewMiddleware):
+    def _reject(self, request, reason):
+        return reason
+
+
+def _enforce_csrf(request) -> None:
+    """A session-authenticated POST must carry the CSRF token, as anywhere else on the site.
+    Token-authenticated calls need not (no ambient credentials)."""
+    check = _CSRFCheck(lambda _request: None)
+    check.process_request(request)
+    reason = check.process_view(request, None, (), {})
+    if reason:
+        raise ChatRefused(403, "csrf_failed", f"CSRF check failed: {reason}")
+
+
+def _authenticate(request):
+    header = request.headers.get("Authorization", "")
+    if header:
+        # "Token <key>" (DRF's scheme) or "Bearer <key>" (what OpenAI's clients send).
+        scheme, _, key = header.partition(" ")
+        key = key.strip()
+        if scheme.lower() not in ("token", "bearer") or not key:
+            raise ChatRefused(401, "invalid_token", "send Authorization: Token <key> (or Bearer <key>)")
+        token = Token.objects.select_related("user").filter(key=key).first()
+        if token is None or not token.user.is_active:
+            raise ChatRefused(401, "invalid_token", "the token is not valid")
+        return token.user
+    if not hasattr(request, "session"):  # served without the session middleware
+        engine = import_module(settings.SESSION_ENGINE)
+        request.session = engine.SessionStore(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
+    user = auth.get_user(request)
+    if not user.is_authenticated:
+        raise ChatRefused(401, "not_authenticated", "sign in, or send Authorization: Token <key>")
+    _enforce_csrf(request)
+    return user
+
+
+@dataclass(frozen=True)
+class Admission:
+    user_id: int
+    target: ChatTarget
+
+
+class Limited(Exception):
+    def __init__(self, refusal: limits.Refusal):
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def _admit(request, graph_name: str) -> Admission:
+    """Who is asking, may they, where to, and within their limits: one trip to the database
+    and the cache. An admitted request holds a stream slot until ``limits.release``."""
+    user = _authenticate(request)
+    target = chat_target(user, graph_name)
+    refusal = limits.acquire(user.pk)
+    if refusal is not None:
+        raise Limited(refusal)
+    return Admission(user.pk, target)
+
+
+# The slot is given back from the relay's finally, possibly while the task is being
+# cancelled: a plain thread from the pool, not the thread-sensitive one the middleware queues on.
+_release = sync_to_async(limits.release, thread_sensitive=False)
+
+
+# --- the request body --------------------------------------------------------------------------
+
+def _parse(body: bytes) -> dict:
+    """Validate the chat request before anything else is spent on it. Raises ChatRefused (400)."""
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise ChatRefused(400, "invalid_request_error", "the body is not JSON") from None
+    if not isinstance(payload, dict):
+        raise ChatRefused(400, "invalid_request_error", "the body must be a JSON object")
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ChatRefused(400, "invalid_request_error", "messages must be a non-empty list")
+    cap = settings.PLAYGROUND_MAX_TOKENS
+    for field in ("max_tokens", "max_completion_tokens"):
+        value = payload.get(field)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ChatRefused(400, "invalid_request_error", f"{field} must be a positive integer")
+        if value > cap:
+            raise ChatRefused(400, "invalid_request_error", f"{field} may be at most {cap} here")
+    return payload
+
+
+def _upstream_body(payload: dict, body: bytes, model: str) -> bytes:
+    """The caller's own bytes, unless ``model`` or a ``max_tokens`` bound must be filled in."""
+    changed = False
+    if payload.get("max_tokens") is None and payload.get("max_completion_tokens") is None:
+        payload["max_tokens"] = settings.PLAYGROUND_MAX_TOKENS
+        changed = True
+    if not payload.get("model"):
+        payload["model"] = model
+        changed = True
+    return json.dumps(payload).encode() if changed else body
+
+
+# --- the view ----------------------------------------------------------------------------------
+
+def _server_timing(proxy_s: float, upstream_s: float) -> str:
+    """Our own time (before the upstream call and after its headers) and the wait for them."""
+    return f"proxy;dur={proxy_s * 1000:.2f}, upstream;dur={upstream_s * 1000:.2f}"
+
+
+def _too_large(limit: int) -> JsonResponse:
+    return error_response(413, "request_too_large", f"the request is larger than {limit} bytes")
+
+
+@csrf_exempt  # session callers are CSRF-checked in _authenticate; token callers need not be
+async def chat_completions(request, graph: str):
+    started = time.perf_counter()
+    if request.method != "POST":
+        return error_response(405, "method_not_allowed", "POST a chat completion request", Allow="POST")
+    limit = settings.PLAYGROUND_MAX_PROMPT_BYTES
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return _too_large(limit)
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return _too_large(limit)
+    if len(body) > limit:
+        return _too_large(limit)
+    try:
+        payload = _parse(body)
+        admission = await sync_to_async(_admit)(request, graph)
+    except ChatRefused as exc:
+        return error_response(exc.status, exc.kind, exc.message)
+    except Limited as exc:
+        return error_response(429, "rate_limited", exc.refusal.message, Retry_After=str(exc.refusal.retry_after))
+
+    upstream_response = None
+    try:
+        send_body = _upstream_body(payload, body, admission.target.model)
+        sent = time.perf_counter()
+        upstream_response = await upstream.open_chat(admission.target.url, send_body, dict(request.headers.items()))
+        answered = time.perf_counter()
+        content_type = upstream_response.headers.get("content-type", "application/json")
+        streamed = upstream_response.status_code == 200 and content_type.startswith("text/event-stream")
+        if not streamed:  # an error from the frontend, or stream: false
+            content = await upstream.read_all(upstream_response, MAX_ERROR_BODY)
+    except upstream.UpstreamError as exc:
+        await _cleanup(upstream_response, admission.user_id)
+        status = 504 if exc.kind == "upstream_timeout" else 503 if exc.kind == "upstream_busy" else 502
+        return error_response(status, exc.kind, exc.message)
+    except BaseException:  # cancelled (the client went away) or a bug: never leak the slot
+        await _cleanup(upstream_response, admission.user_id)
+        raise
+
+    if streamed:
+        response = StreamingHttpResponse(_relay(upstream_response, admission.user_id), content_type=content_type)
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"  # nginx and friends: do not buffer the stream
+    else:
+        await _cleanup(upstream_response, admission.user_id)
+        response = HttpResponse(content, status=upstream_response.status_code, content_type=content_type)
+    response["Server-Timing"] = _server_timing((sent - started) + (time.perf_counter() - answered), answered - sent)
+    return response
+
+
+async def _cleanup(upstream_response: httpx.Response | None, user_id: int) -> None:
+    try:
+        if upstream_response is not None:
+            await upstream_response.aclose()
+    finally:
+        await _release(user_id)
+
+
+async def _relay(upstream_response: httpx.Response, user_id: int):
+    """Yield the frontend's bytes as they arrive. A stall longer than the idle timeout, or a
+    frontend that drops the stream, ends it with an OpenAI-shaped error event."""
+    last = b"\n\n"
+    try:
+        try:
+            async for chunk in upstream_response.aiter_raw():
+                last = chunk
+                yield chunk
+        except httpx.ReadTimeout:
+            idle = settings.PLAYGROUND_IDLE_TIMEOUT
+            yield _terminate(last) + sse_error("upstream_timeout", f"the graph's frontend sent nothing for {idle:g} s",
+                                               504)
+        except httpx.HTTPError as exc:
+            yield _terminate(last) + sse_error("upstream_error", f"the graph's frontend dropped the stream "
+                                                                 f"({exc.__class__.__name__})", 502)
+    finally:
+        await _cleanup(upstream_response, user_id)
+
+
+def _terminate(last: bytes) -> bytes:
+    """Blank lines that end a partly relayed event, so that the error event stands alone."""
+    return b"" if last.endswith(b"\n\n") else b"\n\n"

@@ -1,0 +1,63 @@
+"""Every write of the playground: policies and kept conversations."""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from graphs.models import Graph
+
+from .models import Conversation, Message, PlaygroundPolicy
+from .schema import ConversationIn
+
+TITLE_FROM_PROMPT = 60  # characters of the first prompt that name an untitled conversation
+
+
+@transaction.atomic
+def policy_set(*, graph: Graph, viewers_may_chat: bool, user=None) -> PlaygroundPolicy:
+    policy, _ = PlaygroundPolicy.objects.update_or_create(
+        graph=graph, defaults={"viewers_may_chat": viewers_may_chat, "updated_by": user})
+    return policy
+
+
+def _title(data: ConversationIn) -> str:
+    if data.title.strip():
+        return data.title.strip()
+    first = next((m.content for m in data.messages if m.role == "user" and m.content.strip()), "")
+    first = " ".join(first.split())
+    if not first:
+        return f"Chat with {data.graph}"
+    return first if len(first) <= TITLE_FROM_PROMPT else first[:TITLE_FROM_PROMPT - 1] + "…"
+
+
+@transaction.atomic
+def conversation_save(*, owner, data: ConversationIn, graph: Graph | None,
+                      conversation: Conversation | None = None) -> Conversation:
+    """Create a conversation, or replace the turns of ``conversation`` (which ``owner`` must
+    own) with ``data``'s. The page posts the whole conversation after every reply."""
+    if conversation is None:
+        conversation = Conversation(owner=owner)
+    elif conversation.owner_id != owner.pk:
+        raise PermissionError("only the owner may change a conversation")
+    else:
+        # Lock the row: two tabs saving the same conversation must not interleave their turns.
+        Conversation.objects.select_for_update().filter(pk=conversation.pk).first()
+    conversation.graph = graph
+    conversation.graph_name = data.graph
+    conversation.title = _title(data)
+    conversation.system_prompt = data.system_prompt
+    conversation.params = data.params.model_dump(mode="json", exclude_none=True)
+    conversation.save()
+    conversation.messages.all().delete()
+    Message.objects.bulk_create([
+        Message(conversation=conversation, position=i, role=m.role, content=m.content,
+                timing=m.timing.model_dump(mode="json", exclude_none=True) if m.timing else None)
+        for i, m in enumerate(data.messages)
+    ])
+    return conversation
+
+
+@transaction.atomic
+def conversation_delete(*, conversation: Conversation, owner) -> None:
+    if conversation.owner_id != owner.pk:
+        raise PermissionError("only the owner may delete a conversation")
+    conversation.delete()

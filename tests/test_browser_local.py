@@ -1,0 +1,82 @@
+"""The whole product as a newcomer meets it: `manage.py up` (web, Celery worker, local
+operator), driven in Debian's Chromium: apply the example graph, watch its pods become
+Ready, move the decode slider, see the new pod, delete. Keeps a screenshot for the README."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from graphs.runtimes.localproc import allocate_ports
+
+pytestmark = [pytest.mark.browser, pytest.mark.dynamo]
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def product(tmp_path):
+    port = allocate_ports(1, 26000, 26999, set())[0]
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env.update(CONTROLPLANE_VAR_DIR=str(tmp_path / "var"), LOCAL_RUNTIME_PORT_MIN="25000",
+               LOCAL_RUNTIME_PORT_MAX="25999", DJANGO_DEBUG="1")
+    log = open(tmp_path / "up.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--no-example",
+                             "--password", "pw-browser-1"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=1):
+                break
+        except OSError:
+            assert proc.poll() is None, (tmp_path / "up.log").read_text()[-3000:]
+            time.sleep(0.5)
+    yield base
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    log.close()
+
+
+def test_apply_watch_ready_scale_decode_and_delete_in_the_browser(product):
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.goto(product + "/graphs/demo/")
+        page.fill("input[name=username]", "admin")
+        page.fill("input[name=password]", "pw-browser-1")
+        page.click("button[type=submit]")
+        expect(page.locator("h1")).to_contain_text("demo")
+
+        page.click("#apply-button")
+        ready = page.locator("#pods tr[data-ready='1']")
+        expect(ready).to_have_count(3, timeout=120_000)
+        expect(page.locator("#graph-state")).to_have_text("Ready", timeout=30_000)
+        docs = ROOT / "docs"
+        docs.mkdir(exist_ok=True)
+        page.screenshot(path=str(docs / "screenshot.png"), full_page=False)
+
+        page.locator("#slider-decode").fill("2")
+        expect(page.locator("#pods tr[data-pod='demo-decode-1'][data-ready='1']")).to_be_visible(timeout=60_000)
+        expect(ready).to_have_count(4, timeout=30_000)
+        expect(page.locator("#pods tr[data-pod='demo-prefill-1']")).to_have_count(0)
+
+        page.click("text=Delete deployment")
+        expect(page.locator("#graph-state")).to_have_text("Not deployed", timeout=60_000)
+        expect(page.locator("#pods")).to_have_count(0)
+        browser.close()

@@ -43,7 +43,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 bench: install services
-	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) bench/run.py
+	$(PY) bench/run.py
 
 vendor:
 	bash scripts/vendor.sh

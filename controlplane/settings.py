@@ -97,7 +97,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
                                             "init_command": "PRAGMA journal_mode=WAL;"})
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # A file, not memory, so that the processes a test starts (worker, operator) share it.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -184,6 +184,8 @@ LOCAL_RUNTIME_DIR = Path(env("LOCAL_RUNTIME_DIR", str(VAR_DIR / "local-runtime")
 LOCAL_RUNTIME_PORT_MIN = int(env("LOCAL_RUNTIME_PORT_MIN", "18000"))
 LOCAL_RUNTIME_PORT_MAX = int(env("LOCAL_RUNTIME_PORT_MAX", "18999"))
 LOCAL_RUNTIME_PYTHON = env("LOCAL_RUNTIME_PYTHON", "")
+# Every local process is a real engine (about 100 MB each): cap them per host.
+LOCAL_RUNTIME_MAX_PROCESSES = int(env("LOCAL_RUNTIME_MAX_PROCESSES", "32"))
 
 # Prometheus: the source of every latency chart (metrics/). PROMETHEUS_URL is the server the
 # charts query; by default the control plane's own server for local graphs (manage.py

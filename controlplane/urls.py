@@ -18,6 +18,8 @@ urlpatterns = [
     path("graphs/", include("graphs.urls")),
     path("playground/", include("playground.urls")),
     path("api/playground/", include("playground.api_urls")),
+    path("metrics/", include("metrics.urls")),
+    path("api/metrics/", include("metrics.api.urls")),
     path("api/", include("graphs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

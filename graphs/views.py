@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -45,7 +46,9 @@ def graph_list(request):
     query = request.GET.get("q", "").strip()
     if query:
         graphs = graphs.filter(name__icontains=query)
-    return render(request, "graphs/list.html", {"graphs": graphs, "query": query, "templates": TEMPLATES.values()})
+    page = Paginator(graphs, 50).get_page(request.GET.get("page"))
+    return render(request, "graphs/list.html", {"graphs": page.object_list, "page": page, "query": query,
+                                                "templates": TEMPLATES.values()})
 
 
 def _preview(spec, api_version: str) -> tuple[str, Report]:

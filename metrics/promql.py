@@ -160,19 +160,6 @@ def itl_quantile(q: float, scope: Scope, window: int) -> str:
     return latency_quantile(ITL, q, scope, window)
 
 
-def latency_quantiles(metric: str, scope: Scope, window: int, qs: Sequence[float] = QUANTILES) -> str:
-    """p50, p90 and p99 in one query, told apart by a ``quantile`` label."""
-    return either(*(labelled(latency_quantile(metric, q, scope, window), "quantile", f"{q:g}") for q in qs))
-
-
-def ttft_quantiles(scope: Scope, window: int) -> str:
-    return latency_quantiles(TTFT, scope, window)
-
-
-def itl_quantiles(scope: Scope, window: int) -> str:
-    return latency_quantiles(ITL, scope, window)
-
-
 # ------------------------------------------------------------------ load
 
 
@@ -239,14 +226,63 @@ def slo_share(metric: str, scope: Scope, window: int, target_seconds: float, bou
     return f"{good} / ({total} > 0)"
 
 
-def goodput(scope: Scope, window: int, *, ttft_seconds: float, itl_seconds: float,
-            ttft_bounds: Iterable[str], itl_bounds: Iterable[str]) -> str:
-    """Estimated share of requests meeting both the TTFT and the ITL target.
+def goodput(*shares: str) -> str:
+    """Estimated share of requests meeting every target whose slo_share is given.
 
     The frontend exports the two distributions separately (TTFT once per request, ITL once per
     token gap), so which requests met both is not recorded anywhere. The estimate multiplies
-    the two shares, as if a request's TTFT and its token gaps were independent; the ITL share
-    is a share of token gaps, standing in for the share of requests whose gaps meet the target.
+    the shares, as if a request's TTFT and its token gaps were independent; the ITL share is a
+    share of token gaps, standing in for the share of requests whose gaps meet the target.
     charts.goodput_bounds gives the range that holds whatever the correlation."""
-    return (f"({slo_share(TTFT, scope, window, ttft_seconds, ttft_bounds)}) * "
-            f"({slo_share(ITL, scope, window, itl_seconds, itl_bounds)})")
+    if not shares:
+        raise ValueError("goodput needs at least one SLO share")
+    return " * ".join(f"({share})" for share in shares)
+
+
+# ------------------------------------------------------------------ composed queries
+# Each chart or table is one query: its parts carry a label naming them, so one round trip
+# brings back everything, and a cold chart costs one range query, not nine.
+
+
+def _pct(q: float) -> str:
+    return f"p{round(q * 100):d}"
+
+
+def chart_series(scope: Scope, rate_window: int, *, goodput_expr: str | None = None) -> str:
+    """The time series of one graph's chart, labelled ``series``: ttft_p50 .. itl_p99
+    (seconds), request_rate (1/s), output_tokens (1/s), in_flight, and goodput (0..1) when
+    the graph has SLO targets."""
+    parts = [labelled(latency_quantile(metric, q, scope, rate_window), "series", f"{name}_{_pct(q)}")
+             for name, metric in (("ttft", TTFT), ("itl", ITL)) for q in QUANTILES]
+    parts += [labelled(request_rate(scope, rate_window), "series", "request_rate"),
+              labelled(output_token_rate(scope, rate_window), "series", "output_tokens"),
+              labelled(in_flight(scope), "series", "in_flight")]
+    if goodput_expr:
+        parts.append(labelled(goodput_expr, "series", "goodput"))
+    return either(*parts)
+
+
+def window_summary(scope: Scope, window: int, *, shares: dict[str, str] | None = None) -> str:
+    """One number per ``stat`` over the whole window: the latency quantiles, request rate,
+    input and output tokens per second, and the SLO shares passed in (``ttft_share``...)."""
+    raw = Scope(scope.matchers, scope.by, scope.scrape_interval)  # recorded series are 1m rates
+    parts = [labelled(latency_quantile(metric, q, raw, window), "stat", f"{name}_{_pct(q)}")
+             for name, metric in (("ttft", TTFT), ("itl", ITL)) for q in QUANTILES]
+    parts += [labelled(request_rate(scope, window), "stat", "request_rate"),
+              labelled(input_token_rate(scope, window), "stat", "input_tokens"),
+              labelled(output_token_rate(scope, window), "stat", "output_tokens")]
+    parts += [labelled(expr, "stat", name) for name, expr in (shares or {}).items()]
+    return either(*parts)
+
+
+def overview(scope: Scope, window: int) -> str:
+    """Per graph of a batched scope (``scope.by`` labels): TTFT and ITL p90, request rate,
+    input and output tokens per second over the last ``window`` seconds, and in-flight now."""
+    return either(
+        labelled(ttft_quantile(0.9, scope, window), "stat", "ttft_p90"),
+        labelled(itl_quantile(0.9, scope, window), "stat", "itl_p90"),
+        labelled(request_rate(scope, window), "stat", "request_rate"),
+        labelled(input_token_rate(scope, window), "stat", "input_tokens"),
+        labelled(output_token_rate(scope, window), "stat", "output_tokens"),
+        labelled(in_flight(scope), "stat", "in_flight"),
+    )

@@ -89,3 +89,8 @@ def chat_graphs(user) -> list[ChatTarget]:
             continue
         out.append(ChatTarget(graph.pk, graph.name, _model(graph), url, graph.deployment.state))
     return out
+
+
+def may_chat_with(user, graph: Graph) -> bool:
+    """``user`` may chat with ``graph`` (serving or not): for keeping conversations."""
+    return may_chat(user_role(user), PlaygroundPolicy.objects.filter(graph=graph).first())

@@ -74,6 +74,9 @@ class Message(models.Model):
         ordering = ["conversation_id", "position"]
         constraints = [models.UniqueConstraint(fields=["conversation", "position"], name="message_position_unique")]
 
+    def __str__(self) -> str:
+        return f"{self.conversation_id}#{self.position} {self.role}"
+
     @property
     def reply_timing(self) -> ReplyTiming | None:
         return ReplyTiming.model_validate(self.timing) if self.timing else None

@@ -16,6 +16,7 @@ the first gap is close to 0."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 
@@ -43,7 +44,7 @@ def summarise(start: float, arrivals: Sequence[float], completion_tokens: int | 
     out["ttft_ms"] = round(arrivals[0] - start, 3)
     if out["total_ms"] is None:
         out["total_ms"] = round(arrivals[-1] - start, 3)
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     if gaps:
         out["itl_mean_ms"] = round(sum(gaps) / len(gaps), 3)
         out["itl_p90_ms"] = round(percentile(gaps, 0.9), 3)

@@ -113,7 +113,8 @@ async def open_chat(url: str, body: bytes, headers: dict[str, str]) -> httpx.Res
     try:
         return await client().send(request, stream=True)
     except httpx.ConnectTimeout:
-        raise UpstreamError("upstream_unavailable", "the graph's frontend did not accept a connection in time") from None
+        raise UpstreamError("upstream_unavailable",
+                            "the graph's frontend did not accept a connection in time") from None
     except httpx.PoolTimeout:
         raise UpstreamError("upstream_busy", "too many streams to this graph's frontend are open") from None
     except httpx.ConnectError as exc:

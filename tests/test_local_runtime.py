@@ -148,3 +148,14 @@ def test_ports_already_taken_are_skipped(eager, operator):
         assert 24000 not in set(Pod.objects.filter(deployment__graph=graph).values_list("port", flat=True))
     finally:
         held.close()
+
+
+def test_a_graph_beyond_the_process_cap_fails_with_the_reason_and_starts_nothing(eager, operator):
+    operator.max_processes = 2
+    graph = _graph("capped")
+    operations.request_apply(graph=graph)
+    operator.reconcile_once()
+    dep = Deployment.objects.get(graph=graph)
+    assert dep.state == "failed"
+    assert "at most 2 processes" in dep.message
+    assert operator.supervisor.names() == []

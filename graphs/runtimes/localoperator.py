@@ -107,6 +107,7 @@ class LocalOperator:
         self.model_names: dict[str, str] = {}
         self.logs: dict[str, Path] = {}
         self.use_gpu = gpu_engine_available()
+        self.max_processes = settings.LOCAL_RUNTIME_MAX_PROCESSES
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -137,15 +138,26 @@ class LocalOperator:
             active=False, state=GraphState.NOT_DEPLOYED).select_related("graph", "revision"))
         wanted: dict[str, Planned] = {}
         problems: dict[int, str] = {}
-        for dep in deployments:
+        for dep in sorted(deployments, key=lambda d: d.pk):
             if not dep.active or dep.revision is None:
                 continue
             try:
-                for planned in self.plan(dep):
-                    wanted[planned.name] = planned
-                    self.owner[planned.name] = dep.pk
+                planned_here = self.plan(dep)
             except (ValueError, PortRangeExhausted) as exc:
                 problems[dep.pk] = str(exc)
+                continue
+            if len(wanted) + len(planned_here) > self.max_processes:
+                # A typo in a replica count must not fork hundreds of engines on this host.
+                problems[dep.pk] = (
+                    f"the local runtime runs at most {self.max_processes} processes; this graph needs "
+                    f"{len(planned_here)} and {len(wanted)} already run: scale it down or delete another graph")
+                for planned in planned_here:
+                    self.ports.pop(planned.name, None)
+                    self.ports.pop(f"{planned.name}:bootstrap", None)
+                continue
+            for planned in planned_here:
+                wanted[planned.name] = planned
+                self.owner[planned.name] = dep.pk
         events: list[EventRecord] = []
         for name in self.supervisor.names():
             if name not in wanted:

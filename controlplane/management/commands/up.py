@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand
 
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Graph
+from metrics.localprom import find_binary
 
 
 class Command(BaseCommand):
@@ -43,6 +44,16 @@ class Command(BaseCommand):
                        "--loglevel", "INFO", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")],
             "operator": [py, "manage.py", "runoperator"],
         }
+        # Prometheus scrapes local graphs for the latency charts. It is optional: without the
+        # binary everything else works and the charts say that Prometheus is unreachable.
+        optional = {"prometheus"}
+        if find_binary():
+            commands["prometheus"] = [py, "manage.py", "runprometheus"]
+        else:
+            self.stderr.write(
+                f"Prometheus is not installed ({settings.PROMETHEUS_BINARY!r} is not on PATH), so local graphs get "
+                "no latency charts. Install it (Debian/Ubuntu: apt-get install prometheus) or set PROMETHEUS_BINARY; "
+                f"or point PROMETHEUS_URL at a server that scrapes them (now {settings.PROMETHEUS_URL}).")
         self.procs: dict[str, subprocess.Popen] = {}
         for name, argv in commands.items():
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -56,7 +67,10 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"\nDynamo Control Plane is up: {url}  (log in as admin / {password})"))
             if not no_example:
                 self._apply_example()
-            while all(p.poll() is None for p in self.procs.values()):
+            while all(p.poll() is None for n, p in self.procs.items() if n not in optional):
+                for name in [n for n in optional if n in self.procs and self.procs[n].poll() is not None]:
+                    self.stderr.write(f"{name} stopped (status {self.procs.pop(name).returncode}); the rest keeps "
+                                      f"running without it: see {logs / (name + '.log')}")
                 time.sleep(1)
             dead = [n for n, p in self.procs.items() if p.poll() is not None]
             self.stderr.write(f"{', '.join(dead)} stopped; stopping the rest (logs in {logs})")

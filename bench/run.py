@@ -1,0 +1,71 @@
+"""Run every benchmark of the control plane and print one table.
+
+    python bench/run.py            # all
+    python bench/run.py pages      # one group: pages, runtime (others: bench/*.py)
+
+Each row: what was measured, the measured value, the goal, and measured/goal (≤ 1.00 meets
+the goal). Measured side by side in one run on this machine; it is shared and noisy, so
+read the ratios, not the third decimal. Uses its own SQLite database in a temporary folder
+unless BENCH_DATABASE_URL is set."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def setup_django() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="cp-bench-"))
+    os.environ.setdefault("CONTROLPLANE_VAR_DIR", str(tmp))
+    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", f"sqlite:///{tmp}/bench.sqlite3")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def print_table(rows: list[tuple[str, float, float, str]]) -> None:
+    width = max(len(r[0]) for r in rows) + 2
+    print(f"{'measure':<{width}} {'measured':>12} {'goal':>10} {'ratio':>7}")
+    for name, value, goal, unit in rows:
+        ratio = value / goal if goal else float("nan")
+        print(f"{name:<{width}} {value:>10.2f}{unit:>2} {goal:>8.2f}{unit:>2} {ratio:>7.2f}")
+
+
+def main(argv: list[str]) -> int:
+    groups = argv or ["pages", "runtime", "others"]
+    rows: list = []
+    if "pages" in groups or "runtime" in groups:
+        setup_django()
+    if "pages" in groups:
+        from bench import pages
+
+        rows += pages.run()
+    if "runtime" in groups:
+        from bench import runtime
+
+        rows += runtime.run()
+    if rows:
+        print_table(rows)
+    if "others" in groups:
+        for script in sorted((ROOT / "bench").glob("*.py")):
+            if script.name in ("run.py", "pages.py", "runtime.py", "__init__.py"):
+                continue
+            print(f"\n== {script.name}")
+            subprocess.run([sys.executable, str(script)], cwd=ROOT, check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,174 @@
+"""Pure translations of what a cluster reports into the status cache's terms: a Dynamo pod
+into a PodStatus (the kubectl columns plus GPUs and /dev/shm), a DGD's status into a graph
+state, a core Event into an EventRecord, and nodes plus bound pods into free GPUs.
+No network, no database: kubewatch feeds it plain dicts."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from ..models import GraphState
+from ..spec import quantity_bytes
+from .base import EventRecord, PodStatus
+
+GPU = "nvidia.com/gpu"
+DGD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
+COMPONENT_LABEL = "nvidia.com/dynamo-component"
+COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
+SUB_COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-sub-component-type"
+SHM_PATH = "/dev/shm"
+SHM_VOLUME = "shared-memory"  # the operator's emptyDir (internal/dynamo/shared_memory.go)
+# Without a memory-backed volume on /dev/shm a container gets the runtime's 64 MB default.
+CONTAINER_SHM_DEFAULT = 64 * 2**20
+STUCK_REASONS = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
+                 "CreateContainerConfigError", "CreateContainerError", "Unschedulable")
+_DONE_PHASES = ("Succeeded", "Failed")
+
+
+def parse_time(value: str | None) -> dt.datetime | None:
+    if not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _count(value) -> int:
+    try:
+        return int(quantity_bytes(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def pod_gpus(pod: dict) -> int:
+    """GPUs a pod asks for: each container's nvidia.com/gpu limit (or request)."""
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        value = (resources.get("limits") or {}).get(GPU, (resources.get("requests") or {}).get(GPU, 0))
+        total += _count(value)
+    return total
+
+
+def pod_shm_bytes(pod: dict) -> int | None:
+    """Size of /dev/shm: the sizeLimit of the emptyDir mounted there (the operator's
+    ``shared-memory`` volume), None when it has no limit (node memory), 64 MiB without one."""
+    spec = pod.get("spec") or {}
+    volumes = {v.get("name"): v for v in spec.get("volumes") or []}
+    mounted = [m.get("name") for c in spec.get("containers") or [] for m in c.get("volumeMounts") or []
+               if m.get("mountPath") == SHM_PATH]
+    volume = next((volumes[n] for n in mounted if n in volumes), volumes.get(SHM_VOLUME))
+    if volume is None or "emptyDir" not in volume:
+        return CONTAINER_SHM_DEFAULT
+    limit = (volume.get("emptyDir") or {}).get("sizeLimit")
+    return _count(limit) if limit else None
+
+
+def _condition(conditions: list[dict] | None, kind: str) -> dict | None:
+    return next((c for c in conditions or [] if c.get("type") == kind), None)
+
+
+def pod_status(pod: dict) -> PodStatus:
+    """A pod as kubectl get pods shows it: STATUS is the waiting reason when a container is
+    stuck (CrashLoopBackOff, ImagePullBackOff...), Terminating while it is deleted."""
+    meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    kind, sub = labels.get(COMPONENT_TYPE_LABEL, ""), labels.get(SUB_COMPONENT_TYPE_LABEL, "")
+    role = sub if kind == "worker" and sub in ("prefill", "decode") else (kind or "other")
+    containers = status.get("containerStatuses") or []
+    phase, reason, message = status.get("phase") or "Pending", "", ""
+    waiting = next(((c.get("state") or {}).get("waiting") for c in containers
+                    if ((c.get("state") or {}).get("waiting") or {}).get("reason")), None)
+    terminated = next(((c.get("state") or {}).get("terminated") for c in containers
+                       if (c.get("state") or {}).get("terminated")), None)
+    last = next(((c.get("lastState") or {}).get("terminated") for c in containers
+                 if (c.get("lastState") or {}).get("terminated")), None)
+    scheduled = _condition(status.get("conditions"), "PodScheduled")
+    if waiting:
+        phase = reason = waiting["reason"]
+        message = waiting.get("message") or ""
+    elif terminated:
+        phase = reason = terminated.get("reason") or "Error"
+        message = terminated.get("message") or f"exit code {terminated.get('exitCode')}"
+    elif scheduled and scheduled.get("status") == "False":
+        reason, message = scheduled.get("reason") or "Unschedulable", scheduled.get("message") or ""
+    if last and not terminated:
+        if last.get("reason") == "OOMKilled" and reason in ("", "CrashLoopBackOff"):
+            reason = "OOMKilled"
+        message = (message + " " if message else "") + (
+            f"(last exit code {last.get('exitCode')}: {last.get('reason') or 'Error'})")
+    if meta.get("deletionTimestamp"):
+        phase = "Terminating"
+    ready_condition = _condition(status.get("conditions"), "Ready")
+    port = next((p.get("containerPort") for c in spec.get("containers") or [] for p in c.get("ports") or []), None)
+    return PodStatus(
+        name=meta.get("name", ""), service=labels.get(COMPONENT_LABEL, ""), role=role, phase=phase,
+        ready=bool(ready_condition and ready_condition.get("status") == "True"),
+        restarts=sum(int(c.get("restartCount") or 0) for c in containers),
+        started_at=parse_time(meta.get("creationTimestamp")), node=spec.get("nodeName") or "",
+        gpus=pod_gpus(pod), shm_bytes=pod_shm_bytes(pod), port=port, reason=reason, message=message)
+
+
+def graph_state(*, active: bool, dgd: dict | None, pods: list[PodStatus], name: str,
+                namespace: str) -> tuple[str, str]:
+    """GraphState and message from the DGD's ``state`` and ``Ready`` condition, refined by
+    what its pods show (a stuck pod fails the graph unless a frontend still serves)."""
+    if not active:
+        if dgd is None and not pods:
+            return GraphState.NOT_DEPLOYED, "deleted: the DynamoGraphDeployment and its pods are gone"
+        return GraphState.DELETING, f"deleting: {len(pods)} pod(s) left"
+    if dgd is None:
+        return GraphState.FAILED, (f"DynamoGraphDeployment {namespace}/{name} is not on the cluster "
+                                   "(deleted outside the control plane?): apply again to recreate it")
+    status = dgd.get("status") or {}
+    ready = _condition(status.get("conditions"), "Ready")
+    state = status.get("state") or ""
+    if ready is None:
+        return GraphState.PROGRESSING, "waiting for the Dynamo operator to report status" + (
+            f" (state {state})" if state else "")
+    text = f"Ready={ready.get('status')} ({ready.get('reason', '')}): {ready.get('message', '')}".strip()
+    message = f"{text} · DGD state {state or 'unknown'}"
+    if ready.get("status") == "True":
+        return GraphState.READY, message
+    if state == "failed":
+        return GraphState.FAILED, message
+    serving = any(p.ready for p in pods if p.role == "frontend")
+    if any(p.phase in STUCK_REASONS or p.reason in STUCK_REASONS for p in pods):
+        return (GraphState.DEGRADED if serving else GraphState.FAILED), message
+    return (GraphState.DEGRADED if serving and not all(p.ready for p in pods) else GraphState.PROGRESSING), message
+
+
+def event_record(event: dict) -> EventRecord:
+    involved = event.get("involvedObject") or event.get("regarding") or {}
+    meta = event.get("metadata") or {}
+    at = (parse_time(event.get("lastTimestamp")) or parse_time(event.get("eventTime"))
+          or parse_time(event.get("firstTimestamp")) or parse_time(meta.get("creationTimestamp"))
+          or dt.datetime.now(dt.UTC))
+    message = event.get("message") or event.get("note") or ""
+    count = int(event.get("count") or 1)
+    if count > 1:
+        message = f"{message} (x{count})"
+    return EventRecord(at=at, type=event.get("type") or "Normal", reason=(event.get("reason") or "")[:60],
+                       object=involved.get("name", ""), message=message)
+
+
+@dataclass
+class GpuSummary:
+    allocatable: int  # nvidia.com/gpu on ready, schedulable nodes
+    free: int  # allocatable minus what pods bound to those nodes ask for
+
+
+def gpu_summary(nodes: list[dict], pods: list[dict]) -> GpuSummary:
+    usable = set()
+    allocatable = 0
+    for node in nodes:
+        ready = _condition((node.get("status") or {}).get("conditions"), "Ready")
+        if (node.get("spec") or {}).get("unschedulable") or not ready or ready.get("status") != "True":
+            continue
+        usable.add((node.get("metadata") or {}).get("name"))
+        allocatable += _count(((node.get("status") or {}).get("allocatable") or {}).get(GPU, 0))
+    used = sum(pod_gpus(p) for p in pods if (p.get("spec") or {}).get("nodeName") in usable
+               and (p.get("status") or {}).get("phase") not in _DONE_PHASES)
+    return GpuSummary(allocatable=allocatable, free=max(0, allocatable - used))

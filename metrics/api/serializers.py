@@ -1,0 +1,115 @@
+"""Serializers validate and present; they never call services or Prometheus."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import Objectives
+
+
+class ObjectivesSerializer(serializers.ModelSerializer):
+    graph = serializers.CharField(source="graph.name", read_only=True)
+    updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None)
+    effective_gpu_hour_price = serializers.DecimalField(source="price", max_digits=9, decimal_places=4,
+                                                        read_only=True, allow_null=True,
+                                                        help_text="This graph's price, or the global one.")
+
+    class Meta:
+        model = Objectives
+        fields = ["graph", "ttft_ms", "itl_ms", "gpu_hour_price", "effective_gpu_hour_price", "updated_by",
+                  "updated_at"]
+        read_only_fields = ["updated_at"]
+
+
+class ObjectivesOutSerializer(serializers.Serializer):
+    ttft_ms = serializers.FloatField(allow_null=True)
+    itl_ms = serializers.FloatField(allow_null=True)
+    gpu_hour_price = serializers.FloatField(allow_null=True, help_text="Effective price per GPU-hour.")
+    price_is_default = serializers.BooleanField(help_text="True when the price is the global GPU_HOUR_PRICE.")
+    currency = serializers.CharField()
+
+
+class CostSerializer(serializers.Serializer):
+    gpu_hour_price = serializers.FloatField(allow_null=True)
+    currency = serializers.CharField()
+    gpus = serializers.DictField(child=serializers.IntegerField(), help_text="GPUs per role as the revision asks.")
+    per_million_input = serializers.FloatField(allow_null=True, help_text="Prefill GPUs x price / input tokens.")
+    per_million_output = serializers.FloatField(allow_null=True, help_text="Decode GPUs x price / output tokens.")
+    per_million_tokens = serializers.FloatField(allow_null=True, help_text="Aggregated workers: all tokens.")
+
+
+class SummarySerializer(serializers.Serializer):
+    """One graph now: the last five minutes."""
+
+    graph = serializers.CharField()
+    ttft_p90_ms = serializers.FloatField(allow_null=True)
+    itl_p90_ms = serializers.FloatField(allow_null=True)
+    request_rate = serializers.FloatField(allow_null=True, help_text="Requests per second.")
+    in_flight = serializers.FloatField(allow_null=True)
+    slo = serializers.ChoiceField(choices=["met", "missed", "no_traffic", "not_set", "unknown"],
+                                  help_text="Both p90s against their targets; unknown when Prometheus failed.")
+    objectives = ObjectivesOutSerializer()
+    cost = CostSerializer()
+    error = serializers.CharField(allow_blank=True, help_text="Why Prometheus gave no answer, if it did not.")
+
+
+class GoodputSerializer(serializers.Serializer):
+    estimate = serializers.FloatField(help_text="Product of the TTFT and ITL shares (independence).")
+    lower = serializers.FloatField()
+    upper = serializers.FloatField()
+
+
+class TargetsSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    up = serializers.IntegerField()
+    down = serializers.ListField(child=serializers.CharField())
+
+
+class WindowSummarySerializer(serializers.Serializer):
+    ttft_p50_ms = serializers.FloatField(allow_null=True)
+    ttft_p90_ms = serializers.FloatField(allow_null=True, source="ttft_p90")
+    ttft_p99_ms = serializers.FloatField(allow_null=True, source="ttft_p99")
+    itl_p50_ms = serializers.FloatField(allow_null=True, source="itl_p50")
+    itl_p90_ms = serializers.FloatField(allow_null=True, source="itl_p90")
+    itl_p99_ms = serializers.FloatField(allow_null=True, source="itl_p99")
+    request_rate = serializers.FloatField(allow_null=True)
+    input_tokens = serializers.FloatField(allow_null=True, help_text="Input tokens per second.")
+    output_tokens = serializers.FloatField(allow_null=True, help_text="Output tokens per second.")
+    ttft_share = serializers.FloatField(allow_null=True, help_text="Share of requests within the TTFT target.")
+    itl_share = serializers.FloatField(allow_null=True, help_text="Share of token gaps within the ITL target.")
+    goodput = GoodputSerializer(allow_null=True)
+    cost = CostSerializer()
+    targets = TargetsSerializer()
+
+
+class MarkerSerializer(serializers.Serializer):
+    at = serializers.FloatField(help_text="Unix seconds.")
+    kind = serializers.ChoiceField(choices=["apply", "scale"])
+    state = serializers.CharField()
+    label = serializers.CharField()
+    by = serializers.CharField()
+    operation = serializers.IntegerField()
+
+
+class ChartSerializer(serializers.Serializer):
+    """A graph's chart data: every series has one value (or null) per timestamp."""
+
+    graph = serializers.CharField()
+    runtime = serializers.CharField()
+    prometheus = serializers.CharField(help_text="The Prometheus server asked.")
+    state = serializers.ChoiceField(choices=["ok", "no_data", "unreachable", "error"])
+    message = serializers.CharField(allow_blank=True)
+    window = serializers.CharField()
+    window_seconds = serializers.IntegerField()
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+    step = serializers.IntegerField()
+    rate_window = serializers.IntegerField(help_text="Seconds each rate and quantile averages over.")
+    objectives = ObjectivesOutSerializer()
+    timestamps = serializers.ListField(child=serializers.IntegerField())
+    series = serializers.DictField(
+        child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
+        help_text="ttft_p50..ttft_p99 and itl_p50..itl_p99 (ms), request_rate and output_tokens (per second), "
+                  "in_flight, goodput (0..1).")
+    summary = serializers.JSONField(help_text="The whole window: see WindowSummary.")
+    markers = MarkerSerializer(many=True)

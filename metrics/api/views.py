@@ -1,0 +1,78 @@
+"""The metrics API: per-graph summaries, chart data and objectives. Reads need the viewer role,
+writes the operator role (controlplane.roles.RolePermission)."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from graphs.models import Graph
+
+from .. import charts, services
+from ..models import Objectives
+from . import serializers as s
+
+WINDOW = OpenApiParameter("window", OpenApiTypes.STR, description="15m to 7d, for example 1h or 24h",
+                          default=charts.DEFAULT_WINDOW)
+
+
+class GraphMetricsViewSet(viewsets.GenericViewSet):
+    """Latency, load, SLO state and cost of graphs, read from Prometheus. When Prometheus does
+    not answer, the response still comes at once, with ``state``/``error`` saying why."""
+
+    lookup_field = "name"
+    lookup_value_regex = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    serializer_class = s.SummarySerializer
+
+    def get_queryset(self):
+        return Graph.objects.select_related("head").order_by("name")
+
+    @extend_schema(responses=s.SummarySerializer(many=True))
+    def list(self, request):
+        """Every applied graph, now (the last five minutes): one Prometheus query per page."""
+        page = self.paginate_queryset(self.get_queryset().filter(deployment__isnull=False))
+        rows = charts.graph_summaries(page)["rows"]
+        return self.get_paginated_response([rows[graph.pk] for graph in page])
+
+    @extend_schema(responses=s.SummarySerializer)
+    def retrieve(self, request, name=None):
+        graph = self.get_object()
+        return Response(charts.graph_summaries([graph])["rows"][graph.pk])
+
+    @extend_schema(parameters=[WINDOW], responses=s.ChartSerializer)
+    @action(detail=True, methods=["get"])
+    def chart(self, request, name=None):
+        """TTFT and ITL p50/p90/p99, request rate, output tokens/s, in-flight and goodput over
+        a window, with the graph's applies and scale changes as markers."""
+        graph = self.get_object()
+        try:
+            return Response(charts.chart_data(graph, request.query_params.get("window")))
+        except charts.WindowError as exc:
+            raise ValidationError({"window": [str(exc)]}) from exc
+
+    @extend_schema(methods=["GET"], responses=s.ObjectivesSerializer)
+    @extend_schema(methods=["PUT", "PATCH"], request=s.ObjectivesSerializer, responses=s.ObjectivesSerializer)
+    @action(detail=True, methods=["get", "put", "patch"], serializer_class=s.ObjectivesSerializer)
+    def objectives(self, request, name=None):
+        """SLO targets (ms) and GPU-hour price. PUT sets all three (null clears one); PATCH
+        changes the fields given."""
+        graph = self.get_object()
+        current = Objectives.objects.filter(graph=graph).select_related("updated_by").first()
+        if request.method == "GET":
+            return Response(s.ObjectivesSerializer(current or Objectives(graph=graph)).data)
+        data = s.ObjectivesSerializer(current, data=request.data, partial=request.method == "PATCH")
+        data.is_valid(raise_exception=True)
+        values = {field: data.validated_data.get(field, getattr(current, field, None) if current else None)
+                  for field in ("ttft_ms", "itl_ms", "gpu_hour_price")}
+        if request.method == "PUT":
+            values = {field: data.validated_data.get(field) for field in values}
+        try:
+            saved = services.objectives_set(graph=graph, user=request.user, **values)
+        except DjangoValidationError as exc:
+            raise ValidationError(exc.message_dict) from exc
+        return Response(s.ObjectivesSerializer(saved).data)

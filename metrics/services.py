@@ -1,0 +1,24 @@
+"""Writes of the metrics app: one function per verb. Views, the API and the admin call these."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import transaction
+
+from .models import Objectives
+
+
+@transaction.atomic
+def objectives_set(*, graph, ttft_ms: float | None, itl_ms: float | None, gpu_hour_price: Decimal | None,
+                   user=None) -> Objectives:
+    """Set a graph's SLO targets and GPU-hour price (None clears one). Raises
+    django.core.exceptions.ValidationError for values out of range."""
+    objectives = Objectives.objects.select_for_update().filter(graph=graph).first() or Objectives(graph=graph)
+    objectives.ttft_ms = ttft_ms
+    objectives.itl_ms = itl_ms
+    objectives.gpu_hour_price = gpu_hour_price
+    objectives.updated_by = user if user is not None and user.is_authenticated else None
+    objectives.full_clean()
+    objectives.save()
+    return objectives

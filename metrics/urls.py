@@ -1,0 +1,12 @@
+from django.urls import path
+
+from . import views
+
+app_name = "metrics"
+NAME = "graphs/<slug:name>"
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path(f"{NAME}/panel/", views.graph_panel, name="panel"),
+    path(f"{NAME}/chart/", views.graph_chart, name="chart"),
+    path(f"{NAME}/objectives/", views.objectives_edit, name="objectives"),
+]

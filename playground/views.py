@@ -1,0 +1,136 @@
+"""The playground's pages: chat, side by side, kept conversations, and the admins' policies.
+The chat itself goes through proxy.chat_completions, the same endpoint API clients use."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.http import Http404, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from pydantic import ValidationError
+
+from controlplane.roles import Role, role_required, user_role
+from graphs.models import Graph
+
+from . import services
+from .access import chat_graphs, may_chat_with
+from .forms import PolicyForm
+from .models import Conversation, PlaygroundPolicy
+from .schema import ConversationIn
+
+DEFAULT_PARAMS = {"temperature": 0.7, "top_p": 1.0, "max_tokens": 256}
+
+
+def _page_context(request) -> dict:
+    targets = chat_graphs(request.user)
+    return {
+        "targets": targets,
+        "defaults": DEFAULT_PARAMS,
+        "viewer_without_access": not targets and user_role(request.user) == Role.VIEWER,
+    }
+
+
+def _conversation_data(conversation: Conversation) -> dict:
+    return {
+        "id": conversation.pk,
+        "title": conversation.title,
+        "graph": conversation.graph_name,
+        "system_prompt": conversation.system_prompt,
+        "params": conversation.chat_params.model_dump(mode="json", exclude_none=True),
+        "messages": [{"role": m.role, "content": m.content,
+                      "timing": m.reply_timing.model_dump(mode="json", exclude_none=True) if m.timing else None}
+                     for m in conversation.messages.all()],
+        "save_url": reverse("playground:conversation_update", args=[conversation.pk]),
+    }
+
+
+@role_required(Role.VIEWER)
+@require_GET
+def chat(request):
+    context = _page_context(request)
+    conversation_id = request.GET.get("c")
+    if conversation_id:
+        if not conversation_id.isdigit():
+            raise Http404("no such conversation")
+        conversation = get_object_or_404(Conversation.objects.prefetch_related("messages"),
+                                         pk=int(conversation_id), owner=request.user)
+        context["conversation"] = _conversation_data(conversation)
+    return render(request, "playground/chat.html", context)
+
+
+@role_required(Role.VIEWER)
+@require_GET
+def compare(request):
+    return render(request, "playground/compare.html", _page_context(request))
+
+
+@role_required(Role.VIEWER)
+@require_GET
+def conversation_list(request):
+    conversations = (Conversation.objects.filter(owner=request.user)
+                     .prefetch_related("messages").order_by("-updated_at", "-id")[:200])
+    return render(request, "playground/conversations.html", {"conversations": conversations})
+
+
+def _json_error(status: int, message: str) -> JsonResponse:
+    return JsonResponse({"error": {"message": message, "code": status}}, status=status)
+
+
+def _save(request, conversation: Conversation | None) -> JsonResponse:
+    try:
+        data = ConversationIn.model_validate(json.loads(request.body or b"{}"))
+    except (ValueError, ValidationError) as exc:
+        return _json_error(400, f"not a conversation: {exc}")
+    graph = Graph.objects.filter(name=data.graph).first()
+    if graph is None:
+        return _json_error(400, f"no graph named {data.graph!r}")
+    if not may_chat_with(request.user, graph):
+        return _json_error(403, "your role does not allow chatting with this graph")
+    conversation = services.conversation_save(owner=request.user, data=data, graph=graph, conversation=conversation)
+    return JsonResponse({
+        "id": conversation.pk,
+        "title": conversation.title,
+        "url": f"{reverse('playground:chat')}?c={conversation.pk}",
+        "save_url": reverse("playground:conversation_update", args=[conversation.pk]),
+    }, status=201 if request.resolver_match.url_name == "conversation_create" else 200)
+
+
+@role_required(Role.VIEWER)
+@require_POST
+def conversation_create(request):
+    return _save(request, None)
+
+
+@role_required(Role.VIEWER)
+@require_POST
+def conversation_update(request, pk: int):
+    return _save(request, get_object_or_404(Conversation, pk=pk, owner=request.user))
+
+
+@role_required(Role.VIEWER)
+@require_POST
+def conversation_delete(request, pk: int):
+    conversation = get_object_or_404(Conversation, pk=pk, owner=request.user)
+    services.conversation_delete(conversation=conversation, owner=request.user)
+    messages.success(request, f"Conversation “{conversation.title}” deleted.")
+    return redirect("playground:conversations")
+
+
+@role_required(Role.ADMIN)
+@require_http_methods(["GET", "POST"])
+def policies(request):
+    if request.method == "POST":
+        form = PolicyForm(request.POST)
+        if form.is_valid():
+            d = form.cleaned_data
+            services.policy_set(graph=d["graph"], viewers_may_chat=d["viewers_may_chat"], user=request.user)
+            verb = "may" if d["viewers_may_chat"] else "may not"
+            messages.success(request, f"Viewers {verb} chat with {d['graph'].name}.")
+            return redirect("playground:policies")
+        messages.error(request, "That graph does not exist.")
+    allowed = set(PlaygroundPolicy.objects.filter(viewers_may_chat=True).values_list("graph_id", flat=True))
+    graphs = [(g, g.pk in allowed) for g in Graph.objects.select_related("deployment").order_by("name")]
+    return render(request, "playground/policies.html", {"graphs": graphs})

@@ -1,0 +1,233 @@
+"""The playground's proxy endpoint, up to the upstream call: who may chat (session or token,
+per role and per-graph policy), CSRF for sessions, request limits (413/400/429), where the
+upstream URL comes from, and a frontend that is down. No Dynamo here: a graph "served" on a
+closed loopback port shows that a request was admitted (502 from the proxy) without one."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from django.test import Client
+
+from playground import limits
+from playground.upstream import BadEndpoint, chat_url
+from tests.conftest import PASSWORD
+from tests.playground_fixtures import CHAT, _fresh_limits, chat_body, free_port, make_graph, tokens  # noqa: F401
+
+URL = CHAT.format(graph="pg-down")
+
+
+@pytest.fixture
+def down_graph(users):
+    """A graph whose frontend is down: nothing listens on its port."""
+    return make_graph("pg-down", "test-model", f"http://127.0.0.1:{free_port()}", user=users["admin"])
+
+
+def post(client, body: dict | bytes, url: str = URL, **extra):
+    data = body if isinstance(body, bytes) else json.dumps(body)
+    return client.post(url, data=data, content_type="application/json", **extra)
+
+
+def token_header(tokens, role) -> dict:
+    return {"HTTP_AUTHORIZATION": f"Token {tokens[role]}"}
+
+
+# --- who may chat -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("role", "status"), [("operator", 502), ("admin", 502), ("viewer", 403), ("norole", 403)])
+def test_operators_and_admins_may_chat_viewers_and_roleless_users_may_not(client_for, down_graph, role, status):
+    response = post(client_for(role), chat_body("test-model"))
+    assert response.status_code == status, response.content
+    assert response.json()["error"]["type"] == ("upstream_unavailable" if status == 502 else "permission_denied")
+
+
+def test_a_viewer_may_chat_once_an_admin_opens_the_graph_to_viewers(client_for, down_graph):
+    viewer = client_for("viewer")
+    assert post(viewer, chat_body("test-model")).status_code == 403
+    admin = client_for("admin")
+    response = admin.post("/playground/policies/", {"graph": "pg-down", "viewers_may_chat": "on"})
+    assert response.status_code == 302
+    assert post(viewer, chat_body("test-model")).status_code == 502  # admitted; the frontend is down
+    admin.post("/playground/policies/", {"graph": "pg-down"})
+    assert post(viewer, chat_body("test-model")).status_code == 403
+
+
+def test_only_admins_may_edit_policies(client_for, down_graph):
+    for role in ("viewer", "operator"):
+        assert client_for(role).post("/playground/policies/", {"graph": "pg-down", "viewers_may_chat": "on"}
+                                     ).status_code == 403
+    from playground.models import PlaygroundPolicy
+
+    assert not PlaygroundPolicy.objects.exists()
+
+
+def test_anonymous_callers_get_401(client_for, down_graph):
+    response = post(client_for(None), chat_body("test-model"))
+    assert response.status_code == 401
+    assert response.json()["error"]["type"] == "not_authenticated"
+
+
+def test_a_token_authenticates_as_token_or_bearer(users, tokens, down_graph):
+    client = Client()
+    assert post(client, chat_body("test-model"), **token_header(tokens, "operator")).status_code == 502
+    bearer = {"HTTP_AUTHORIZATION": f"Bearer {tokens['operator']}"}  # what OpenAI's clients send
+    assert post(client, chat_body("test-model"), **bearer).status_code == 502
+    assert post(client, chat_body("test-model"), **token_header(tokens, "viewer")).status_code == 403
+
+
+def test_a_bad_token_is_refused_even_with_a_valid_session(client_for, down_graph):
+    response = post(client_for("operator"), chat_body("test-model"), HTTP_AUTHORIZATION="Token nope")
+    assert response.status_code == 401
+    assert response.json()["error"]["type"] == "invalid_token"
+
+
+def test_a_session_post_needs_the_csrf_token_and_a_token_post_does_not(users, tokens, down_graph):
+    client = Client(enforce_csrf_checks=True)
+    assert client.login(username="operator", password=PASSWORD)
+    client.get("/playground/")  # sets the CSRF cookie
+    response = post(client, chat_body("test-model"))
+    assert response.status_code == 403
+    assert response.json()["error"]["type"] == "csrf_failed"
+    csrf = client.cookies["csrftoken"].value
+    assert post(client, chat_body("test-model"), HTTP_X_CSRFTOKEN=csrf).status_code == 502
+    api = Client(enforce_csrf_checks=True)
+    assert post(api, chat_body("test-model"), **token_header(tokens, "operator")).status_code == 502
+
+
+# --- where the upstream URL comes from ----------------------------------------------------------
+
+@pytest.mark.parametrize("endpoint", ["file:///etc/passwd", "ftp://127.0.0.1:21", "gopher://x", "127.0.0.1:8000",
+                                      "http://user:pw@127.0.0.1:8000", "http://127.0.0.1:8000/?x=1",
+                                      "http://", "http://127.0.0.1:99999"])
+def test_anything_but_a_plain_http_url_is_refused_as_an_endpoint(endpoint):
+    with pytest.raises(BadEndpoint):
+        chat_url(endpoint)
+
+
+def test_the_chat_url_keeps_a_path_prefix_and_ipv6_hosts():
+    assert chat_url("http://127.0.0.1:8000") == "http://127.0.0.1:8000/v1/chat/completions"
+    assert chat_url("https://fe.example.test/prefix/") == "https://fe.example.test/prefix/v1/chat/completions"
+    assert chat_url("http://[::1]:8000") == "http://[::1]:8000/v1/chat/completions"
+
+
+def test_a_graph_with_a_non_http_endpoint_answers_502_and_calls_nothing(client_for, users):
+    make_graph("pg-file", "test-model", "file:///etc/passwd", user=users["admin"])
+    response = post(client_for("operator"), chat_body("test-model"), url=CHAT.format(graph="pg-file"))
+    assert response.status_code == 502
+    assert response.json()["error"]["type"] == "bad_endpoint"
+
+
+def test_the_request_cannot_choose_the_upstream(client_for, down_graph):
+    """Hosts, URLs or headers in the request change nothing: the graph's endpoint is down, so
+    any answer but 502 would mean the proxy went somewhere else."""
+    body = chat_body("test-model", base_url="http://127.0.0.1:1/", endpoint="http://127.0.0.1:1/")
+    response = post(client_for("operator"), body, HTTP_X_FORWARDED_HOST="evil.example.test",
+                    HTTP_X_UPSTREAM="http://127.0.0.1:1/")
+    assert response.status_code == 502
+
+
+@pytest.mark.parametrize(("state", "active", "endpoint", "status"), [
+    ("failed", True, "http://127.0.0.1:9", 503), ("deleting", True, "http://127.0.0.1:9", 503),
+    ("ready", False, "http://127.0.0.1:9", 503), ("ready", True, "", 503)])
+def test_a_graph_that_is_not_serving_answers_503(client_for, users, state, active, endpoint, status):
+    make_graph("pg-off", "test-model", endpoint, user=users["admin"], state=state, active=active)
+    response = post(client_for("operator"), chat_body("test-model"), url=CHAT.format(graph="pg-off"))
+    assert response.status_code == status
+    assert response.json()["error"]["type"] == "graph_not_serving"
+
+
+def test_an_unknown_graph_answers_404(client_for, users):
+    assert post(client_for("operator"), chat_body("m"), url=CHAT.format(graph="nope")).status_code == 404
+
+
+def test_only_post_is_allowed(client_for, down_graph):
+    response = client_for("operator").get(URL)
+    assert response.status_code == 405
+    assert response["Allow"] == "POST"
+
+
+# --- limits -------------------------------------------------------------------------------------
+
+def test_a_request_larger_than_the_limit_answers_413(client_for, down_graph, settings):
+    settings.PLAYGROUND_MAX_PROMPT_BYTES = 2000
+    body = chat_body("test-model")
+    body["messages"][0]["content"] = "x" * 2100
+    response = post(client_for("operator"), body)
+    assert response.status_code == 413
+    assert response.json()["error"]["type"] == "request_too_large"
+    body["messages"][0]["content"] = "x" * 100
+    assert post(client_for("operator"), body).status_code == 502
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_max_tokens_above_the_limit_answers_400(client_for, down_graph, settings, field):
+    settings.PLAYGROUND_MAX_TOKENS = 512
+    body = chat_body("test-model")
+    body.pop("max_tokens")
+    body[field] = 513
+    response = post(client_for("operator"), body)
+    assert response.status_code == 400
+    assert "at most 512" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("body", [b"not json", b"[1, 2]", b'{"messages": []}', b'{"messages": "hi"}',
+                                  b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": 0}',
+                                  b'{"messages": [{"role": "user", "content": "x"}], "max_tokens": "9"}'])
+def test_malformed_requests_answer_400(client_for, down_graph, body):
+    response = post(client_for("operator"), body)
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_the_request_rate_is_limited_per_user_with_retry_after(client_for, down_graph, settings):
+    settings.PLAYGROUND_RATE_PER_MINUTE = 2
+    operator, admin = client_for("operator"), client_for("admin")
+    assert [post(operator, chat_body("test-model")).status_code for _ in range(2)] == [502, 502]
+    response = post(operator, chat_body("test-model"))
+    assert response.status_code == 429
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert response.json()["error"]["type"] == "rate_limited"
+    assert post(admin, chat_body("test-model")).status_code == 502  # another user's budget
+
+
+def test_a_refused_or_failed_request_gives_its_stream_slot_back(client_for, users, down_graph, settings):
+    settings.PLAYGROUND_MAX_CONCURRENT_STREAMS = 1
+    operator = client_for("operator")
+    for _ in range(3):
+        assert post(operator, chat_body("test-model")).status_code == 502
+    assert limits.open_streams(users["operator"].pk) == 0
+
+
+def test_stream_slots_are_counted_per_user(settings):
+    settings.PLAYGROUND_MAX_CONCURRENT_STREAMS = 2
+    assert limits.acquire(1) is None
+    assert limits.acquire(1) is None
+    refusal = limits.acquire(1)
+    assert refusal is not None and refusal.retry_after == 1
+    assert limits.acquire(2) is None
+    limits.release(1)
+    assert limits.acquire(1) is None
+    assert limits.open_streams(1) == 2
+
+
+def test_the_rate_window_says_when_it_reopens(settings):
+    settings.PLAYGROUND_RATE_PER_MINUTE = 1
+    now = 120 * 60 + 45.2  # 45.2 s into a window
+    assert limits.acquire(7, now=now) is None
+    limits.release(7)
+    refusal = limits.acquire(7, now=now + 1)
+    assert refusal is not None and refusal.retry_after == 14
+
+
+# --- a frontend that is down --------------------------------------------------------------------
+
+def test_a_frontend_that_is_down_answers_a_clear_error_within_a_second(client_for, down_graph):
+    started = time.monotonic()
+    response = post(client_for("operator"), chat_body("test-model"))
+    elapsed = time.monotonic() - started
+    assert response.status_code == 502
+    assert response.json()["error"]["type"] == "upstream_unavailable"
+    assert "not reachable" in response.json()["error"]["message"]
+    assert elapsed < 1.0

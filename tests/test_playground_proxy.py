@@ -1,0 +1,244 @@
+"""The proxy against a real Dynamo 1.6.1 graph (frontend + mocker prefill and decode workers),
+served by uvicorn: the SSE relay is byte for byte and chunk by chunk, the client can time the
+reply from arrival times, a client that goes away cancels the frontend's request, stream
+limits hold, and stalls end with an error event."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import httpx
+import pytest
+
+from playground.timing import server_breakdown, summarise
+from tests.playground_fixtures import (  # noqa: F401
+    CHAT,
+    RecordingRelay,
+    _fresh_limits,
+    asgi_server,
+    chat_body,
+    chat_graph,
+    dechunk,
+    dynamo_graph,
+    gauges,
+    make_graph,
+    read_sse,
+    tokens,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
+
+
+def auth(tokens, role="operator") -> dict:
+    return {"Authorization": f"Token {tokens[role]}"}
+
+
+def shape(event: str) -> object:
+    """An event with what differs per request blanked out: ids, timestamps, generated text,
+    worker ids and timings (the mocker does not honour ``seed``). Keys and types stay."""
+    if event == "[DONE]":
+        return event
+
+    def blank(value, key=""):
+        if isinstance(value, dict):
+            return {k: blank(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [blank(v) for v in value]
+        if key in ("id", "created", "content", "prefill_worker_id", "decode_worker_id") or isinstance(value, float):
+            return type(value).__name__
+        if key == "request_received_ms":
+            return "int"
+        return value
+
+    return blank(json.loads(event))
+
+
+def test_a_streamed_reply_is_relayed_byte_for_byte(asgi_server, dynamo_graph, tokens, users):  # noqa: F811
+    """What the frontend sent the proxy (recorded by a TCP relay between them) is exactly
+    what the client received."""
+    relay = RecordingRelay(dynamo_graph.port).start()
+    try:
+        make_graph("pg-relay", dynamo_graph.model, f"http://127.0.0.1:{relay.port}", user=users["admin"])
+        body = chat_body(dynamo_graph.model, max_tokens=48, ignore_eos=True, seed=1234,
+                         nvext={"extra_fields": ["worker_id", "timing"]})
+        with httpx.Client(timeout=30) as client:
+            reading = read_sse(client, asgi_server.url + CHAT.format(graph="pg-relay"), body,
+                               headers=auth(tokens))
+        assert reading.status == 200
+        head, upstream_body = dechunk(bytes(relay.received))
+    finally:
+        relay.stop()
+    assert head.startswith(b"HTTP/1.1 200") and b"transfer-encoding: chunked" in head.lower()
+    assert reading.raw == upstream_body
+    assert reading.events[-1] == "[DONE]"
+    assert reading.headers["content-type"] == "text/event-stream"
+    assert reading.headers["cache-control"] == "no-cache"
+
+
+def test_a_proxied_stream_has_the_shape_and_event_count_of_a_direct_one(asgi_server, dynamo_graph, chat_graph,  # noqa: F811
+                                                                         tokens):
+    """The same request (ignore_eos, same seed) directly and through the proxy: the same
+    sequence of event shapes. The mocker's random tokens sometimes include partial UTF-8
+    byte tokens that the detokenizer merges, so the number of content events may differ by
+    a few; every other event must match one for one."""
+    body = chat_body(dynamo_graph.model, max_tokens=32, ignore_eos=True, seed=1234,
+                     nvext={"extra_fields": ["worker_id", "timing"]})
+    with httpx.Client(timeout=30) as client:
+        direct = read_sse(client, dynamo_graph.endpoint + "/v1/chat/completions", body)
+        proxied = read_sse(client, asgi_server.url + CHAT.format(graph="pg-test"), body, headers=auth(tokens))
+    d_events, p_events = [shape(e) for e in direct.events], [shape(e) for e in proxied.events]
+    d_usage, p_usage = json.loads(direct.events[-2])["usage"], json.loads(proxied.events[-2])["usage"]
+    assert d_usage["completion_tokens"] == p_usage["completion_tokens"] == 32
+    assert d_usage["prompt_tokens"] == p_usage["prompt_tokens"]
+    # content events + finish + usage + [DONE], on both sides
+    assert abs(len(d_events) - len(p_events)) <= 3
+    assert d_events[-3:] == p_events[-3:]  # finish chunk (with nvext.timing), usage chunk, [DONE]
+    d_content = {json.dumps(e, sort_keys=True) for e in d_events[1:-3]}
+    p_content = {json.dumps(e, sort_keys=True) for e in p_events[1:-3]}
+    assert d_content == p_content  # every content chunk has one shape, the same on both sides
+    assert d_events[0] == p_events[0]  # the first carries the role
+
+
+def test_the_reply_arrives_chunk_by_chunk_and_is_timed_from_arrival_times(asgi_server, dynamo_graph,  # noqa: F811
+                                                                          chat_graph, tokens):
+    body = chat_body(dynamo_graph.model, max_tokens=40, ignore_eos=True,
+                     nvext={"extra_fields": ["worker_id", "timing"]})
+    with httpx.Client(timeout=30) as client:
+        reading = read_sse(client, asgi_server.url + CHAT.format(graph="pg-test"), body, headers=auth(tokens))
+    finish = json.loads(reading.events[-3])
+    usage = json.loads(reading.events[-2])["usage"]
+    server = server_breakdown(finish["nvext"]["timing"])
+    arrivals = reading.content_arrivals()
+    timing = summarise(0.0, arrivals, usage["completion_tokens"])
+    # Not buffered: the reads are spread over the decode, not one burst at the end.
+    assert len(reading.reads) >= len(arrivals) // 2
+    assert arrivals[-1] - arrivals[0] >= 0.5 * server["decode_ms"]
+    # The client's numbers agree with the frontend's own: the first token cannot reach us
+    # before the frontend produced it, and the decode rate is the decode workers'.
+    assert timing["ttft_ms"] >= server["ttft_ms"] - 1.0
+    expected_itl = server["decode_ms"] / (usage["completion_tokens"] - 1)
+    assert 0.5 * expected_itl <= timing["itl_mean_ms"] <= 2.0 * expected_itl
+    assert timing["tokens_per_s"] == pytest.approx(1000 / timing["itl_mean_ms"] * (usage["completion_tokens"] - 1)
+                                                   / (len(arrivals) - 1), rel=0.35)
+    assert finish["nvext"]["worker_id"]["prefill_worker_id"] != finish["nvext"]["worker_id"]["decode_worker_id"]
+    assert server["queue_ms"] is not None and server["prefill_ms"] > 0
+
+
+def test_nvext_on_a_streamed_reply_workers_on_every_chunk_timing_only_on_the_finish_chunk(  # noqa: F811
+        asgi_server, dynamo_graph, chat_graph, tokens):  # noqa: F811
+    """How Dynamo 1.6.1 reports nvext when streaming (the UI relies on it)."""
+    body = chat_body(dynamo_graph.model, max_tokens=6, nvext={"extra_fields": ["worker_id", "timing"]})
+    with httpx.Client(timeout=30) as client:
+        reading = read_sse(client, asgi_server.url + CHAT.format(graph="pg-test"), body, headers=auth(tokens))
+    chunks = [json.loads(e) for e in reading.events[:-1]]
+    *content, finish, usage = chunks
+    assert all("worker_id" in c["nvext"] and "timing" not in c["nvext"] for c in content)
+    assert finish["choices"][0]["finish_reason"] == "length"
+    assert set(finish["nvext"]["timing"]) >= {"request_received_ms", "prefill_wait_time_ms", "prefill_time_ms",
+                                              "ttft_ms", "total_time_ms", "kv_transfer_estimated_latency_ms"}
+    assert "nvext" not in usage and usage["choices"] == []
+
+
+def test_proxied_responses_carry_server_timing(asgi_server, dynamo_graph, chat_graph, tokens):  # noqa: F811
+    with httpx.Client(timeout=30) as client:
+        streamed = client.post(asgi_server.url + CHAT.format(graph="pg-test"), headers=auth(tokens),
+                               json=chat_body(dynamo_graph.model, max_tokens=2))
+        whole = client.post(asgi_server.url + CHAT.format(graph="pg-test"), headers=auth(tokens),
+                            json=chat_body(dynamo_graph.model, max_tokens=2, stream=False))
+    for response in (streamed, whole):
+        assert response.status_code == 200
+        metrics = dict(part.strip().split(";dur=") for part in response.headers["server-timing"].split(","))
+        assert float(metrics["proxy"]) >= 0 and float(metrics["upstream"]) > 0
+    assert whole.json()["object"] == "chat.completion"
+    assert whole.json()["usage"]["completion_tokens"] == 2
+
+
+def test_the_model_and_a_max_tokens_bound_are_filled_in_when_missing(asgi_server, dynamo_graph, chat_graph,  # noqa: F811
+                                                                     tokens, settings):
+    settings.PLAYGROUND_MAX_TOKENS = 3
+    body = {"messages": [{"role": "user", "content": "hi"}], "ignore_eos": True}
+    with httpx.Client(timeout=30) as client:
+        response = client.post(asgi_server.url + CHAT.format(graph="pg-test"), headers=auth(tokens), json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["model"] == dynamo_graph.model
+    assert response.json()["usage"]["completion_tokens"] == 3
+
+
+def test_an_error_from_the_frontend_is_relayed_with_its_status(asgi_server, chat_graph, tokens):
+    body = chat_body("no-such-model", max_tokens=2)
+    with httpx.Client(timeout=30) as client:
+        response = client.post(asgi_server.url + CHAT.format(graph="pg-test"), headers=auth(tokens), json=body)
+    assert response.status_code == 404
+    assert response.json()["message"] == "Model not found"
+
+
+def test_a_client_that_goes_away_cancels_the_frontends_request_within_half_a_second(  # noqa: F811
+        asgi_server, dynamo_graph, chat_graph, tokens):  # noqa: F811
+    assert wait_for(lambda: all(v == 0 for v in gauges(dynamo_graph.endpoint).values()), timeout=5)
+    body = chat_body(dynamo_graph.model, max_tokens=2000, ignore_eos=True)
+    client = httpx.Client(timeout=30)
+    response = client.send(client.build_request("POST", asgi_server.url + CHAT.format(graph="pg-test"),
+                                                headers=auth(tokens), json=body), stream=True)
+    chunks = response.iter_raw()
+    for _ in range(5):
+        next(chunks)
+    wait_for(lambda: gauges(dynamo_graph.endpoint)["dynamo_frontend_inflight_requests"] == 1, timeout=2)
+    response.close()  # mid-body: the connection is closed, not returned to the pool
+    client.close()
+    _, waited = wait_for(lambda: all(v == 0 for v in gauges(dynamo_graph.endpoint).values()), timeout=5)
+    assert waited < 0.5, f"the frontend still counted the request {waited:.3f} s after the client left"
+
+
+def test_concurrent_streams_are_limited_per_user_with_retry_after(asgi_server, dynamo_graph, chat_graph,  # noqa: F811
+                                                                 tokens, settings):
+    settings.PLAYGROUND_MAX_CONCURRENT_STREAMS = 1
+    url = asgi_server.url + CHAT.format(graph="pg-test")
+    long_body = chat_body(dynamo_graph.model, max_tokens=400, ignore_eos=True)
+    with httpx.Client(timeout=30) as client:
+        with client.stream("POST", url, headers=auth(tokens), json=long_body) as first:
+            assert first.status_code == 200
+            next(first.iter_raw())
+            from playground import limits
+            from django.conf import settings as dj
+            print("OPEN", limits.open_streams(1), limits.open_streams(2), limits.open_streams(3), dj.PLAYGROUND_MAX_CONCURRENT_STREAMS, dj.CACHES)
+            second = client.post(url, headers=auth(tokens), json=chat_body(dynamo_graph.model, max_tokens=2))
+            assert second.status_code == 429
+            assert second.headers["retry-after"] == "1"
+            other_user = client.post(url, headers=auth(tokens, "admin"),
+                                     json=chat_body(dynamo_graph.model, max_tokens=2))
+            assert other_user.status_code == 200
+        # The slot comes back when the stream ends, even if the client left early.
+        wait_for(lambda: client.post(url, headers=auth(tokens), json=chat_body(dynamo_graph.model, max_tokens=2)
+                                     ).status_code == 200, timeout=2, interval=0.05)
+
+
+def test_a_stall_mid_stream_ends_with_an_error_event_after_the_idle_timeout(asgi_server, dynamo_graph,  # noqa: F811
+                                                                          chat_graph, tokens, settings):
+    """The real frontend, frozen with SIGSTOP mid-stream."""
+    settings.PLAYGROUND_IDLE_TIMEOUT = 0.5
+    frontend = dynamo_graph.supervisor.status("frontend").pid
+    url = asgi_server.url + CHAT.format(graph="pg-test")
+    body = chat_body(dynamo_graph.model, max_tokens=2000, ignore_eos=True)
+    raw = b""
+    with httpx.Client(timeout=10) as client, client.stream("POST", url, headers=auth(tokens), json=body) as response:
+        try:
+            for chunk in response.iter_raw():
+                raw += chunk
+                if raw.count(b"\n\n") == 3:
+                    os.kill(frontend, signal.SIGSTOP)
+                    stopped_at = time.monotonic()
+        finally:
+            os.kill(frontend, signal.SIGCONT)
+        ended = time.monotonic() - stopped_at
+    last = raw.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    assert last.startswith(b"data: {")
+    error = json.loads(last[6:])["error"]
+    assert error["type"] == "upstream_timeout" and error["code"] == 504
+    assert 0.4 <= ended < 2.0
+    # Every relayed event is whole: the error event stands on its own.
+    assert all(block.startswith(b"data: ") for block in raw.strip(b"\n").split(b"\n\n"))
+    wait_for(lambda: all(v == 0 for v in gauges(dynamo_graph.endpoint).values()), timeout=5)

@@ -50,7 +50,8 @@ def run() -> list[tuple[str, float, float, str]]:
             wait_until(serving, timeout=120, interval=0.2, what="the graph to serve")
         except TimeoutError:
             dep = Deployment.objects.get(graph=graph)
-            raise TimeoutError(f"{dep.state}: {dep.message} {list(Pod.objects.filter(deployment=dep).values_list('name', 'phase', 'message'))}") from None
+            pods = list(Pod.objects.filter(deployment=dep).values_list("name", "phase", "message"))
+            raise TimeoutError(f"{dep.state}: {dep.message} {pods}") from None
         cold = time.perf_counter() - start
 
         start = time.perf_counter()

@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "template_partials",
     "controlplane",
     "graphs",
+    "clusters",
     "playground",
     "metrics",
 ]
@@ -169,7 +170,19 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
+    "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
 }
+
+# Kubernetes clusters (clusters/, graphs/runtimes/kubernetes.py). Timeouts are (connect, read)
+# seconds; a call failing transiently (no answer, 429, 5xx) is tried KUBERNETES_RETRIES times in all,
+# with exponential back-off from KUBERNETES_RETRY_BACKOFF (capped, Retry-After honoured); the
+# watchers hold each watch open KUBERNETES_WATCH_SECONDS before renewing it.
+KUBERNETES_CONNECT_TIMEOUT = float(env("KUBERNETES_CONNECT_TIMEOUT", "5"))
+KUBERNETES_READ_TIMEOUT = float(env("KUBERNETES_READ_TIMEOUT", "30"))
+KUBERNETES_RETRIES = int(env("KUBERNETES_RETRIES", "3"))
+KUBERNETES_RETRY_BACKOFF = float(env("KUBERNETES_RETRY_BACKOFF", "0.5"))
+KUBERNETES_RETRY_MAX_DELAY = float(env("KUBERNETES_RETRY_MAX_DELAY", "5"))
+KUBERNETES_WATCH_SECONDS = int(env("KUBERNETES_WATCH_SECONDS", "30"))
 
 # Operations: how long a worker's claim on a running operation lasts before the reconcile
 # task may hand it to another worker (the first one is presumed dead).

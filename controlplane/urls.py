@@ -20,6 +20,8 @@ urlpatterns = [
     path("api/playground/", include("playground.api_urls")),
     path("metrics/", include("metrics.urls")),
     path("api/metrics/", include("metrics.api.urls")),
+    path("clusters/", include("clusters.urls")),
+    path("api/", include("clusters.api_urls")),
     path("api/", include("graphs.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -13,6 +13,7 @@ Rewrites touch only the role flag and leave every other token where it was."""
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from .versions import ENGINES, DynamoVersion, uses_disaggregation_mode
@@ -104,6 +105,32 @@ def _rewrite(argv: list[str], role: str, new_style: bool) -> list[str]:
     return out
 
 
+_OLD_FLAG = re.compile(r"(?<![\w-])--is-(prefill|decode)-worker(?![\w-])")
+_NEW_FLAG = re.compile(r"(?<![\w-])--disaggregation-mode(?:=|[ \t]+)(prefill|decode|agg)(?![\w-])")
+# The end of the dynamo.* command inside a shell script: the next operator or the end.
+_COMMAND_END = re.compile(r"-m[ \t]+dynamo\.(?:vllm|mocker)\b[^;&|\n]*")
+
+
+def _rewrite_script(script: str, new_style: bool, add_decode: bool) -> str:
+    """Rewrite the role flag inside a shell script as text: quoting, variables and shell
+    operators stay exactly as the user wrote them."""
+    if new_style:
+        out = _OLD_FLAG.sub(lambda m: f"--disaggregation-mode {m.group(1)}", script)
+        if add_decode:
+            match = _COMMAND_END.search(out)
+            if match:
+                end = match.end()
+                stripped = out[:end].rstrip()
+                out = f"{stripped} --disaggregation-mode decode{out[len(stripped):]}"
+        return out
+
+    def old(match: re.Match) -> str:
+        return "--is-prefill-worker" if match.group(1) == "prefill" else ""
+
+    out = _NEW_FLAG.sub(old, script)
+    return re.sub(r"[ \t]{2,}", " ", out).rstrip() if out != script else out
+
+
 def translate_role_flag(
     command: list[str] | None,
     args: list[str] | None,
@@ -133,15 +160,13 @@ def translate_role_flag(
     )
     script = _shell_script(command, args)
     if script is not None:
-        argv = tokens(command, args)
-        rewritten = _rewrite(argv, role, new_style) + (["--disaggregation-mode", "decode"] if add_decode else [])
-        if rewritten == argv:
+        rewritten = _rewrite_script(script[0], new_style, add_decode)
+        if rewritten == script[0]:
             return command, args
-        joined = shlex.join(rewritten)
         if script[1] == 0:
-            args[0] = joined
+            args[0] = rewritten
         else:
-            command[2] = joined
+            command[2] = rewritten
         return command, args
     if args is not None:
         args = _rewrite(args, role, new_style)
@@ -166,13 +191,19 @@ def build_worker_command(
 ) -> tuple[list[str], list[str]]:
     """(command, args) for a worker built from a form, in the 1.6.1 templates' exec form."""
     module = ENGINES[engine]["module"]
+    extra: list[str] = []
     if engine == "vllm":
         model_args = ["--model", model]
+        needs_connector = role == "prefill" and uses_disaggregation_mode(version, engine)
+        if needs_connector and "--kv-transfer-config" not in engine_args:
+            # dynamo.vllm 1.6.1 refuses a prefill worker without an explicit KV connector (its
+            # own template passes this one).
+            extra = ["--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}']
     elif engine == "mocker":
         model_args = ["--model-path", model, "--model-name", model]
     else:
         model_args = ["--model-path", model, "--served-model-name", model]
-    return ["python3", "-m", module], [*model_args, *engine_args, *role_flag(role, engine, version)]
+    return ["python3", "-m", module], [*model_args, *engine_args, *role_flag(role, engine, version), *extra]
 
 
 def build_frontend_command() -> tuple[list[str], list[str]]:

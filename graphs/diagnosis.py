@@ -19,8 +19,18 @@ class Diagnosis:
     log: str = ""
 
 
+def _free_gpus(deployment) -> int | None:
+    """Free GPUs on the deployment's cluster as its watcher last saw them (None: unknown)."""
+    if getattr(deployment, "runtime", "") != "kubernetes" or not deployment.cluster:
+        return None
+    from clusters.selectors import cluster_free_gpus
+
+    return cluster_free_gpus(deployment.cluster)
+
+
 def diagnose(deployment, pods) -> list[Diagnosis]:
     out: list[Diagnosis] = []
+    free_gpus = _free_gpus(deployment) if any(p.phase == "Pending" for p in pods) else None
     frontends = [p for p in pods if p.role == "frontend"]
     for pod in pods:
         if pod.phase == "CrashLoopBackOff" or (pod.restarts >= 3 and not pod.ready):
@@ -29,8 +39,10 @@ def diagnose(deployment, pods) -> list[Diagnosis]:
                                  "Read its last log lines below; fix the command line or resources, then apply.",
                                  pod.last_log))
         elif pod.phase == "Pending" and "Insufficient nvidia.com/gpu" in (pod.message or ""):
-            out.append(Diagnosis("error", f"{pod.name} cannot be scheduled: not enough GPUs",
-                                 f"It asks for {pod.gpus} GPU(s) and no node has them free. {pod.message}",
+            detail = (f"It asks for {pod.gpus} GPU(s) and no node has them free. {pod.message}" if free_gpus is None
+                      else f"It asks for {pod.gpus} GPUs, the nodes have {free_gpus} free: lower the replicas or "
+                           f"add GPU nodes. {pod.message}")
+            out.append(Diagnosis("error", f"{pod.name} cannot be scheduled: not enough GPUs", detail,
                                  "Lower this pool's replicas, or add GPU nodes."))
         elif pod.reason in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
             out.append(Diagnosis("error", f"{pod.name} cannot pull its image", pod.message,

@@ -74,7 +74,8 @@ class TemplateForm(forms.Form):
 
 
 class ManifestForm(forms.Form):
-    yaml = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 30, "spellcheck": "false"}))
+    yaml = forms.CharField(required=False, strip=False,
+                           widget=forms.Textarea(attrs={"rows": 30, "spellcheck": "false"}))
     upload = forms.FileField(required=False)
     dynamo_version = forms.CharField(max_length=20, required=False,
                                      help_text="Target Dynamo release (default: read from the image tags)")

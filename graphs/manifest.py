@@ -193,8 +193,11 @@ def _render_beta_component(service: Service, spec: GraphSpec, version: DynamoVer
     if service.scaling_adapter:
         out.setdefault("scalingAdapter", {})
     pod_spec = copy.deepcopy(service.pod_extra)
-    others = pod_spec.pop("containers", [])
-    pod_spec["containers"] = [_container(service, spec, version, beta=True), *others]
+    containers = list(pod_spec.pop("containers", []))
+    if service.main_container_index is not None:
+        index = min(service.main_container_index, len(containers))
+        containers.insert(index, _container(service, spec, version, beta=True))
+    pod_spec["containers"] = containers
     template: dict[str, Any] = {}
     if service.pod_metadata:
         template["metadata"] = copy.deepcopy(service.pod_metadata)
@@ -255,7 +258,47 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
     }
     from .specio import spec_from_data
 
-    return spec_from_data(data)
+    try:
+        return spec_from_data(data)
+    except ManifestError as exc:
+        raise ManifestError([_manifest_finding(f, alpha, raw_names(body, alpha)) for f in exc.findings]) from None
+
+
+def raw_names(body: dict[str, Any], alpha: bool) -> dict[str, int]:
+    if alpha:
+        return {}
+    return {c.get("name"): i for i, c in enumerate(body.get("components") or []) if isinstance(c, dict)}
+
+
+_SPEC_TO_MANIFEST = {
+    # spec field -> (v1alpha1 path under the service, v1beta1 path under the component)
+    "replicas": ("replicas", "replicas"),
+    "name": ("", "name"),
+    "gpus": ("resources.limits.gpu", "podTemplate.spec.containers[main].resources.limits"),
+    "shared_memory": ("sharedMemory.size", "sharedMemorySize"),
+    "hf_token_secret": ("envFromSecret", "podTemplate.spec.containers[main].envFrom"),
+    "image": ("extraPodSpec.mainContainer.image", "podTemplate.spec.containers[main].image"),
+}
+
+
+def _manifest_finding(finding, alpha: bool, index: dict[str, int]):
+    """A spec-level finding re-pointed at the manifest field it came from."""
+    import dataclasses
+    import re as _re
+
+    path = finding.path
+    if path in ("name", "namespace"):
+        path = f"metadata.{path}"
+    elif path == "":
+        path = "spec.services" if alpha else "spec.components"
+    else:
+        match = _re.match(r"^services\[(?P<svc>[^\]]*)\](?:\.(?P<field>\w+))?", path)
+        if match:
+            svc, field = match.group("svc"), match.group("field") or ""
+            base = f"spec.services.{svc}" if alpha else f"spec.components[{index.get(svc, svc)}]"
+            sub = _SPEC_TO_MANIFEST.get(field, (field, field))[0 if alpha else 1]
+            path = f"{base}.{sub}" if sub else base
+    return dataclasses.replace(finding, path=path)
 
 
 def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
@@ -353,6 +396,7 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
     main_index = next(
         (i for i, c in enumerate(containers) if isinstance(c, dict) and c.get("name") == MAIN_CONTAINER), None
     )
+    main_container_index = main_index
     container: dict[str, Any] = {}
     if main_index is not None:
         container = copy.deepcopy(containers[main_index])
@@ -390,6 +434,7 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
         "shared_memory": None if shm is None else str(shm),
         "hf_token_secret": secret,
         "scaling_adapter": scaling_adapter,
+        "main_container_index": main_container_index,
         "pod_extra": pod,
         "pod_metadata": pod_metadata,
         "container_extra": extra_container,

@@ -91,6 +91,9 @@ class Deployment(models.Model):
     ports = models.JSONField(default=dict)  # local runtime: name -> port
     observed_at = models.DateTimeField(null=True, blank=True)
 
+    def __str__(self) -> str:
+        return f"{self.graph_id} on {self.runtime}"
+
     def desired_replicas(self, spec: GraphSpec) -> dict[str, int]:
         out = {s.name: s.effective_replicas for s in spec.services}
         out.update({k: int(v) for k, v in (self.replicas or {}).items() if k in out})
@@ -121,6 +124,9 @@ class Pod(models.Model):
         ordering = ["service", "name"]
         constraints = [models.UniqueConstraint(fields=["deployment", "name"], name="pod_name_unique")]
 
+    def __str__(self) -> str:
+        return self.name
+
 
 class Event(models.Model):
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="events")
@@ -132,6 +138,9 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.reason} {self.object}"
 
 
 class OperationKind(models.TextChoices):
@@ -184,6 +193,9 @@ class Operation(models.Model):
             models.UniqueConstraint(fields=["graph"], condition=Q(state__in=["pending", "running"]),
                                     name="one_active_operation_per_graph"),
         ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.kind} {self.state}"
 
     @property
     def is_active(self) -> bool:

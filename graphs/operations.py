@@ -19,7 +19,6 @@ import logging
 import time
 
 from django.conf import settings
-
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -38,8 +37,9 @@ from .models import (
     OperationState,
     Pod,
 )
+from .runtimes.base import Target
 from .runtimes.registry import get_runtime, target_for
-from .spec import MAX_REPLICAS
+from .spec import MAX_REPLICAS, WORKER_ROLES
 from .validation import validate_spec
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
 @transaction.atomic
 def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "local",
                   revision_number: int | None = None, api_version: str = "nvidia.com/v1beta1",
-                  dry_run: bool = False) -> Operation:
+                  dry_run: bool = False, cluster: str = "", namespace: str = "") -> Operation:
     revision = graph.head if revision_number is None else graph.revisions.filter(number=revision_number).first()
     if revision is None:
         raise OperationRefused(f"{graph.name} has no revision {revision_number}")
@@ -87,14 +87,33 @@ def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "l
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment and deployment.active and deployment.runtime != runtime:
         raise OperationRefused(f"{graph.name} runs on the {deployment.runtime} runtime; delete it there first")
+    target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
     return _record(graph=graph, kind=OperationKind.APPLY, user=user, via=via, revision=revision,
-                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run},
+                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run, **target},
                    before={"revision": deployment.revision.number if deployment and deployment.revision else None},
                    after={"revision": revision.number})
 
 
+def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, namespace: str) -> dict:
+    """The Kubernetes runtime needs a registered cluster and one of the namespaces it allows,
+    and a deployed graph stays where it is until deleted there."""
+    if runtime != "kubernetes":
+        return {}
+    from clusters.selectors import check_target
+
+    try:
+        check_target(cluster, namespace)
+    except ValueError as exc:
+        raise OperationRefused(str(exc)) from None
+    if deployment and deployment.active and (deployment.cluster, deployment.namespace) != (cluster, namespace):
+        raise OperationRefused(f"{graph.name} runs on cluster {deployment.cluster} in namespace "
+                               f"{deployment.namespace}; delete it there first")
+    return {"cluster": cluster, "namespace": namespace}
+
+
 @transaction.atomic
-def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: str = "ui") -> Operation:
+def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: str = "ui",
+                  force: bool = False) -> Operation:
     if not isinstance(replicas, int) or replicas < 0 or replicas > MAX_REPLICAS:
         raise OperationRefused(f"replicas must be a whole number from 0 to {MAX_REPLICAS}, not {replicas!r}")
     deployment = Deployment.objects.filter(graph=graph, active=True).first()
@@ -105,8 +124,12 @@ def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: 
     if service not in names:
         raise OperationRefused(f"{graph.name} has no service {service!r}; it has {', '.join(names)}")
     current = deployment.desired_replicas(spec)[service]
+    planner = next((s.name for s in spec.services if s.role == "planner"), None)
+    if planner and deployment.runtime == "kubernetes" and spec.service(service).role in WORKER_ROLES and not force:
+        raise OperationRefused(f"{service} is managed by Dynamo's Planner ({planner}), which will set its replicas "
+                               "again on its next decision: scale anyway with force, or change the planner's bounds")
     return _record(graph=graph, kind=OperationKind.SCALE, user=user, via=via, revision=deployment.revision,
-                   params={"service": service, "replicas": replicas},
+                   params={"service": service, "replicas": replicas, **({"force": True} if force else {})},
                    before={"service": service, "replicas": current},
                    after={"service": service, "replicas": replicas})
 
@@ -201,12 +224,16 @@ def _execute_apply(op: Operation, graph: Graph) -> tuple[str, str]:
     deployment, _ = Deployment.objects.select_for_update().get_or_create(
         graph=graph, defaults={"runtime": runtime.kind, "api_version": api_version})
     target = target_for(deployment, runtime=runtime.kind)
+    if runtime.kind == "kubernetes":  # the operation names its cluster and namespace; the row follows on success
+        target = Target(kind=runtime.kind, cluster=op.params.get("cluster", ""),
+                        namespace=op.params.get("namespace", ""))
     result = runtime.apply(target=target, spec=spec, manifest=manifest, dry_run=bool(op.params.get("dryRun")),
                            deployment=deployment, revision=revision)
     if op.params.get("dryRun"):
         return ("dry run: no change" if not result.changed else "dry run: would change the live graph"), result.diff
     _event(graph, "Applied", graph.name, f"revision {revision.number} applied to the {runtime.kind} runtime")
-    return (f"revision {revision.number} applied" if result.changed else "no change"), result.diff
+    text = f"revision {revision.number} applied" if result.changed else "no change"
+    return "; ".join([text, *result.warnings]), result.diff
 
 
 def _event(graph: Graph, reason: str, obj: str, message: str, type_: str = "Normal") -> None:

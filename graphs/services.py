@@ -21,12 +21,21 @@ class GraphConflict(Exception):
     """The graph changed under the caller (stale revision) or the name is taken."""
 
 
+# Operational findings that refuse a save outright (not just an apply): typos, not drafts.
+REFUSED_ON_SAVE = {"replicas_absurd"}
+
+
 def _refuse_structural(spec: GraphSpec) -> None:
-    """A spec whose manifest the CRD would refuse is never stored."""
+    """A spec whose manifest the CRD would refuse is never stored, nor one with a typo-sized
+    mistake (replicas in the thousands)."""
     for api_version in ("nvidia.com/v1beta1", "nvidia.com/v1alpha1"):
-        errors = structural_findings(render(spec, api_version))
+        manifest = render(spec, api_version)
+        errors = structural_findings(manifest)
         if errors:
             raise ManifestError(errors)
+    refused = [f for f in validate_spec(spec, api_version=V1BETA1).findings if f.code in REFUSED_ON_SAVE]
+    if refused:
+        raise ManifestError(refused)
 
 
 @transaction.atomic
@@ -77,8 +86,9 @@ def graph_import(*, obj: dict, user=None, text: str = "", dynamo_version: str | 
     """Create a graph from a manifest, or add a revision when the graph exists. Nothing is
     stored when the manifest has structural errors."""
     report = validate_manifest(obj, dynamo_version=dynamo_version)
-    structural = [f for f in report.findings if f.severity == Severity.ERROR and f.code.startswith(
-        ("schema_", "api_version", "not_a_mapping", "kind", "invalid_", "type", "name_required", "gpu_count"))]
+    structural = [f for f in report.findings if f.severity == Severity.ERROR and (f.code.startswith(
+        ("schema_", "api_version", "not_a_mapping", "kind", "invalid_", "type", "name_required", "gpu_count"))
+        or f.code in REFUSED_ON_SAVE)]
     if structural or report.spec is None:
         raise ManifestError(structural or [f for f in report.findings if f.severity == Severity.ERROR])
     spec = report.spec

@@ -64,7 +64,9 @@ class Service(BaseModel):
 
     name: str
     role: Role
-    replicas: int | None = Field(default=None, ge=0, le=MAX_REPLICAS)
+    # No upper bound here: an absurd count is an operational finding (replicas_absurd) that
+    # blocks an apply, with its manifest path, rather than a refusal to import.
+    replicas: int | None = Field(default=None, ge=0)
     gpus: int | None = Field(default=None, ge=0, le=MAX_GPUS_PER_REPLICA)
     shared_memory: str | None = None  # /dev/shm size; None: operator default (8Gi); "0": none
     image: str | None = None
@@ -74,6 +76,9 @@ class Service(BaseModel):
     hf_token_secret: str | None = None
     env: list[dict[str, Any]] = Field(default_factory=list)
     scaling_adapter: bool = False
+    # Where the main container sits in podTemplate.spec.containers (v1beta1); None when the
+    # component has no container named "main" (then image/command/args stay unset).
+    main_container_index: int | None = 0
     container_extra: dict[str, Any] = Field(default_factory=dict)
     pod_extra: dict[str, Any] = Field(default_factory=dict)
     pod_metadata: dict[str, Any] = Field(default_factory=dict)

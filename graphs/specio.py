@@ -53,8 +53,16 @@ def _spec_path(data: Any, loc: list) -> str:
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML loader that refuses duplicate keys: in a services map a repeated name would
-    silently replace the first service."""
+    """YAML loader that refuses duplicate keys (in a services map a repeated name would
+    silently replace the first service) and aliases (a few nested ones expand a few hundred
+    bytes into gigabytes, the "billion laughs"; manifests never need them)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.events.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"YAML aliases (*{event.anchor}) are not accepted in manifests", event.start_mark)
+        return super().compose_node(parent, index)
 
 
 def _construct_mapping(loader, node, deep=False):
@@ -73,11 +81,14 @@ def _construct_mapping(loader, node, deep=False):
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+
+
 def load_yaml(text: str | bytes, *, max_bytes: int) -> Any:
     """One YAML document, parsed safely. Raises ManifestError with the line and column."""
     if isinstance(text, bytes):
         if len(text) > max_bytes:
-            raise ManifestError.single("", f"the manifest is {len(text):,} bytes; the limit is {max_bytes:,}", "too_large")
+            raise ManifestError.single("", f"the manifest is {len(text):,} bytes; the limit is {max_bytes:,}",
+                                       "too_large")
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
@@ -96,7 +107,8 @@ def load_yaml(text: str | bytes, *, max_bytes: int) -> Any:
     if not documents:
         raise ManifestError.single("", "the manifest is empty", "empty")
     if len(documents) > 1:
-        raise ManifestError.single("", f"expected one DynamoGraphDeployment, found {len(documents)} YAML documents", "many")
+        raise ManifestError.single(
+            "", f"expected one DynamoGraphDeployment, found {len(documents)} YAML documents", "many")
     return documents[0]
 
 

@@ -46,7 +46,14 @@ def validate_manifest(obj: Any, *, dynamo_version: str | None = None) -> Report:
 def validate_spec(spec: GraphSpec, *, api_version: str, dynamo_version: str | None = None) -> Report:
     """Findings for a spec as it renders in ``api_version``."""
     manifest = render(spec, api_version, dynamo_version)
-    findings = structural_findings(manifest) + operational_findings(
-        manifest, dynamo_version=dynamo_version, spec=spec
-    )
+    findings = structural_findings(manifest)
+    if dynamo_version and dynamo_version != spec.dynamo_version:
+        # Judge what was rendered for that release (flags, images, paths), not the stored spec.
+        try:
+            checked = import_manifest(manifest, dynamo_version=dynamo_version)
+        except ManifestError as exc:
+            return Report(sort_findings(findings + exc.findings), spec)
+    else:
+        checked = spec
+    findings += operational_findings(manifest, dynamo_version=dynamo_version, spec=checked)
     return Report(sort_findings(findings), spec)

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from clusters.selectors import parse_target
 from controlplane.roles import Role, role_required
 
 from . import operations, services
@@ -37,17 +38,22 @@ def _api_version(request) -> str:
 
 @role_required(Role.VIEWER)
 def graph_list(request):
-    graphs = (
-        Graph.objects.select_related("head", "deployment")
-        .annotate(pods_total=Count("deployment__pods"),
-                  pods_ready=Count("deployment__pods", filter=Q(deployment__pods__ready=True)))
-        .order_by("name")
-    )
+    graphs = Graph.objects.select_related("head", "deployment").order_by("name")
     query = request.GET.get("q", "").strip()
     if query:
         graphs = graphs.filter(name__icontains=query)
     page = Paginator(graphs, 50).get_page(request.GET.get("page"))
-    return render(request, "graphs/list.html", {"graphs": page.object_list, "page": page, "query": query,
+    rows = list(page.object_list)
+    # Pod counts for this page only: one grouped query, whatever the number of graphs.
+    counts = {
+        row["deployment__graph_id"]: row
+        for row in Pod.objects.filter(deployment__graph__in=rows).values("deployment__graph_id").annotate(
+            total=Count("id"), ready=Count("id", filter=Q(ready=True)))
+    }
+    for graph in rows:
+        graph.pods_total = counts.get(graph.pk, {}).get("total", 0)
+        graph.pods_ready = counts.get(graph.pk, {}).get("ready", 0)
+    return render(request, "graphs/list.html", {"graphs": rows, "page": page, "query": query,
                                                 "templates": TEMPLATES.values()})
 
 
@@ -223,9 +229,11 @@ def _operation_response(request, graph: Graph, op: Operation | None, error: str 
 @require_POST
 def graph_apply(request, name: str):
     graph = get_object_or_404(Graph.objects.select_related("head"), name=name)
+    # The target select sends "local" or "kubernetes:<cluster>/<namespace>".
+    runtime, cluster, namespace = parse_target(request.POST.get("runtime", "local"))
     try:
-        op = operations.request_apply(graph=graph, user=request.user, via="ui",
-                                      runtime=request.POST.get("runtime", "local"),
+        op = operations.request_apply(graph=graph, user=request.user, via="ui", runtime=runtime,
+                                      cluster=cluster, namespace=namespace,
                                       api_version=request.POST.get("apiVersion") or V1BETA1,
                                       dry_run=request.POST.get("dry_run") == "1")
     except (OperationRefused, ValueError) as exc:
@@ -243,7 +251,8 @@ def graph_scale(request, name: str):
         return _operation_response(request, graph, None, "replicas must be a whole number")
     try:
         op = operations.request_scale(graph=graph, user=request.user, via="ui",
-                                      service=request.POST.get("service", ""), replicas=replicas)
+                                      service=request.POST.get("service", ""), replicas=replicas,
+                                      force=request.POST.get("force") == "1")
     except OperationRefused as exc:
         return _operation_response(request, graph, None, str(exc))
     return _operation_response(request, graph, op)

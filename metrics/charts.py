@@ -252,7 +252,7 @@ def chart_data(graph: Graph, window_text: str | None = None, *, now: float | Non
         "graph": graph.name, "runtime": source.runtime, "prometheus": source.url, "state": "ok", "message": "",
         "window": window_label(window), "window_seconds": window, "start": res.start, "end": res.end,
         "step": res.step, "rate_window": res.rate_window, "objectives": objectives,
-        "timestamps": res.timestamps, "series": {name: [] for name in SERIES}, "summary": {},
+        "timestamps": res.timestamps, "series": {name: [] for name in SERIES}, "summary": None,
         "markers": markers(graph, res.start, res.end),
     }
     try:
@@ -297,7 +297,7 @@ def _summary(stats: dict, deployment: Deployment | None, objectives: dict, targe
     shares = [stats[k] for k in ("ttft_share", "itl_share") if stats.get(k) is not None]
     price = Decimal(str(objectives["gpu_hour_price"])) if objectives["gpu_hour_price"] is not None else None
     return {
-        **{name: _ms(stats.get(name)) for name in LATENCY_SERIES},
+        **{name: _ms(stats.get(name)) for name in LATENCY_SERIES},  # ms, like the series
         "request_rate": stats.get("request_rate"),
         "input_tokens": stats.get("input_tokens"),
         "output_tokens": stats.get("output_tokens"),

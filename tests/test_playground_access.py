@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (pytest fixtures are imported by name and injected as arguments)
 """The playground's proxy endpoint, up to the upstream call: who may chat (session or token,
 per role and per-graph policy), CSRF for sessions, request limits (413/400/429), where the
 upstream URL comes from, and a frontend that is down. No Dynamo here: a graph "served" on a

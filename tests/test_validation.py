@@ -288,7 +288,6 @@ def test_an_hf_token_in_the_environment_counts_as_a_token():
     assert validate_manifest(manifest).findings == []
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: replicas_absurd is unreachable (the spec refuses >512 first)")
 def test_absurd_replicas_fire_the_replicas_absurd_check_at_the_replicas_field():
     manifest = beta()
     comp(manifest, "decode")["replicas"] = 100000
@@ -380,7 +379,6 @@ def test_the_seed_rendered_for_1_6_1_is_a_clean_manifest():
     assert report.spec.dynamo_version == "1.6.1"
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: validate_spec checks the stored spec, not the manifest it renders")
 def test_validating_a_spec_for_another_release_judges_the_manifest_rendered_for_that_release():
     from graphs.manifest import import_manifest
 
@@ -497,7 +495,6 @@ def test_a_report_as_a_dict_has_valid_counts_and_findings():
                                  "message": data["findings"][0]["message"], "fix": "set sharedMemorySize: 16Gi"}]
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: spec validation errors carry spec paths, not manifest paths")
 def test_spec_level_errors_point_at_the_manifest_field():
     manifest = beta(name="MyGraph")
     paths = {f.path for f in validate_manifest(manifest).findings}

@@ -202,6 +202,8 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
 class ApplySerializer(serializers.Serializer):
     runtime = serializers.ChoiceField(choices=["local", "kubernetes"], default="local")
+    cluster = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)  # kubernetes only
+    namespace = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)
     revision = serializers.IntegerField(required=False, min_value=1)
     apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
     dry_run = serializers.BooleanField(default=False)
@@ -216,3 +218,4 @@ class ApplySerializer(serializers.Serializer):
 class ScaleSerializer(serializers.Serializer):
     service = serializers.CharField(max_length=63)
     replicas = serializers.IntegerField(min_value=0, max_value=512)
+    force = serializers.BooleanField(default=False)  # scale a pool Dynamo's Planner manages anyway

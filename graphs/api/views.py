@@ -13,6 +13,8 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from controlplane.roles import Role
+
 from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
 from ..models import Graph, Operation, Revision
@@ -200,7 +202,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         v = data.validated_data
         op = operations.request_apply(graph=graph, user=request.user, via=_via(request), runtime=v["runtime"],
                                       revision_number=v.get("revision"), api_version=v["apiVersion"],
-                                      dry_run=v["dry_run"])
+                                      dry_run=v["dry_run"], cluster=v["cluster"], namespace=v["namespace"])
         return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=s.ScaleSerializer, responses={202: s.OperationSerializer})
@@ -212,7 +214,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         data.is_valid(raise_exception=True)
         op = operations.request_scale(graph=graph, user=request.user, via=_via(request),
                                       service=data.validated_data["service"],
-                                      replicas=data.validated_data["replicas"])
+                                      replicas=data.validated_data["replicas"], force=data.validated_data["force"])
         return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=None, responses={202: s.OperationSerializer})
@@ -263,9 +265,10 @@ def _version_param(request) -> str | None:
 
 
 class ValidateViewSet(viewsets.ViewSet):
-    """Validate a manifest without storing anything."""
+    """Validate a manifest without storing anything. Viewers may: it changes nothing."""
 
     parser_classes = YAML_PARSERS
+    required_roles = {"create": Role.VIEWER}
 
     @extend_schema(request={"application/yaml": {"type": "string"}}, responses={200: s.ReportSerializer},
                    parameters=[OpenApiParameter("dynamoVersion", str)])

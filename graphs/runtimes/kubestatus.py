@@ -17,7 +17,7 @@ DGD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 COMPONENT_LABEL = "nvidia.com/dynamo-component"
 COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
 SUB_COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-sub-component-type"
-SHM_PATH = "/dev/shm"
+SHM_PATH = "/dev/shm"  # noqa: S108 (a mount path in a pod spec, not a file we open)
 SHM_VOLUME = "shared-memory"  # the operator's emptyDir (internal/dynamo/shared_memory.go)
 # Without a memory-backed volume on /dev/shm a container gets the runtime's 64 MB default.
 CONTAINER_SHM_DEFAULT = 64 * 2**20
@@ -111,20 +111,36 @@ def pod_status(pod: dict) -> PodStatus:
         gpus=pod_gpus(pod), shm_bytes=pod_shm_bytes(pod), port=port, reason=reason, message=message)
 
 
-def graph_state(*, active: bool, dgd: dict | None, pods: list[PodStatus], name: str,
-                namespace: str) -> tuple[str, str]:
+def caught_up(dgd: dict | None) -> bool:
+    """The operator has reconciled the DGD's current spec (status.observedGeneration)."""
+    if dgd is None:
+        return False
+    observed = (dgd.get("status") or {}).get("observedGeneration")
+    generation = (dgd.get("metadata") or {}).get("generation")
+    # Operators before 0.6 report no observedGeneration: nothing to wait for then.
+    return observed is None or generation is None or int(observed) >= int(generation)
+
+
+def graph_state(*, active: bool, dgd: dict | None, pods: list[PodStatus], name: str, namespace: str,
+                awaiting: bool = False) -> tuple[str, str]:
     """GraphState and message from the DGD's ``state`` and ``Ready`` condition, refined by
-    what its pods show (a stuck pod fails the graph unless a frontend still serves)."""
+    what its pods show (a stuck pod fails the graph unless a frontend still serves).
+    ``awaiting``: an apply of ours has not been seen yet (a missing DGD is just late)."""
     if not active:
         if dgd is None and not pods:
             return GraphState.NOT_DEPLOYED, "deleted: the DynamoGraphDeployment and its pods are gone"
         return GraphState.DELETING, f"deleting: {len(pods)} pod(s) left"
     if dgd is None:
+        if awaiting:
+            return GraphState.PROGRESSING, f"waiting for DynamoGraphDeployment {namespace}/{name} to appear"
         return GraphState.FAILED, (f"DynamoGraphDeployment {namespace}/{name} is not on the cluster "
                                    "(deleted outside the control plane?): apply again to recreate it")
     status = dgd.get("status") or {}
     ready = _condition(status.get("conditions"), "Ready")
     state = status.get("state") or ""
+    if ready is not None and not caught_up(dgd):
+        generation = (dgd.get("metadata") or {}).get("generation")
+        return GraphState.PROGRESSING, f"the Dynamo operator has not reconciled generation {generation} yet"
     if ready is None:
         return GraphState.PROGRESSING, "waiting for the Dynamo operator to report status" + (
             f" (state {state})" if state else "")
@@ -147,9 +163,6 @@ def event_record(event: dict) -> EventRecord:
           or parse_time(event.get("firstTimestamp")) or parse_time(meta.get("creationTimestamp"))
           or dt.datetime.now(dt.UTC))
     message = event.get("message") or event.get("note") or ""
-    count = int(event.get("count") or 1)
-    if count > 1:
-        message = f"{message} (x{count})"
     return EventRecord(at=at, type=event.get("type") or "Normal", reason=(event.get("reason") or "")[:60],
                        object=involved.get("name", ""), message=message)
 

@@ -13,7 +13,7 @@ def get_runtime(kind: str) -> Runtime:
         return LocalRuntime()
     if kind == "kubernetes":
         try:
-            from .kubernetes import KubernetesRuntime
+            from .kuberuntime import KubernetesRuntime
         except ImportError:
             raise OperationRefused("the Kubernetes runtime is not available in this build") from None
         return KubernetesRuntime()

@@ -66,12 +66,14 @@ class TargetsSerializer(serializers.Serializer):
 
 
 class WindowSummarySerializer(serializers.Serializer):
-    ttft_p50_ms = serializers.FloatField(allow_null=True)
-    ttft_p90_ms = serializers.FloatField(allow_null=True, source="ttft_p90")
-    ttft_p99_ms = serializers.FloatField(allow_null=True, source="ttft_p99")
-    itl_p50_ms = serializers.FloatField(allow_null=True, source="itl_p50")
-    itl_p90_ms = serializers.FloatField(allow_null=True, source="itl_p90")
-    itl_p99_ms = serializers.FloatField(allow_null=True, source="itl_p99")
+    """The whole window in one number each. Latencies in ms, rates per second."""
+
+    ttft_p50 = serializers.FloatField(allow_null=True)
+    ttft_p90 = serializers.FloatField(allow_null=True)
+    ttft_p99 = serializers.FloatField(allow_null=True)
+    itl_p50 = serializers.FloatField(allow_null=True)
+    itl_p90 = serializers.FloatField(allow_null=True)
+    itl_p99 = serializers.FloatField(allow_null=True)
     request_rate = serializers.FloatField(allow_null=True)
     input_tokens = serializers.FloatField(allow_null=True, help_text="Input tokens per second.")
     output_tokens = serializers.FloatField(allow_null=True, help_text="Output tokens per second.")
@@ -111,5 +113,5 @@ class ChartSerializer(serializers.Serializer):
         child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
         help_text="ttft_p50..ttft_p99 and itl_p50..itl_p99 (ms), request_rate and output_tokens (per second), "
                   "in_flight, goodput (0..1).")
-    summary = serializers.JSONField(help_text="The whole window: see WindowSummary.")
+    summary = WindowSummarySerializer(allow_null=True, help_text="Null when Prometheus gave no answer.")
     markers = MarkerSerializer(many=True)

@@ -4,6 +4,7 @@ waits until it serves. Ctrl-C stops everything, Dynamo processes included."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -64,7 +65,8 @@ class Command(BaseCommand):
         try:
             self._wait_http(f"http://{host}:{port}/healthz", 60)
             url = f"http://{host}:{port}/"
-            self.stdout.write(self.style.SUCCESS(f"\nDynamo Control Plane is up: {url}  (log in as admin / {password})"))
+            banner = f"\nDynamo Control Plane is up: {url}  (log in as admin / {password})"
+            self.stdout.write(self.style.SUCCESS(banner))
             if not no_example:
                 self._apply_example()
             while all(p.poll() is None for n, p in self.procs.items() if n not in optional):
@@ -124,10 +126,8 @@ class Command(BaseCommand):
     def _stop(self, code: int) -> None:
         for proc in self.procs.values():
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         deadline = time.monotonic() + 15
         for proc in self.procs.values():
             try:

@@ -46,6 +46,8 @@ class Command(BaseCommand):
         p = sub.add_parser("apply", help="apply a graph's latest (or given) revision")
         p.add_argument("name")
         p.add_argument("--runtime", default="local")
+        p.add_argument("--cluster", default="", help="kubernetes runtime: a registered cluster")
+        p.add_argument("--namespace", default="", help="kubernetes runtime: a namespace the cluster allows")
         p.add_argument("--revision", type=int)
         p.add_argument("--api-version", default="nvidia.com/v1beta1")
         p.add_argument("--dry-run", action="store_true")
@@ -54,6 +56,7 @@ class Command(BaseCommand):
         p.add_argument("name")
         p.add_argument("service")
         p.add_argument("replicas")
+        p.add_argument("--force", action="store_true", help="scale even a pool Dynamo's Planner manages")
         p.add_argument("--wait", type=float, default=0)
         p = sub.add_parser("delete", help="stop everything the graph runs (the definition stays)")
         p.add_argument("name")
@@ -168,21 +171,22 @@ class Command(BaseCommand):
             raise CommandError(f"operation #{op.pk} still {op.state} after {seconds:g}s")
 
     def do_apply(self, name, runtime, revision=None, api_version="nvidia.com/v1beta1", dry_run=False, wait=0,
-                 **opts):
+                 cluster="", namespace="", **opts):
         op = operations.request_apply(graph=self._graph(name), user=self.user, via="cli", runtime=runtime,
-                                      revision_number=revision, api_version=api_version, dry_run=dry_run)
+                                      revision_number=revision, api_version=api_version, dry_run=dry_run,
+                                      cluster=cluster, namespace=namespace)
         self._wait(op, wait)
         if dry_run and wait:
             op.refresh_from_db()
             self.stdout.write(op.diff or "(no difference)")
 
-    def do_scale(self, name, service, replicas, wait=0, **opts):
+    def do_scale(self, name, service, replicas, wait=0, force=False, **opts):
         try:
             count = int(replicas)
         except ValueError:
             raise CommandError(f"replicas must be a whole number, not {replicas!r}") from None
         op = operations.request_scale(graph=self._graph(name), user=self.user, via="cli", service=service,
-                                      replicas=count)
+                                      replicas=count, force=force)
         self._wait(op, wait)
 
     def do_delete(self, name, wait=0, **opts):

@@ -1,7 +1,9 @@
-"""Run the local operator: reconciles local-runtime graphs into Dynamo processes."""
+"""Run the local operator: reconciles local-runtime graphs into Dynamo processes. Beside it,
+in threads, the cluster watchers feed the status cache of Kubernetes graphs."""
 
 from django.core.management.base import BaseCommand
 
+from graphs.runtimes.kubewatch import start_cluster_watchers
 from graphs.runtimes.localoperator import LocalOperator
 
 
@@ -10,8 +12,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--interval", type=float, default=1.0)
+        parser.add_argument("--no-cluster-watchers", action="store_true",
+                            help="do not watch the registered Kubernetes clusters")
 
-    def handle(self, *args, interval, **opts):
+    def handle(self, *args, interval, no_cluster_watchers=False, **opts):
         operator = LocalOperator()
+        if not no_cluster_watchers:
+            start_cluster_watchers()
+            self.stdout.write("cluster watchers running")
         self.stdout.write(f"local operator running (gpu engine: {'yes' if operator.use_gpu else 'no, mocker'})")
         operator.run_forever(interval=interval)

@@ -1,0 +1,115 @@
+"""The clusters REST API: viewers read, admins write. The token endpoint is write-only."""
+
+from __future__ import annotations
+
+from django.views.decorators.debug import sensitive_variables
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+
+from controlplane.roles import Role
+from graphs.errors import RuntimeFailure
+
+from . import services
+from .models import Cluster
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    namespaces = serializers.ListField(child=serializers.CharField(max_length=63), allow_empty=False)
+    dynamo_installed = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = Cluster
+        fields = ["name", "description", "in_cluster", "kubeconfig", "context", "namespaces", "reachable",
+                  "server_version", "dynamo_installed", "dgd_versions", "dgdsa_versions", "gpu_allocatable",
+                  "gpu_free", "checked_at", "watched_at", "error", "created_at", "updated_at"]
+        read_only_fields = ["reachable", "server_version", "dgd_versions", "dgdsa_versions", "gpu_allocatable",
+                            "gpu_free", "checked_at", "watched_at", "error", "created_at", "updated_at"]
+        extra_kwargs = {"name": {"validators": []}}  # uniqueness is the service's to check (one message)
+
+
+class HFTokenSerializer(serializers.Serializer):
+    namespace = serializers.CharField(max_length=63)
+    secret_name = serializers.CharField(max_length=253, default=services.HF_TOKEN_SECRET)
+    key = serializers.CharField(max_length=253, default=services.HF_TOKEN_KEY)
+    value = serializers.CharField(write_only=True, max_length=4096, style={"input_type": "password"})
+
+
+class HFTokenResultSerializer(serializers.Serializer):
+    namespace = serializers.CharField()
+    secret_name = serializers.CharField()
+    key = serializers.CharField()
+    created = serializers.BooleanField()
+
+
+class ClusterUnavailable(APIException):
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_code = "cluster_error"
+
+
+def _fields(data: dict) -> dict:
+    return {k: v for k, v in data.items() if k in services.EDITABLE}
+
+
+class ClusterViewSet(viewsets.ModelViewSet):
+    """Registered Kubernetes clusters and their last health check."""
+
+    queryset = Cluster.objects.all()
+    serializer_class = ClusterSerializer
+    lookup_field = "name"
+    lookup_value_regex = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+    renderer_classes = [JSONRenderer]  # no browsable forms echoing what was typed
+    required_roles = {"create": Role.ADMIN, "update": Role.ADMIN, "partial_update": Role.ADMIN,
+                      "destroy": Role.ADMIN, "check": Role.ADMIN, "hf_token": Role.ADMIN}
+
+    def perform_create(self, serializer):
+        try:
+            serializer.instance = services.cluster_create(**_fields(serializer.validated_data))
+        except services.ClusterError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+
+    def perform_update(self, serializer):
+        try:
+            serializer.instance = services.cluster_update(cluster=serializer.instance,
+                                                          **_fields(serializer.validated_data))
+        except services.ClusterError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+
+    def perform_destroy(self, instance):
+        try:
+            services.cluster_delete(cluster=instance)
+        except services.ClusterError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+
+    @extend_schema(request=None, responses={202: ClusterSerializer})
+    @action(detail=True, methods=["post"])
+    def check(self, request, name=None):
+        """Check the cluster again (a task): reachability, CRD versions, GPUs."""
+        from .tasks import cluster_check
+
+        cluster = self.get_object()
+        cluster_check.delay(cluster.pk)
+        return Response(self.get_serializer(cluster).data, status=status.HTTP_202_ACCEPTED)
+
+    @sensitive_variables("data")
+    @extend_schema(request=HFTokenSerializer, responses={201: HFTokenResultSerializer, 200: HFTokenResultSerializer})
+    @action(detail=True, methods=["post"], url_path="hf-token")
+    def hf_token(self, request, name=None):
+        """Create or replace the Hugging Face token Secret in a namespace. Write-only: the
+        answer never contains the token."""
+        cluster = self.get_object()
+        data = HFTokenSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            created = services.hf_token_secret_put(cluster=cluster, namespace=v["namespace"], value=v["value"],
+                                                   secret_name=v["secret_name"], key=v["key"], user=request.user)
+        except services.ClusterError as exc:
+            raise ValidationError({"detail": str(exc)}) from None
+        except RuntimeFailure as exc:
+            raise ClusterUnavailable(str(exc)) from None
+        result = {"namespace": v["namespace"], "secret_name": v["secret_name"], "key": v["key"], "created": created}
+        return Response(result, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)

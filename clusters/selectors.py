@@ -1,0 +1,51 @@
+"""Reads other apps use: the targets a graph may be applied to, and a cluster's free GPUs.
+Database only: never a cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .models import Cluster
+
+
+@dataclass(frozen=True)
+class TargetChoice:
+    cluster: str
+    namespace: str
+    reachable: bool | None
+
+    @property
+    def value(self) -> str:
+        """The form value of the apply target select: ``kubernetes:<cluster>/<namespace>``."""
+        return f"kubernetes:{self.cluster}/{self.namespace}"
+
+
+def cluster_targets() -> list[TargetChoice]:
+    """Every registered cluster, once per namespace it allows."""
+    return [TargetChoice(c.name, ns, c.reachable)
+            for c in Cluster.objects.only("name", "namespaces", "reachable") for ns in c.namespaces or []]
+
+
+def parse_target(value: str) -> tuple[str, str, str]:
+    """``local`` → ("local", "", ""); ``kubernetes:<cluster>/<namespace>`` → its three parts."""
+    runtime, _, rest = (value or "local").partition(":")
+    cluster, _, namespace = rest.partition("/")
+    return runtime, cluster, namespace
+
+
+def check_target(cluster: str, namespace: str) -> Cluster:
+    """The cluster, when graphs may use ``namespace`` there. Raises ValueError saying why not."""
+    if not cluster or not namespace:
+        raise ValueError("the Kubernetes runtime needs a cluster and a namespace")
+    found = Cluster.objects.filter(name=cluster).first()
+    if found is None:
+        raise ValueError(f"no cluster named {cluster!r} is registered")
+    if not found.allows(namespace):
+        allowed = ", ".join(found.namespaces or []) or "none yet"
+        raise ValueError(f"namespace {namespace!r} is not allowed on cluster {cluster} (allowed: {allowed})")
+    return found
+
+
+def cluster_free_gpus(name: str) -> int | None:
+    """Free nvidia.com/gpu on the cluster as the watchers last saw it (None: unknown)."""
+    return Cluster.objects.filter(name=name).values_list("gpu_free", flat=True).first()

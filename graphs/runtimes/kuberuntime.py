@@ -1,0 +1,235 @@
+"""The Kubernetes runtime: a graph as a DynamoGraphDeployment on a registered cluster.
+
+* apply: server-side apply of the rendered manifest under one field manager, in the graph's
+  chosen API version; a conflict with another manager fails with the server's message (never
+  forced); a server-side dry run (``dryRun=All``) previews it as a diff against the live object.
+* scale: through the pool's DynamoGraphDeploymentScalingAdapter ``/scale`` when it exists,
+  else a patch of the DGD (v1beta1: a JSON patch whose ``test`` op pins the list index to the
+  component's name; v1alpha1: a merge patch of ``spec.services.<name>.replicas``).
+* delete: the DGD (the operator garbage-collects the rest); already gone is success.
+
+Every cluster call goes through the adapter in kubernetes.py; the status cache is fed by the
+watchers (kubewatch.py), never by these calls."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+
+from ..manifest import V1ALPHA1
+from ..models import GraphState
+from ..specio import dump_yaml
+from .base import ApplyResult, Target
+from .kubernetes import (
+    APPLY_PATCH,
+    DGD,
+    DGDSA,
+    FIELD_MANAGER,
+    JSON_PATCH,
+    MERGE_PATCH,
+    KubeClient,
+    KubeFailure,
+    adapter_name,
+    connect,
+    custom_path,
+    read_log,
+)
+
+_CONFLICT_WITH = re.compile(r'conflict with "([^"]+)"')
+_NOISE_METADATA = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink")
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def comparable(obj: dict | None) -> dict | None:
+    """The object without what the server keeps changing: status, managedFields, versions."""
+    if obj is None:
+        return None
+    out = copy.deepcopy(obj)
+    out.pop("status", None)
+    meta = out.get("metadata") or {}
+    for key in _NOISE_METADATA:
+        meta.pop(key, None)
+    annotations = meta.get("annotations") or {}
+    annotations.pop(_LAST_APPLIED, None)
+    if "annotations" in meta and not annotations:
+        meta.pop("annotations")
+    return out
+
+
+def live_diff(live: dict | None, after: dict, *, live_label: str, after_label: str) -> str:
+    before = dump_yaml(comparable(live)).splitlines(keepends=True) if live else []
+    lines = dump_yaml(comparable(after)).splitlines(keepends=True)
+    return "".join(difflib.unified_diff(before, lines, fromfile=live_label, tofile=after_label))
+
+
+# ------------------------------------------------------------------------------------ the runtime
+
+
+def _dgd_name(deployment, spec) -> str:
+    return ((deployment.manifest or {}).get("metadata") or {}).get("name") or spec.name
+
+
+def _replicas_of(obj: dict, component: str) -> int | None:
+    body = obj.get("spec") or {}
+    if "services" in body:
+        return ((body.get("services") or {}).get(component) or {}).get("replicas")
+    entry = next((c for c in body.get("components") or [] if c.get("name") == component), {})
+    return entry.get("replicas")
+
+
+def _set_replicas(obj: dict, component: str, replicas: int) -> None:
+    body = obj.get("spec") or {}
+    if "services" in body:
+        body["services"][component]["replicas"] = replicas
+    else:
+        next(c for c in body["components"] if c.get("name") == component)["replicas"] = replicas
+
+
+def _conflicting_managers(failure: KubeFailure) -> set[str]:
+    texts = [c.get("message", "") for c in (failure.body.get("details") or {}).get("causes") or []]
+    return set(_CONFLICT_WITH.findall("\n".join(texts) or str(failure)))
+
+
+class KubernetesRuntime:
+    kind = "kubernetes"
+
+    def apply(self, *, target: Target, spec, manifest: dict, dry_run: bool = False, deployment,
+              revision) -> ApplyResult:
+        api_version, name, namespace = manifest["apiVersion"], manifest["metadata"]["name"], target.namespace
+        body = copy.deepcopy(manifest)
+        body["metadata"]["namespace"] = namespace
+        path = custom_path(api_version, DGD, namespace, name)
+        what = f"apply DynamoGraphDeployment {namespace}/{name} ({api_version}) on cluster {target.cluster}"
+        with connect(target.cluster) as kube:
+            live = kube.get(path, what=what)
+            held = self._adapter_held(kube, spec, body, live, api_version, namespace)
+            query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
+            if dry_run:
+                query.append(("dryRun", "All"))
+            after = self._server_side_apply(kube, path, body, query, what, api_version)
+        diff = live_diff(live, after, live_label=f"live {target.cluster}/{namespace}/{name}",
+                         after_label=f"revision {revision.number}" + (" (server dry run)" if dry_run else ""))
+        warnings = [f"{component} keeps its live {count} replicas: its scaling adapter owns the count"
+                    for component, count in held.items() if count != _replicas_of(manifest, component)]
+        if dry_run:
+            return ApplyResult(changed=live is None or bool(diff), diff=diff, warnings=warnings)
+        changed = live is None or after["metadata"].get("resourceVersion") != live["metadata"].get("resourceVersion")
+        deployment.runtime, deployment.cluster, deployment.namespace = self.kind, target.cluster, namespace
+        deployment.revision, deployment.manifest, deployment.api_version = revision, body, api_version
+        # An apply sets every pool to the revision's replicas, except those an adapter owns.
+        deployment.replicas = {c: n for c, n in held.items() if n != _replicas_of(manifest, c)}
+        if changed or not deployment.active:
+            deployment.generation += 1
+            deployment.state = GraphState.PROGRESSING
+            deployment.message = f"revision {revision.number} applied; waiting for the Dynamo operator"
+        deployment.active = True
+        deployment.save()
+        return ApplyResult(changed=changed, diff=diff, warnings=warnings)
+
+    def _adapter_held(self, kube: KubeClient, spec, body: dict, live: dict | None, api_version: str,
+                      namespace: str) -> dict[str, int]:
+        """Pools whose DGDSA exists keep their live replicas in the applied object: the adapter
+        owns that count and the operator's webhook refuses any other writer (dynamo-facts §0)."""
+        held: dict[str, int] = {}
+        if live is None:
+            return held
+        name = body["metadata"]["name"]
+        for service in spec.services:
+            count = _replicas_of(live, service.name)
+            if not service.scaling_adapter or count is None:
+                continue
+            adapter = custom_path(api_version, DGDSA, namespace, adapter_name(name, service.name))
+            if kube.get(adapter, what=f"read the scaling adapter of {service.name}") is not None:
+                _set_replicas(body, service.name, count)
+                held[service.name] = count
+        return held
+
+    def _server_side_apply(self, kube: KubeClient, path: str, body: dict, query: list, what: str,
+                           api_version: str) -> dict:
+        try:
+            return kube.call("PATCH", path, what=what, query=query, body=body, content_type=APPLY_PATCH)
+        except KubeFailure as exc:
+            if exc.status == 404:
+                raise KubeFailure(f"{exc}. Does cluster {kube.name} serve {api_version} DynamoGraphDeployments "
+                                  "(is the Dynamo operator installed), and does the namespace exist?",
+                                  status=404) from None
+            if exc.status != 409:
+                raise
+            others = _conflicting_managers(exc) - {FIELD_MANAGER}
+            if others or not _conflicting_managers(exc):
+                raise KubeFailure(
+                    f"{exc}. Another field manager ({', '.join(sorted(others)) or 'unknown'}) owns these fields; "
+                    "the control plane never forces a conflict: change them back there, or hand them over, "
+                    "then apply again.", status=409, body=exc.body) from None
+        # Only our own earlier scale (a patch recorded as an Update by our field manager) holds
+        # these fields: taking them back overrides nobody else.
+        return kube.call("PATCH", path, what=what, query=[*query, ("force", "true")], body=body,
+                         content_type=APPLY_PATCH)
+
+    def scale(self, *, target: Target, spec, service: str, replicas: int, deployment) -> None:
+        name, namespace, api_version = _dgd_name(deployment, spec), target.namespace, deployment.api_version
+        what = f"scale {service} of {namespace}/{name} to {replicas} on cluster {target.cluster}"
+        manager = [("fieldManager", FIELD_MANAGER)]
+        with connect(target.cluster) as kube:
+            try:
+                kube.call("PATCH", custom_path(api_version, DGDSA, namespace, adapter_name(name, service), "scale"),
+                          what=what, query=manager, body={"spec": {"replicas": replicas}}, content_type=MERGE_PATCH)
+            except KubeFailure as exc:
+                if exc.status != 404:  # 404: no adapter for this pool (or no DGDSA CRD): patch the DGD
+                    raise
+                self._patch_dgd_replicas(kube, api_version, namespace, name, service, replicas, what)
+        overrides = dict(deployment.replicas or {})
+        overrides[service] = replicas
+        deployment.replicas = overrides
+        deployment.generation += 1
+        deployment.save(update_fields=["replicas", "generation"])
+
+    def _patch_dgd_replicas(self, kube: KubeClient, api_version: str, namespace: str, name: str, service: str,
+                            replicas: int, what: str) -> None:
+        path = custom_path(api_version, DGD, namespace, name)
+        manager = [("fieldManager", FIELD_MANAGER)]
+        if api_version == V1ALPHA1:
+            kube.call("PATCH", path, what=what, query=manager, content_type=MERGE_PATCH,
+                      body={"spec": {"services": {service: {"replicas": replicas}}}})
+            return
+        for attempt in (1, 2):
+            live = kube.get(path, what=what)
+            if live is None:
+                raise KubeFailure(f"{what}: DynamoGraphDeployment {namespace}/{name} is not on the cluster; "
+                                  "apply it first", status=404)
+            components = (live.get("spec") or {}).get("components") or []
+            index = next((i for i, c in enumerate(components) if c.get("name") == service), None)
+            if index is None:
+                raise KubeFailure(f"{what}: the live DynamoGraphDeployment has no component {service!r}")
+            # The test op pins the index to the name: if the list changed since the read, the
+            # server refuses (422) instead of scaling another pool.
+            op = "replace" if "replicas" in components[index] else "add"
+            patch = [{"op": "test", "path": f"/spec/components/{index}/name", "value": service},
+                     {"op": op, "path": f"/spec/components/{index}/replicas", "value": replicas}]
+            try:
+                kube.call("PATCH", path, what=what, query=manager, body=patch, content_type=JSON_PATCH)
+                return
+            except KubeFailure as exc:
+                if exc.status != 422 or attempt == 2:
+                    raise
+
+    def delete(self, *, target: Target, spec, deployment) -> None:
+        name, namespace = _dgd_name(deployment, spec), target.namespace
+        what = f"delete DynamoGraphDeployment {namespace}/{name} on cluster {target.cluster}"
+        with connect(target.cluster) as kube:
+            try:
+                kube.call("DELETE", custom_path(deployment.api_version, DGD, namespace, name), what=what)
+            except KubeFailure as exc:
+                if exc.status != 404:  # already gone is what we wanted
+                    raise
+        deployment.active = False
+        deployment.generation += 1
+        deployment.state = GraphState.DELETING
+        deployment.message = "delete requested: the Dynamo operator removes the pods"
+        deployment.save(update_fields=["active", "generation", "state", "message"])
+
+    def pod_log(self, *, deployment, pod: str, lines: int = 200) -> str:
+        with connect(deployment.cluster) as kube:
+            return read_log(kube, deployment.namespace, pod, lines=lines)
+

@@ -1,0 +1,380 @@
+"""Cluster watchers: keep the status cache of Kubernetes graphs current, so that pages and
+the API read the database and never a cluster.
+
+One ``ClusterWatcher`` per registered cluster. In every namespace graphs use there it lists,
+then watches, three things: DynamoGraphDeployments, the pods carrying the operator's graph
+label (``nvidia.com/dynamo-graph-deployment-name``), and events. After every change it turns
+what it holds into Pod, Event and Deployment rows (kubestatus.py translates). A watch whose
+resourceVersion expired (410 Gone) lists again; a cluster that does not answer is marked
+unreachable and its graphs' state unknown, keeping the time they were last seen.
+
+Threads: one watch thread per (namespace, resource) keeps the in-memory view current and
+signals; only the thread that called ``watch_once`` writes to the database. The operator
+process runs ``start_cluster_watchers()`` (manage.py runoperator), one thread per cluster."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.utils import timezone
+
+from ..models import Deployment, Event, GraphState, Pod
+from .base import PodStatus
+from .kubernetes import (
+    DGD,
+    KubeClient,
+    KubeFailure,
+    WatchExpired,
+    connect,
+    core_path,
+    custom_path,
+    read_gpus,
+    read_log,
+    served_versions,
+)
+from .kubestatus import DGD_LABEL, caught_up, event_record, graph_state, pod_status
+
+log = logging.getLogger(__name__)
+
+KINDS = ("dgds", "pods", "events")
+MAX_EVENTS = 2000  # per namespace: events of unrelated objects are kept only this long
+LOG_LINES = 20
+
+
+@dataclass
+class NamespaceView:
+    """What the watcher knows of one namespace: objects by name, and where to resume."""
+
+    objects: dict[str, dict[str, dict]] = field(default_factory=lambda: {k: {} for k in KINDS})
+    versions: dict[str, str] = field(default_factory=dict)  # kind -> resourceVersion
+
+
+class ClusterWatcher:
+    def __init__(self, cluster_id: int, stop: threading.Event | None = None):
+        self.cluster_id = cluster_id
+        self.stop = stop or threading.Event()
+        self.views: dict[str, NamespaceView] = {}
+        self.lock = threading.Lock()
+        self.dgd_version = ""
+        self.logs: dict[tuple[str, int], str] = {}  # (pod, restarts) -> last log lines
+        self.events_written: dict[tuple[int, str], str] = {}  # (deployment, event name) -> lastTimestamp
+
+    # ---------------------------------------------------------------- one cycle
+
+    def watch_once(self, timeout: int = 30) -> bool | None:
+        """List what was never listed (or expired), then watch for ``timeout`` seconds,
+        writing the status cache after every change. False when the cluster did not answer;
+        None when the cluster is no longer registered."""
+        from clusters.models import Cluster
+
+        cluster = Cluster.objects.filter(pk=self.cluster_id).first()
+        if cluster is None:
+            return None
+        try:
+            kube = connect(cluster)
+        except KubeFailure as exc:
+            self._unreachable(cluster, exc)
+            return False
+        with kube:
+            namespaces = self._namespaces(cluster)
+            errors: list[str] = []
+            try:
+                if not self.dgd_version:
+                    versions = self._guard(lambda: served_versions(kube)[0], errors) or []
+                    self.dgd_version = "v1beta1" if "v1beta1" in versions else (versions[0] if versions else "")
+                for namespace in namespaces:
+                    for kind in KINDS:
+                        if self._path(namespace, kind) and kind not in self._view(namespace).versions:
+                            self._guard(lambda ns=namespace, k=kind: self._list(kube, ns, k), errors)
+                gpus = self._guard(lambda: read_gpus(kube), errors)
+            except KubeFailure as exc:
+                self._unreachable(cluster, exc)
+                return False
+            self._flush(cluster, kube, namespaces)
+            self._seen(cluster, gpus, errors)
+            if timeout > 0 and not self.stop.is_set():
+                failures = self._watch_all(cluster, kube, namespaces, timeout)
+                lost = [f for f in failures if f.transient or f.unreachable]
+                if lost:
+                    self._unreachable(cluster, lost[0])
+                    return False
+                self._flush(cluster, kube, namespaces)
+                self._seen(cluster, None, errors + [str(f) for f in failures])
+        return True
+
+    def _watch_all(self, cluster, kube: KubeClient, namespaces: list[str], timeout: int) -> list[KubeFailure]:
+        changes: queue.Queue = queue.Queue()
+        threads = [threading.Thread(target=self._watch, args=(kube, ns, kind, timeout, changes), daemon=True,
+                                    name=f"watch-{cluster.name}-{ns}-{kind}")
+                   for ns in namespaces for kind in KINDS if self._path(ns, kind)]
+        for thread in threads:
+            thread.start()
+        failures: list[KubeFailure] = []
+        while not self.stop.is_set():
+            alive = any(t.is_alive() for t in threads)
+            try:
+                items = [changes.get(timeout=0.05 if alive else 0)]
+            except queue.Empty:
+                if alive:
+                    continue
+                break
+            while not changes.empty():
+                items.append(changes.get_nowait())
+            failures += [i for i in items if isinstance(i, KubeFailure)]
+            dirty = sorted({i for i in items if isinstance(i, str)})
+            if dirty:
+                self._flush(cluster, kube, dirty)
+        return failures
+
+    def _watch(self, kube: KubeClient, namespace: str, kind: str, timeout: int, changes: queue.Queue) -> None:
+        """One resource of one namespace, for ``timeout`` seconds: HTTP and memory only."""
+        deadline = time.monotonic() + timeout
+        view = self._view(namespace)
+        first = True
+        while not self.stop.is_set():
+            left = deadline - time.monotonic()
+            if left < 0.5 and not first:
+                return
+            first = False
+            try:
+                if kind not in view.versions:
+                    self._list(kube, namespace, kind)
+                    changes.put(namespace)
+                    continue
+                began = time.monotonic()
+                for event in kube.watch(self._path(namespace, kind), what=f"watch {kind} in {namespace}",
+                                        resource_version=view.versions[kind], timeout=max(1, round(left)),
+                                        label_selector=DGD_LABEL if kind == "pods" else ""):
+                    self._apply(view, kind, event)
+                    changes.put(namespace)
+                if time.monotonic() - began < 0.2:
+                    time.sleep(0.2)  # a server that ends streams at once is not hammered
+            except WatchExpired:
+                log.info("watch of %s in %s expired (410): listing again", kind, namespace)
+                with self.lock:
+                    view.versions.pop(kind, None)
+            except KubeFailure as exc:
+                changes.put(exc)
+                return
+
+    # ---------------------------------------------------------------- the view
+
+    def _view(self, namespace: str) -> NamespaceView:
+        with self.lock:
+            return self.views.setdefault(namespace, NamespaceView())
+
+    def _path(self, namespace: str, kind: str) -> str:
+        if kind == "dgds":
+            return custom_path(f"nvidia.com/{self.dgd_version}", DGD, namespace) if self.dgd_version else ""
+        return core_path(kind, namespace)
+
+    def _list(self, kube: KubeClient, namespace: str, kind: str) -> None:
+        listing = kube.list(self._path(namespace, kind), what=f"list {kind} in {namespace}",
+                            label_selector=DGD_LABEL if kind == "pods" else "")
+        items = {(o.get("metadata") or {}).get("name"): o for o in listing.get("items") or []}
+        view = self._view(namespace)
+        with self.lock:
+            view.objects[kind] = items
+            view.versions[kind] = str((listing.get("metadata") or {}).get("resourceVersion") or "0")
+
+    @staticmethod
+    def _guard(call, errors: list[str]):
+        """Run ``call``; a refusal (403, 404...) is noted and the rest goes on; a cluster
+        that does not answer (or answers 5xx) ends the cycle."""
+        try:
+            return call()
+        except KubeFailure as exc:
+            if exc.transient or exc.unreachable:
+                raise
+            errors.append(str(exc))
+            return None
+
+    def _apply(self, view: NamespaceView, kind: str, event: dict) -> None:
+        obj = event.get("object") or {}
+        meta = obj.get("metadata") or {}
+        with self.lock:
+            store = view.objects[kind]
+            if event.get("type") == "DELETED":
+                store.pop(meta.get("name"), None)
+            elif event.get("type") in ("ADDED", "MODIFIED"):
+                store[meta.get("name")] = obj
+            if meta.get("resourceVersion"):
+                view.versions[kind] = str(meta["resourceVersion"])
+            if kind == "events" and len(store) > MAX_EVENTS:
+                for name in sorted(store, key=lambda n: event_record(store[n]).at)[: len(store) - MAX_EVENTS]:
+                    store.pop(name)
+
+    # ---------------------------------------------------------------- the status cache
+
+    def _namespaces(self, cluster) -> list[str]:
+        used = Deployment.objects.filter(runtime="kubernetes", cluster=cluster.name).exclude(
+            active=False, state=GraphState.NOT_DEPLOYED).values_list("namespace", flat=True)
+        return sorted({*(cluster.namespaces or []), *used} - {""})
+
+    def _deployments(self, cluster, namespaces: list[str]) -> list[Deployment]:
+        return list(Deployment.objects.filter(runtime="kubernetes", cluster=cluster.name, namespace__in=namespaces)
+                    .exclude(active=False, state=GraphState.NOT_DEPLOYED).select_related("graph", "revision"))
+
+    def _flush(self, cluster, kube: KubeClient, namespaces: list[str]) -> None:
+        for dep in self._deployments(cluster, namespaces):
+            name = ((dep.manifest or {}).get("metadata") or {}).get("name") or dep.graph.name
+            view = self._view(dep.namespace)
+            with self.lock:
+                dgd = view.objects["dgds"].get(name)
+                pods = [p for p in view.objects["pods"].values()
+                        if ((p.get("metadata") or {}).get("labels") or {}).get(DGD_LABEL) == name]
+                pod_names = {p["metadata"]["name"] for p in pods}
+                events = [e for e in view.objects["events"].values()
+                          if _concerns(e, name, pod_names)]
+            statuses = [pod_status(p) for p in pods]
+            for status in statuses:
+                if status.phase == "CrashLoopBackOff":
+                    status.last_log = self._last_log(kube, dep.namespace, status)
+            state, message = graph_state(active=dep.active, dgd=dgd, pods=statuses, name=name,
+                                         namespace=dep.namespace, awaiting=dep.observed_generation < dep.generation)
+            self._write(dep, dgd, statuses, events, state, message)
+
+    def _last_log(self, kube: KubeClient, namespace: str, pod: PodStatus) -> str:
+        key = (pod.name, pod.restarts)
+        if key not in self.logs:
+            try:
+                self.logs[key] = read_log(kube, namespace, pod.name, lines=LOG_LINES, previous=True)
+            except KubeFailure as exc:
+                self.logs[key] = f"(no log: {exc})"
+        return self.logs[key]
+
+    def _write(self, dep: Deployment, dgd: dict | None, pods: list[PodStatus], events: list[dict], state: str,
+               message: str) -> None:
+        now = timezone.now()
+        spec = dep.revision.graph_spec if dep.revision else None
+        frontend = next((s.name for s in spec.services if s.role == "frontend"), None) if spec else None
+        name = ((dep.manifest or {}).get("metadata") or {}).get("name") or dep.graph.name
+        endpoint = f"http://{name}-{frontend.lower()}.{dep.namespace}.svc.cluster.local:8000" if frontend else ""
+        with transaction.atomic():
+            Pod.objects.filter(deployment=dep).exclude(name__in=[p.name for p in pods]).delete()
+            if pods:
+                Pod.objects.bulk_create(
+                    [Pod(deployment=dep, name=p.name, service=p.service, role=p.role, phase=p.phase[:40],
+                         ready=p.ready, restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
+                         shm_bytes=p.shm_bytes, port=p.port, reason=p.reason[:100], message=p.message[:2000],
+                         last_log=p.last_log[-4000:]) for p in pods],
+                    update_conflicts=True, unique_fields=["deployment", "name"],
+                    update_fields=["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
+                                   "shm_bytes", "port", "reason", "message", "last_log", "updated_at"],
+                )
+            for event in events:
+                self._write_event(dep, event)
+            Deployment.objects.filter(pk=dep.pk).update(
+                state=state, message=message[:2000], observed_at=now, endpoint=endpoint if dep.active else "",
+                observed_generation=dep.generation if caught_up(dgd) else dep.observed_generation)
+
+    def _write_event(self, dep: Deployment, event: dict) -> None:
+        """One row per event (object, reason, message), its time moved on when it repeats."""
+        key = (dep.pk, (event.get("metadata") or {}).get("name", ""))
+        stamp = str(event.get("lastTimestamp") or event.get("eventTime") or event.get("count") or "")
+        if self.events_written.get(key) == stamp:
+            return
+        record = event_record(event)
+        Event.objects.update_or_create(graph_id=dep.graph_id, object=record.object[:253], reason=record.reason,
+                                       message=record.message[:2000], defaults={"at": record.at, "type": record.type})
+        self.events_written[key] = stamp
+
+    def _seen(self, cluster, gpus, errors: list[str]) -> None:
+        from clusters.models import Cluster
+
+        fields = {"reachable": True, "watched_at": timezone.now(), "error": "; ".join(errors)[:2000]}
+        if gpus is not None:
+            fields.update(gpu_allocatable=gpus.allocatable, gpu_free=gpus.free)
+        Cluster.objects.filter(pk=cluster.pk).update(**fields)
+
+    def _unreachable(self, cluster, failure: KubeFailure) -> None:
+        """Say so on the cluster and on its graphs, keeping when they were last seen."""
+        from clusters.models import Cluster
+
+        log.warning("cluster %s: %s", cluster.name, failure)
+        Cluster.objects.filter(pk=cluster.pk).update(reachable=False, error=str(failure)[:2000])
+        for dep in Deployment.objects.filter(runtime="kubernetes", cluster=cluster.name).exclude(
+                active=False, state=GraphState.NOT_DEPLOYED):
+            seen = dep.observed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if dep.observed_at else "never"
+            Deployment.objects.filter(pk=dep.pk).update(
+                state=GraphState.UNKNOWN,
+                message=f"cluster {cluster.name} is not answering (last seen {seen}): {failure}"[:2000])
+
+    # ---------------------------------------------------------------- forever
+
+    def run_forever(self) -> None:
+        failures = 0
+        try:
+            while not self.stop.is_set():
+                close_old_connections()
+                try:
+                    ok = self.watch_once(settings.KUBERNETES_WATCH_SECONDS)
+                except Exception:
+                    log.exception("watching cluster %s failed", self.cluster_id)
+                    ok = False
+                if ok is None:
+                    return
+                failures = 0 if ok else failures + 1
+                if failures:
+                    self.stop.wait(min(60, 2**failures))
+        finally:
+            connection.close()
+
+
+def _concerns(event: dict, dgd: str, pods: set[str]) -> bool:
+    involved = (event.get("involvedObject") or event.get("regarding") or {}).get("name", "")
+    return involved == dgd or involved in pods or involved.startswith(f"{dgd}-")
+
+
+_WATCHERS: dict[tuple[int, str], ClusterWatcher] = {}
+
+
+def watch_once(cluster, timeout: int = 5) -> bool | None:
+    """One list-and-watch cycle of a cluster, resuming where the last call in this process
+    stopped (tests and one-off refreshes; the operator process runs ``run_forever``)."""
+    watcher = _WATCHERS.setdefault((cluster.pk, str(cluster.created_at)), ClusterWatcher(cluster.pk))
+    return watcher.watch_once(timeout)
+
+
+def run_cluster_watchers(stop: threading.Event, interval: float = 10.0) -> None:
+    """Keep one watcher thread per registered cluster; restart it when an admin edits the
+    cluster, stop it when the cluster is removed."""
+    from clusters.models import Cluster
+
+    running: dict[int, tuple[object, ClusterWatcher, threading.Thread]] = {}
+    try:
+        while not stop.is_set():
+            close_old_connections()
+            try:
+                clusters = dict(Cluster.objects.values_list("pk", "updated_at"))
+            except Exception:
+                log.exception("cannot read the registered clusters")
+                clusters = {pk: stamp for pk, (stamp, _, _) in running.items()}
+            for pk, (stamp, watcher, thread) in list(running.items()):
+                if clusters.get(pk) != stamp or not thread.is_alive():
+                    watcher.stop.set()
+                    del running[pk]
+            for pk, stamp in clusters.items():
+                if pk not in running:
+                    watcher = ClusterWatcher(pk)
+                    thread = threading.Thread(target=watcher.run_forever, daemon=True, name=f"cluster-watch-{pk}")
+                    thread.start()
+                    running[pk] = (stamp, watcher, thread)
+            stop.wait(interval)
+    finally:
+        for _, watcher, _ in running.values():
+            watcher.stop.set()
+        connection.close()
+
+
+def start_cluster_watchers() -> threading.Event:
+    """Start the watchers in a daemon thread; set the returned event to stop them."""
+    stop = threading.Event()
+    threading.Thread(target=run_cluster_watchers, args=(stop,), daemon=True, name="cluster-watchers").start()
+    return stop

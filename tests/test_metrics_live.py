@@ -1,0 +1,274 @@
+"""Charts against a real Prometheus server (started per session, scraping every second
+through the same file_sd config the product writes).
+
+* A known exposition (tests/metrics_fixtures.py) whose counters grow at fixed rates gives
+  exact expected quantiles, SLO shares, goodput and costs.
+* A real Dynamo graph (frontend + mocker workers) serves real chat traffic; its chart must
+  agree with the histograms on its own /metrics page."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from graphs import services as graph_services
+from graphs.catalog import PoolFields, build_spec
+from graphs.models import Deployment, Pod
+from metrics import localprom, promql
+from metrics import prometheus as prom
+from metrics.services import objectives_set
+from tests.dynamo_fixtures import dynamo_graph  # noqa: F401
+from tests.metrics_fixtures import (  # noqa: F401
+    ACTIVE,
+    INPUT_TOKENS_PER_S,
+    OUTPUT_TOKENS_PER_S,
+    REQUESTS_PER_S,
+    exposition,
+    fresh_cache,
+    prometheus_server,
+    use_prometheus,
+)
+
+KNOWN = "known"
+
+
+@pytest.fixture(scope="session")
+def known_scraped(prometheus_server, exposition):
+    """The known exposition as graph "known", scraped long enough that an 8 s rate window
+    (a 15m chart at 1 s scrapes) lies wholly inside its samples."""
+    prometheus_server.add_targets(KNOWN, [{"targets": [exposition.target],
+                                           "labels": {"graph": KNOWN, "pool": "frontend", "pod": "known-frontend-0"}}])
+    prometheus_server.wait_for(f'count_over_time(up{{graph="{KNOWN}"}}[1m])',
+                               lambda r: r and float(r[0]["value"][1]) >= 11, timeout=60)
+    return prometheus_server
+
+
+def make_graph(name: str, *, prefill: int = 2, decode: int = 3, runtime: str = "local"):
+    graph = graph_services.graph_create(spec=build_spec(
+        template="vllm-disagg", name=name, prefill=PoolFields(replicas=prefill, gpus=1),
+        decode=PoolFields(replicas=decode, gpus=1)))
+    Deployment.objects.create(graph=graph, runtime=runtime, revision=graph.head, active=True, state="ready",
+                              namespace="prod" if runtime == "kubernetes" else "")
+    return graph
+
+
+def last(values: list) -> float:
+    found = [v for v in values if v is not None]
+    assert found, "no points"
+    return found[-1]
+
+
+@pytest.fixture
+def known(db, use_prometheus, known_scraped):
+    return make_graph(KNOWN)
+
+
+# ------------------------------------------------------------------ every builder, real parser
+
+
+def test_every_query_builder_parses_and_answers_on_a_real_prometheus(known, use_prometheus):
+    scope = promql.local_scope(KNOWN, scrape_interval=1)
+    batch = promql.local_graphs_scope([KNOWN, "other"], scrape_interval=1)
+    bounds = prom.label_values("le", url=use_prometheus.url, match=promql.bucket_series(promql.TTFT, scope))
+    assert set(bounds) == {"0", "0.05", "0.1", "0.2", "+Inf"}
+    share = promql.slo_share(promql.TTFT, scope, 8, 0.15, bounds)
+    now = time.time()
+    queries = [promql.ttft_quantile(0.9, scope, 8), promql.itl_quantile(0.5, scope, 8), promql.request_rate(scope, 8),
+               promql.output_token_rate(scope, 8), promql.input_token_rate(scope, 8), promql.in_flight(scope),
+               promql.scrape_targets(scope), share, promql.goodput(share, share),
+               promql.chart_series(scope, 8, goodput_expr=promql.goodput(share)),
+               promql.window_summary(scope, 900, shares={"ttft_share": share}), promql.overview(batch, 300),
+               promql.ttft_quantile(0.9, promql.kubernetes_scope("prod", "llama"), 8),
+               promql.overview(promql.kubernetes_graphs_scope([("prod", "llama")], recorded=True), 300)]
+    for query in queries:
+        prom.query(query, url=use_prometheus.url, at=now)  # raises PrometheusQueryFailed on a parse error
+    assert prom.query(promql.ttft_quantile(0.5, scope, 8), url=use_prometheus.url, at=now)[0].value == \
+        pytest.approx(0.075)
+
+
+# ------------------------------------------------------------------ exact values from a known histogram
+
+
+def test_the_chart_has_exact_quantiles_rates_and_in_flight(known, client_for):
+    response = client_for("viewer").get(f"/metrics/graphs/{KNOWN}/chart/?window=15m")
+    assert response.status_code == 200
+    data = response.json()
+    assert data["state"] == "ok", data["message"]
+    assert (data["step"], data["rate_window"]) == (4, 8)
+    assert len(data["timestamps"]) <= 300
+    s = data["series"]
+    for name, expected in (("ttft_p50", 75), ("ttft_p90", 160), ("ttft_p99", 196),
+                           ("itl_p50", 7.5), ("itl_p90", 16), ("itl_p99", 19.6)):
+        assert last(s[name]) == pytest.approx(expected, rel=1e-6), name
+        assert data["summary"][name] == pytest.approx(expected, rel=1e-6), name
+    assert last(s["request_rate"]) == pytest.approx(REQUESTS_PER_S, rel=0.02)
+    assert last(s["output_tokens"]) == pytest.approx(OUTPUT_TOKENS_PER_S, rel=0.02)
+    assert last(s["in_flight"]) == ACTIVE
+    assert s["goodput"] == []  # no SLO targets yet
+    assert data["summary"]["targets"] == {"total": 1, "up": 1, "down": []}
+
+
+def test_slo_shares_and_goodput_come_from_the_buckets(known, client_for):
+    # TTFT 150 ms lies halfway through the 100-200 ms bucket: (3 + 0.5 * 1) / 4 = 0.875.
+    # ITL 10 ms is a bucket bound: 30 / 40 = 0.75 exactly.
+    objectives_set(graph=known, ttft_ms=150, itl_ms=10, gpu_hour_price=None)
+    data = client_for("viewer").get(f"/metrics/graphs/{KNOWN}/chart/?window=15m").json()
+    summary = data["summary"]
+    assert summary["ttft_share"] == pytest.approx(0.875, rel=1e-6)
+    assert summary["itl_share"] == pytest.approx(0.75, rel=1e-6)
+    assert summary["goodput"] == pytest.approx({"estimate": 0.65625, "upper": 0.75, "lower": 0.625}, rel=1e-6)
+    assert last(data["series"]["goodput"]) == pytest.approx(0.65625, rel=1e-6)
+    assert data["objectives"]["ttft_ms"] == 150
+
+
+def test_cost_per_million_tokens_uses_each_pools_gpus_and_the_price(known, client_for):
+    objectives_set(graph=known, ttft_ms=None, itl_ms=None, gpu_hour_price="2.00")
+    data = client_for("viewer").get(f"/api/metrics/graphs/{KNOWN}/chart/?window=15m").json()
+    summary, cost = data["summary"], data["summary"]["cost"]
+    assert cost["gpus"] == {"prefill": 2, "decode": 3}
+    # The window is older than the series, so its average rates are diluted alike; the costs
+    # follow the formula from them, and input:output is exactly the exposition's 10:1.
+    assert summary["input_tokens"] / summary["output_tokens"] == pytest.approx(
+        INPUT_TOKENS_PER_S / OUTPUT_TOKENS_PER_S, rel=1e-6)
+    assert cost["per_million_input"] == pytest.approx(2 * 2.0 / (summary["input_tokens"] * 3600) * 1e6)
+    assert cost["per_million_output"] == pytest.approx(3 * 2.0 / (summary["output_tokens"] * 3600) * 1e6)
+
+
+def test_the_overview_reads_every_graph_in_one_query(known, client_for, use_prometheus):
+    objectives_set(graph=known, ttft_ms=200, itl_ms=10, gpu_hour_price=None)
+    make_graph("quiet-a")
+    make_graph("quiet-b")
+    make_graph("cluster-c", runtime="kubernetes")
+    before = use_prometheus.api_requests("/api/v1/query")
+    response = client_for("viewer").get("/metrics/")
+    after = use_prometheus.api_requests("/api/v1/query")
+    assert response.status_code == 200
+    assert after - before == 2  # one for the local graphs, one for the Kubernetes graph
+    rows = {graph.name: row for graph, row in response.context["rows"]}
+    assert rows[KNOWN]["ttft_p90_ms"] == pytest.approx(160, rel=1e-6)
+    assert rows[KNOWN]["itl_p90_ms"] == pytest.approx(16, rel=1e-6)
+    # Five-minute average of a series seconds old: requests before its first scrape do not count.
+    assert 0 < rows[KNOWN]["request_rate"] <= REQUESTS_PER_S * 1.02
+    assert rows[KNOWN]["slo"] == "missed"  # ITL p90 16 ms > 10 ms
+    assert rows["quiet-a"]["slo"] == "not_set" and rows["quiet-a"]["ttft_p90_ms"] is None
+    body = response.content.decode()
+    assert 'data-graph="known"' in body and "160.0 ms" in body
+
+    api = client_for("viewer").get("/api/metrics/graphs/")
+    assert api.status_code == 200
+    assert [r["graph"] for r in api.json()["results"]] == ["cluster-c", KNOWN, "quiet-a", "quiet-b"]
+
+
+def test_twenty_concurrent_viewers_cost_one_query(known_scraped, fresh_cache, settings):
+    settings.PROMETHEUS_URL = known_scraped.url
+    expr = promql.chart_series(promql.local_scope(KNOWN, scrape_interval=1), 8)
+    end = int(time.time()) // 4 * 4
+    before = known_scraped.api_requests("/api/v1/query_range")
+    barrier = threading.Barrier(20)
+
+    def viewer(_):
+        barrier.wait()
+        return prom.query_range(expr, url=known_scraped.url, start=end - 900, end=end, step=4)
+
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(viewer, range(20)))
+    assert known_scraped.api_requests("/api/v1/query_range") - before == 1
+    assert all(r == results[0] for r in results) and results[0]
+
+
+# ------------------------------------------------------------------ a real Dynamo graph
+
+
+def histograms(text: str) -> dict[str, dict[float, float]]:
+    """metric -> {le: cumulative count} from a Prometheus text page, summed over label sets."""
+    out: dict[str, dict[float, float]] = {}
+    for metric, le, value in re.findall(r'^(dynamo_frontend_\w+)_bucket\{[^}]*le="([^"]+)"[^}]*\} (\S+)$', text, re.M):
+        bounds = out.setdefault(metric, {})
+        bound = float("inf") if le == "+Inf" else float(le)
+        bounds[bound] = bounds.get(bound, 0.0) + float(value)
+    return out
+
+
+def quantile_range(before: dict[float, float], after: dict[float, float], q: float, slack: float = 0.05):
+    """Where the q-quantile of the observations between two scrapes must lie: from the bound
+    under which fewer than (q - slack) of them fell, to the first bound that holds (q + slack).
+    The slack absorbs Prometheus's per-series extrapolation at the window's edges."""
+    delta = sorted((le, after[le] - before.get(le, 0.0)) for le in after)
+    total = delta[-1][1]
+    assert total > 0
+    low = max((le for le, count in delta if count < (q - slack) * total), default=0.0)
+    high = min(le for le, count in delta if count >= (q + slack) * total)
+    return low, high
+
+
+def metrics_page(endpoint: str) -> str:
+    with urllib.request.urlopen(f"{endpoint}/metrics", timeout=10) as resp:  # noqa: S310 - loopback
+        return resp.read().decode()
+
+
+def chat(endpoint: str, model: str) -> None:
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Tell me about prefill."}],
+                       "max_tokens": 16, "stream": True}).encode()
+    request = urllib.request.Request(f"{endpoint}/v1/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    # A fresh connection per request: the 1.6.1 frontend stalls the first token ~35 ms on a
+    # reused one (dynamo-offline.md); fresh connections measure the server, not Nagle.
+    with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310
+        assert b"[DONE]" in resp.read()
+
+
+@pytest.mark.dynamo
+def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, db, use_prometheus,  # noqa: F811
+                                                                   client_for):
+    graph = make_graph("live", prefill=1, decode=1)
+    deployment = graph.deployment
+    ports = {name: dynamo_graph.supervisor.pod_status(name).port for name in dynamo_graph.names}
+    roles = {"frontend": "frontend", "prefill-0": "prefill", "decode-0": "decode"}
+    Pod.objects.bulk_create([Pod(deployment=deployment, name=f"live-{name}", service=roles[name], role=roles[name],
+                                 phase="Running", ready=True, port=ports[name]) for name in roles])
+    # The product's own path: Pod rows -> targets file -> file_sd. Unchanged rows write nothing.
+    assert localprom.sync_targets(use_prometheus.root) is True
+    assert localprom.sync_targets(use_prometheus.root) is False
+    use_prometheus.wait_for('count_over_time(up{graph="live",pool="frontend"}[1m])',
+                            lambda r: r and float(r[0]["value"][1]) >= 2, timeout=60)
+    up = use_prometheus.wait_for('up{graph="live"}', lambda r: len(r) == 3 and all(x["value"][1] == "1" for x in r))
+    assert {x["metric"]["pool"] for x in up} == {"frontend", "prefill", "decode"}
+
+    before = histograms(metrics_page(dynamo_graph.endpoint))
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: chat(dynamo_graph.endpoint, dynamo_graph.model), range(24)))
+    after = histograms(metrics_page(dynamo_graph.endpoint))
+    ttft_count = sum(v for le, v in after[promql.TTFT].items() if le == float("inf"))
+    # Wait until Prometheus has scraped everything we sent.
+    use_prometheus.wait_for(f'sum({promql.TTFT}_count{{graph="live"}})',
+                            lambda r: r and float(r[0]["value"][1]) >= ttft_count, timeout=30)
+
+    response = client_for("viewer").get("/metrics/graphs/live/chart/?window=15m")
+    assert response.status_code == 200
+    data = response.json()
+    import pprint; pprint.pprint({k: v for k, v in data.items() if k != "timestamps"}); print(use_prometheus.query('dynamo_frontend_time_to_first_token_seconds_count'), use_prometheus.query('up'))
+    assert data["state"] == "ok", data["message"]
+    assert data["summary"]["targets"]["up"] == 3
+    for metric, name in ((promql.TTFT, "ttft"), (promql.ITL, "itl")):
+        for q, key in ((0.5, "p50"), (0.9, "p90")):
+            low, high = quantile_range(before[metric], after[metric], q)
+            value = data["summary"][f"{name}_{key}"] / 1000
+            assert low - 1e-9 <= value <= high + 1e-9, f"{name} {key}: {value} s not in [{low}, {high}]"
+        # Every charted point lies within the buckets the traffic filled.
+        bounds = sorted(after[metric])
+        per_bucket = [after[metric][le] - before[metric].get(le, 0) - (after[metric][prev] - before[metric].get(prev, 0))
+                      if i else after[metric][le] - before[metric].get(le, 0) for i, (prev, le) in
+                      enumerate(zip([0.0, *bounds], bounds, strict=False))]
+        filled = [i for i, n in enumerate(per_bucket) if n > 0]
+        floor, ceiling = (bounds[filled[0] - 1] if filled[0] else 0.0), bounds[filled[-1]]
+        points = [v / 1000 for v in data["series"][f"{name}_p50"] if v is not None]
+        assert points, f"no {name} p50 points"
+        assert all(floor - 1e-9 <= v <= ceiling + 1e-9 for v in points), (name, points, floor, ceiling)
+    assert max(v for v in data["series"]["request_rate"] if v is not None) > 0
+    assert any(v is not None for v in data["series"]["in_flight"])

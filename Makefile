@@ -17,7 +17,7 @@ TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[dynamo,dev]'
+	$(PIP) install -q -e '.[dynamo,dev,bench]'
 	# ai-dynamo's aisimulate requirement is a stub that downloads from a private index:
 	# install the two Dynamo wheels without it; [dynamo] above holds what they import.
 	$(PIP) install -q --no-deps ai-dynamo==1.6.1 ai-dynamo-runtime==1.6.1

@@ -10,15 +10,17 @@ concurrency 1 and 16. The client is a small closed-loop HTTP/1.1 reader on async
 that stamps every SSE content event as it arrives; the same code drives every arm.
 
 Arms:
-  direct        client → frontend, keep-alive connection (the baseline)
-  direct-fresh  client → frontend, a new connection per request
-  proxy         client → proxy → frontend, the proxy's pooled keep-alive upstream
-  proxy-fresh   the same with PLAYGROUND_UPSTREAM_KEEPALIVE=0 (a new upstream connection per chat)
+  direct            client → frontend, keep-alive connection (the baseline)
+  direct-fresh      client → frontend, a new connection per request
+  proxy             client → controlplane.asgi (the full middleware stack) → frontend,
+                    the proxy's pooled keep-alive upstream
+  proxy-lean        client → playground.asgi (the chat endpoint outside the middleware stack)
+  proxy-lean-fresh  the same with PLAYGROUND_UPSTREAM_KEEPALIVE=0 (a new upstream connection per chat)
 
 On a reused connection the Dynamo 1.6.1 frontend releases the first token ~35-40 ms late
-(Nagle against delayed ACK; ai-dynamo/dynamo#14643). "direct" and "proxy" both pay it,
-"direct-fresh" and "proxy-fresh" do not: compare each proxy arm with the direct arm that pays
-the same stall. Absolute TTFTs are the mocker's, not a model's.
+(Nagle against delayed ACK; ai-dynamo/dynamo#14643) when the first token comes soon after the
+response headers (short prompts). Keep-alive arms pay it, fresh ones do not: each proxy arm is
+compared with the direct arm that pays the same stall. Absolute TTFTs are the mocker's.
 
 Reported per arm: TTFT p50/p95/p99, the per-chunk gap (inter-event time) p50/p95/p99, n,
 the Δ and ratio of TTFT p50 against its baseline, the per-chunk Δ p50, SSE events per reply
@@ -29,10 +31,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import itertools
 import json
 import os
 import random
-import sqlite3
+import signal
 import statistics
 import subprocess
 import sys
@@ -46,15 +50,15 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-WORDS = ("prefill decode cache transfer router frontend worker token latency batch queue block "
-         "tensor kernel memory stream chunk schedule replica pool model graph request reply").split()
+WORDS = ["prefill", "decode", "cache", "transfer", "router", "frontend", "worker", "token", "latency", "batch",
+         "queue", "block", "tensor", "kernel", "memory", "stream", "chunk", "schedule", "replica", "pool", "model"]
 
 
 # --- setup (runs in a subprocess with Django) ----------------------------------------------------
 
-def django_setup_main(model: str) -> None:
-    """Migrate the bench database, create an operator with a token and a graph whose endpoint
-    the parent fills in; print the token."""
+def django_setup_main(model: str, endpoint: str) -> None:
+    """Migrate the bench database, create an operator with a token and a graph served at
+    ``endpoint``; print the token."""
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
@@ -71,7 +75,7 @@ def django_setup_main(model: str) -> None:
     user = User.objects.create_user("bench-operator", password="bench-pass-1")
     user.groups.add(Group.objects.get_or_create(name="operator")[0])
     graph = graph_create(spec=build_spec(template="mocker-disagg", name="bench", model=model, backend="mocker"))
-    Deployment.objects.create(graph=graph, revision=graph.head, active=True, state="ready", endpoint="")
+    Deployment.objects.create(graph=graph, revision=graph.head, active=True, state="ready", endpoint=endpoint)
     print(Token.objects.create(user=user).key)
 
 
@@ -142,7 +146,7 @@ class Conn:
             await self.close()
         if not arrivals:
             raise RuntimeError(f"{path}: no content events")
-        gaps = [(b - a) * 1000 for a, b in zip(arrivals, arrivals[1:], strict=False)]
+        gaps = [(b - a) * 1000 for a, b in itertools.pairwise(arrivals)]
         return Reply((arrivals[0] - started) * 1000, gaps, events, proxy_ms)
 
 
@@ -209,12 +213,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-BASELINE = {"direct": "direct", "direct-fresh": "direct-fresh", "proxy": "direct", "proxy-fresh": "direct-fresh"}
+BASELINE = {"direct": "direct", "direct-fresh": "direct-fresh", "proxy": "direct", "proxy-lean": "direct",
+            "proxy-lean-fresh": "direct-fresh"}
 
 
 def report(arms: list[Arm], concurrencies: list[int]) -> None:
     by_name = {a.name: a for a in arms}
-    header = (f"{'conc':>4} {'arm':<13} {'n':>4} {'TTFT p50':>9} {'p95':>7} {'p99':>7} {'vs':<12} {'ΔTTFT p50':>9} "
+    header = (f"{'conc':>4} {'arm':<16} {'n':>4} {'TTFT p50':>9} {'p95':>7} {'p99':>7} {'vs':<12} {'ΔTTFT p50':>9} "
               f"{'ratio':>6} {'chunk p50':>9} {'p95':>6} {'p99':>6} {'n gaps':>6} {'Δchunk p50':>10} "
               f"{'events':>7} {'proxy ms p50':>12} {'CPU ms/req':>10}")
     print(header)
@@ -233,7 +238,7 @@ def report(arms: list[Arm], concurrencies: list[int]) -> None:
             proxy = [r.proxy_ms for r in replies if r.proxy_ms is not None]
             cpu = arm.cpu_s.get(conc, 0.0) * 1000 / arm.requests[conc] if arm.pid else None
             is_base = BASELINE[arm.name] == arm.name
-            print(f"{conc:>4} {arm.name:<13} {len(replies):>4} {pct(ttft, .5):>9.1f} {pct(ttft, .95):>7.1f} "
+            print(f"{conc:>4} {arm.name:<16} {len(replies):>4} {pct(ttft, .5):>9.1f} {pct(ttft, .95):>7.1f} "
                   f"{pct(ttft, .99):>7.1f} {'—' if is_base else BASELINE[arm.name]:<12} "
                   f"{'' if is_base else f'{pct(ttft, .5) - base_ttft:+.1f}':>9} "
                   f"{'' if is_base else f'{pct(ttft, .5) / base_ttft:.2f}':>6} "
@@ -247,9 +252,32 @@ def report(arms: list[Arm], concurrencies: list[int]) -> None:
 
 # --- main ---------------------------------------------------------------------------------------
 
-def start_proxy(env: dict[str, str], port: int, keepalive: bool) -> subprocess.Popen:
+def start_graph_retrying(root: Path, attempts: int = 3):
+    """tests/dynamo_fixtures.start_graph, again on another port if another graph on this shared
+    machine took ours between the check and the bind; a failed attempt's processes are killed."""
+    from graphs.runtimes.localproc import proc_stat
+    from tests.dynamo_fixtures import start_graph
+
+    for attempt in range(1, attempts + 1):
+        folder = root / f"graph-{attempt}"
+        try:
+            return start_graph(folder)
+        except RuntimeError:
+            for pidfile in (folder / "pids").glob("*.pid"):
+                rec = json.loads(pidfile.read_text())
+                stat = proc_stat(int(rec["pid"]))
+                if stat and stat[2] == int(rec["start_time"]):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(int(rec["pgid"]), signal.SIGKILL)
+            if attempt == attempts:
+                raise
+            print(f"graph start failed (attempt {attempt}), retrying", file=sys.stderr)
+    raise AssertionError("unreachable")
+
+
+def start_proxy(env: dict[str, str], app: str, port: int, keepalive: bool) -> subprocess.Popen:
     env = {**env, "PLAYGROUND_UPSTREAM_KEEPALIVE": "1" if keepalive else "0"}
-    return subprocess.Popen([sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1",
+    return subprocess.Popen([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1",
                              "--port", str(port), "--loop", "uvloop", "--no-access-log", "--log-level", "warning",
                              "--lifespan", "off"], cwd=ROOT, env=env)
 
@@ -270,47 +298,57 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--c1-requests", type=int, default=8, help="requests per arm and round at concurrency 1")
     parser.add_argument("--c16-requests", type=int, default=32, help="requests per arm and round at concurrency 16")
-    parser.add_argument("--max-tokens", type=int, default=24)
-    parser.add_argument("--prompt-words", type=int, default=150)
-    parser.add_argument("--setup", metavar="MODEL", help=argparse.SUPPRESS)
+    parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--prompt-words", type=int, default=30)
+    parser.add_argument("--setup", nargs=2, metavar=("MODEL", "ENDPOINT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.setup:
-        django_setup_main(args.setup)
+        django_setup_main(*args.setup)
         return 0
 
     from graphs.runtimes.localproc import allocate_ports
-    from tests.dynamo_fixtures import MODEL, start_graph
+    from tests.dynamo_fixtures import MODEL
 
     began = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="cp-bench-proxy-"))
-    env = {**os.environ, "CONTROLPLANE_VAR_DIR": str(tmp / "var"), "DATABASE_URL": f"sqlite:///{tmp}/bench.sqlite3",
-           "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "bench-only", "LOG_LEVEL": "WARNING",
+    # BENCH_DATABASE_URL: an empty database to use instead of SQLite (e.g. PostgreSQL, whose
+    # connections persist; SQLite's are opened per request, which shows in 'proxy ms').
+    database = os.environ.get("BENCH_DATABASE_URL") or f"sqlite:///{tmp}/bench.sqlite3"
+    env = {**os.environ, "CONTROLPLANE_VAR_DIR": str(tmp / "var"), "DATABASE_URL": database,
+           "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "bench-only", "DJANGO_SECURE_TLS": "0", "LOG_LEVEL": "WARNING",
            "PLAYGROUND_RATE_PER_MINUTE": "1000000", "PLAYGROUND_MAX_CONCURRENT_STREAMS": "1000",
            "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
-    setup = subprocess.Popen([sys.executable, __file__, "--setup", MODEL], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                             text=True)
-    graph = start_graph(tmp / "graph")
+    graph = start_graph_retrying(tmp)
     proxies: list[subprocess.Popen] = []
     try:
-        token = setup.communicate(timeout=60)[0].strip().splitlines()[-1]
-        with sqlite3.connect(tmp / "bench.sqlite3") as db:
-            db.execute("UPDATE graphs_deployment SET endpoint = ?", (graph.endpoint,))
-        port_ka, port_fresh = allocate_ports(2, 33000, 34000, set())
-        proxies = [start_proxy(env, port_ka, True), start_proxy(env, port_fresh, False)]
-        for port in (port_ka, port_fresh):
+        setup = subprocess.run([sys.executable, __file__, "--setup", MODEL, graph.endpoint], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=60, check=True)
+        token = setup.stdout.strip().splitlines()[-1]
+        ports = allocate_ports(3, 33000, 34000, set())
+        proxies = [start_proxy(env, "controlplane.asgi:application", ports[0], True),
+                   start_proxy(env, "playground.asgi:application", ports[1], True),
+                   start_proxy(env, "playground.asgi:application", ports[2], False)]
+        for port in ports:
             wait_http(f"http://127.0.0.1:{port}/healthz")
-        print(f"graph and proxies up in {time.monotonic() - began:.1f} s; {os.cpu_count()} cores; "
-              f"{args.rounds} rounds, {args.max_tokens} output tokens, ~{args.prompt_words}-word prompts")
-        auth = {"Authorization": f"Token {token}"}
-        chat = "/api/playground/bench/v1/chat/completions"
-        arms = [Arm("direct", graph.port, "/v1/chat/completions", False, {}),
-                Arm("direct-fresh", graph.port, "/v1/chat/completions", True, {}),
-                Arm("proxy", port_ka, chat, False, auth, proxies[0].pid),
-                Arm("proxy-fresh", port_fresh, chat, False, auth, proxies[1].pid)]
         counter = [0]
 
         def make_body() -> bytes:
             return request_body(graph.model, counter, args.max_tokens, args.prompt_words)
+
+        probe = json.loads(make_body())
+        probe["stream"] = False
+        prompt_tokens = httpx.post(f"{graph.endpoint}/v1/chat/completions", json=probe, timeout=10
+                                   ).json()["usage"]["prompt_tokens"]
+        print(f"graph and proxies up in {time.monotonic() - began:.1f} s; {os.cpu_count()} cores; {args.rounds} "
+              f"rounds; {prompt_tokens}-token prompts, {args.max_tokens} output tokens; database "
+              f"{database.split(':', 1)[0]}")
+        auth = {"Authorization": f"Token {token}"}
+        chat = "/api/playground/bench/v1/chat/completions"
+        arms = [Arm("direct", graph.port, "/v1/chat/completions", False, {}),
+                Arm("direct-fresh", graph.port, "/v1/chat/completions", True, {}),
+                Arm("proxy", ports[0], chat, False, auth, proxies[0].pid),
+                Arm("proxy-lean", ports[1], chat, False, auth, proxies[1].pid),
+                Arm("proxy-lean-fresh", ports[2], chat, False, auth, proxies[2].pid)]
 
         plan = [(1, args.c1_requests), (16, args.c16_requests)]
         rng = random.Random(1)

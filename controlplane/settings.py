@@ -46,7 +46,9 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    "axes",
     "controlplane",
+    "audit",
     "graphs",
     "clusters",
     "playground",
@@ -63,7 +65,62 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes requires: it answers locked-out logins.
+    "axes.middleware.AxesMiddleware",
 ]
+
+AUTHENTICATION_BACKENDS = [
+    # Login throttling: after AXES_FAILURE_LIMIT failures for a username from one address, that
+    # pair is locked out for AXES_COOLOFF_TIME hours.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(env("AXES_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(env("AXES_COOLOFF_HOURS", "0.25"))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
+# Content Security Policy: scripts only from our own origin or with the per-request nonce;
+# no inline event handlers, no eval (htmx is configured accordingly in base.html).
+from csp.constants import NONCE, NONE, SELF  # noqa: E402
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+if env("CSP_REPORT_URI"):
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["report-uri"] = [env("CSP_REPORT_URI")]
+
+# Behind TLS (production): secure cookies, HSTS, redirect to https. The proxy in front of
+# the web process must set X-Forwarded-Proto.
+SECURE_TLS = env_bool("DJANGO_SECURE_TLS", not DEBUG)
+SESSION_COOKIE_SECURE = SECURE_TLS
+CSRF_COOKIE_SECURE = SECURE_TLS
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_SSL_REDIRECT = SECURE_TLS and env_bool("DJANGO_SSL_REDIRECT", True)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if SECURE_TLS else None
+SECURE_HSTS_SECONDS = int(env("DJANGO_HSTS_SECONDS", "31536000")) if SECURE_TLS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_TLS
+SECURE_HSTS_PRELOAD = SECURE_TLS
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 
 ROOT_URLCONF = "controlplane.urls"
 TEMPLATES = [

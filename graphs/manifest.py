@@ -125,7 +125,7 @@ def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, bet
             container["envFrom"] = env_from
         resources = extra.pop("resources", {})
         if service.gpus is not None:
-            resources.setdefault("limits", {})[GPU_RESOURCE] = str(service.gpus)
+            resources.setdefault("limits", {})[GPU_RESOURCE] = _quantity(service, "gpus", service.gpus)
         if resources:
             container["resources"] = resources
     container.update(extra)
@@ -155,11 +155,13 @@ def _render_alpha_service(service: Service, spec: GraphSpec, version: DynamoVers
         out["replicas"] = service.replicas
     resources = out.pop("resources", {})
     if service.gpus is not None:
-        resources.setdefault("limits", {})["gpu"] = str(service.gpus)
+        resources.setdefault("limits", {})["gpu"] = _quantity(service, "gpus", service.gpus)
     if resources:
         out["resources"] = resources
     if service.shared_memory is not None:
         out["sharedMemory"] = _alpha_shm(service.shared_memory, out.pop("sharedMemory", None))
+        if "size" in out["sharedMemory"]:
+            out["sharedMemory"]["size"] = _quantity(service, "shared_memory", service.shared_memory)
     if service.scaling_adapter:
         out["scalingAdapter"] = {"enabled": True}
     pod = copy.deepcopy(service.pod_extra)
@@ -172,6 +174,12 @@ def _render_alpha_service(service: Service, spec: GraphSpec, version: DynamoVers
     if service.pod_metadata:
         out["extraPodMetadata"] = copy.deepcopy(service.pod_metadata)
     return out
+
+
+def _quantity(service: Service, field: str, value: Any) -> Any:
+    if field in service.int_quantities and str(value).isdigit():
+        return int(value)
+    return str(value)
 
 
 def _alpha_shm(size: str, original: Any) -> dict[str, Any]:
@@ -189,7 +197,7 @@ def _render_beta_component(service: Service, spec: GraphSpec, version: DynamoVer
     if service.replicas is not None:
         out["replicas"] = service.replicas
     if service.shared_memory is not None:
-        out["sharedMemorySize"] = service.shared_memory
+        out["sharedMemorySize"] = _quantity(service, "shared_memory", service.shared_memory)
     if service.scaling_adapter:
         out.setdefault("scalingAdapter", {})
     pod_spec = copy.deepcopy(service.pod_extra)
@@ -322,6 +330,9 @@ def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
         if sub is not None:
             extra_alpha["subComponentType"] = sub
     resources = _mapping(raw.pop("resources", {}) or {}, f"spec.services.{path}.resources")
+    int_quantities = _int_quantities(resources.get("limits", {}).get("gpu"),
+                                     (raw.get("sharedMemory") or {}).get("size") if isinstance(raw.get("sharedMemory"),
+                                                                                               dict) else None)
     gpus = _pop_gpu(resources, "gpu", f"spec.services.{path}.resources.limits.gpu")
     if resources:
         extra_alpha["resources"] = resources
@@ -355,6 +366,7 @@ def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
         "hf_token_secret": raw.pop("envFromSecret", None),
         "env": raw.pop("envs", None) or [],
         "scaling_adapter": scaling_adapter,
+        "int_quantities": int_quantities,
         "pod_extra": pod,
         "pod_metadata": raw.pop("extraPodMetadata", None) or {},
         **_import_container(container),
@@ -416,6 +428,7 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
         else:
             rest.append(entry)
     resources = _mapping(container.pop("resources", {}) or {}, f"{path}.podTemplate.spec.containers[main].resources")
+    int_quantities = _int_quantities((resources.get("limits") or {}).get(GPU_RESOURCE), shm)
     gpus = _pop_gpu(resources, GPU_RESOURCE, f"{path}.podTemplate.spec.containers[main].resources.limits")
     fields = _import_container(container, take_env=True)
     extra_container = fields.pop("container_extra")
@@ -435,6 +448,7 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
         "hf_token_secret": secret,
         "scaling_adapter": scaling_adapter,
         "main_container_index": main_container_index,
+        "int_quantities": int_quantities,
         "pod_extra": pod,
         "pod_metadata": pod_metadata,
         "container_extra": extra_container,
@@ -457,6 +471,15 @@ def _import_container(container: dict[str, Any], *, take_env: bool = False) -> d
     container.pop("name", None)
     fields["container_extra"] = container
     return fields
+
+
+def _int_quantities(gpu: Any, shm: Any) -> list[str]:
+    out = []
+    if isinstance(gpu, int) and not isinstance(gpu, bool):
+        out.append("gpus")
+    if isinstance(shm, int) and not isinstance(shm, bool):
+        out.append("shared_memory")
+    return out
 
 
 def _pop_gpu(resources: dict[str, Any], key: str, path: str) -> int | None:

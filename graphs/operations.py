@@ -23,6 +23,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from audit.services import audit_record
+
 from .errors import OperationRefused, RuntimeFailure
 from .findings import Severity
 from .manifest import normalise_api_version, render
@@ -67,6 +69,8 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
                                           via=via, **fields)
     except IntegrityError:
         raise OperationRefused(f"{graph.name} already has an unfinished operation; wait for it to finish") from None
+    audit_record(actor=op.requested_by, via=via, action=f"operation.{kind}", target_type="graph", target=graph.name,
+                 before=op.before, after={**op.after, "operation": op.pk, "params": op.params})
     _enqueue(op)
     return op
 

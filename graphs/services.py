@@ -7,6 +7,8 @@ import difflib
 
 from django.db import IntegrityError, transaction
 
+from audit.services import audit_record
+
 from .errors import ManifestError
 from .findings import Finding, Severity
 from .manifest import V1BETA1, import_manifest, normalise_api_version, render
@@ -40,7 +42,7 @@ def _refuse_structural(spec: GraphSpec) -> None:
 
 @transaction.atomic
 def graph_create(*, spec: GraphSpec, user=None, description: str = "", message: str = "",
-                 source_yaml: str = "", source_api_version: str = "") -> Graph:
+                 source_yaml: str = "", source_api_version: str = "", via: str = "ui") -> Graph:
     _refuse_structural(spec)
     if Graph.objects.filter(name=spec.name).exists():
         raise GraphConflict(f"a graph named {spec.name!r} already exists")
@@ -55,12 +57,14 @@ def graph_create(*, spec: GraphSpec, user=None, description: str = "", message: 
     )
     Graph.objects.filter(pk=graph.pk).update(head=revision)
     graph.head = revision
+    audit_record(actor=user, via=via, action="graph.create", target_type="graph", target=graph.name,
+                 after={"revision": 1, "spec": revision.spec}, message=revision.message)
     return graph
 
 
 @transaction.atomic
 def graph_update(*, graph: Graph, spec: GraphSpec, user=None, message: str = "", expected_head: int | None = None,
-                 source_yaml: str = "", source_api_version: str = "") -> Revision:
+                 source_yaml: str = "", source_api_version: str = "", via: str = "ui") -> Revision:
     """A new revision. ``expected_head`` guards against overwriting someone else's edit."""
     if spec.name != graph.name:
         raise ManifestError([Finding(Severity.ERROR, "rename", "metadata.name",
@@ -78,11 +82,14 @@ def graph_update(*, graph: Graph, spec: GraphSpec, user=None, message: str = "",
     )
     Graph.objects.filter(pk=graph.pk).update(head=revision)
     graph.head = revision
+    audit_record(actor=user, via=via, action="graph.update", target_type="graph", target=graph.name,
+                 before={"revision": head.number, "spec": head.spec} if head else None,
+                 after={"revision": number, "spec": revision.spec}, message=revision.message)
     return revision
 
 
 def graph_import(*, obj: dict, user=None, text: str = "", dynamo_version: str | None = None,
-                 message: str = "") -> tuple[Graph, Revision, Report]:
+                 message: str = "", via: str = "ui") -> tuple[Graph, Revision, Report]:
     """Create a graph from a manifest, or add a revision when the graph exists. Nothing is
     stored when the manifest has structural errors."""
     report = validate_manifest(obj, dynamo_version=dynamo_version)
@@ -96,18 +103,21 @@ def graph_import(*, obj: dict, user=None, text: str = "", dynamo_version: str | 
     existing = Graph.objects.filter(name=spec.name).first()
     if existing is None:
         graph = graph_create(spec=spec, user=user, message=message or "imported", source_yaml=text,
-                             source_api_version=api_version)
+                             source_api_version=api_version, via=via)
         return graph, graph.head, report
     revision = graph_update(graph=existing, spec=spec, user=user, message=message or "imported",
-                            source_yaml=text, source_api_version=api_version)
+                            source_yaml=text, source_api_version=api_version, via=via)
     return existing, revision, report
 
 
 @transaction.atomic
-def graph_delete(*, graph: Graph, user=None) -> None:
+def graph_delete(*, graph: Graph, user=None, via: str = "ui") -> None:
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment is not None and deployment.active:
         raise GraphConflict(f"{graph.name} is deployed: delete its deployment first")
+    audit_record(actor=user, via=via, action="graph.delete", target_type="graph", target=graph.name,
+                 before={"revision": graph.head.number if graph.head else None,
+                         "spec": graph.head.spec if graph.head else None})
     Graph.objects.filter(pk=graph.pk).update(head=None)
     graph.delete()
 

@@ -79,6 +79,9 @@ class Service(BaseModel):
     # Where the main container sits in podTemplate.spec.containers (v1beta1); None when the
     # component has no container named "main" (then image/command/args stay unset).
     main_container_index: int | None = 0
+    # Quantities written as YAML integers (gpu: 1, sharedMemorySize: 17179869184) rather than
+    # strings: re-emitted as integers while the modelled value is unchanged.
+    int_quantities: list[Literal["gpus", "shared_memory"]] = Field(default_factory=list)
     container_extra: dict[str, Any] = Field(default_factory=dict)
     pod_extra: dict[str, Any] = Field(default_factory=dict)
     pod_metadata: dict[str, Any] = Field(default_factory=dict)

@@ -104,10 +104,11 @@ class Resolution:
 
 
 def resolution(window: int, scrape_interval: int, now: float) -> Resolution:
-    """Step and rate window for a chart ending now. The range ends on a step boundary, so that
-    every viewer in the same step asks the same question (and shares one cached answer)."""
+    """Step and rate window for a chart ending now. The range ends on a scrape boundary, so
+    that every viewer within one scrape interval asks the same question (and shares one cached
+    answer), and the newest point is never more than one scrape old."""
     step = promql.step_seconds(window, scrape_interval)
-    end = int(now // step * step)
+    end = int(now // scrape_interval * scrape_interval)
     start = end - (window // step) * step
     return Resolution(window, step, promql.rate_window_seconds(step, scrape_interval), start, end)
 

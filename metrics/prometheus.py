@@ -194,10 +194,8 @@ def _cached(key_parts: list, ttl: float, fetch: Callable[[], T], *, url: str) ->
         cache.delete(lock)
 
 
-def _ttl(step: int | None = None) -> float:
-    base = float(settings.PROMETHEUS_CACHE_SECONDS)
-    # A range ending on a step boundary repeats until the next boundary: keep it that long.
-    return max(base, min(step or 0, 300))
+def _ttl() -> float:
+    return float(settings.PROMETHEUS_CACHE_SECONDS)
 
 
 # ------------------------------------------------------------------ the calls
@@ -222,7 +220,7 @@ def query_range(promql: str, *, url: str, start: int, end: int, step: int) -> li
             step=str(step), params=p, timeout=t))
         return [Series(dict(r["metric"]), [(round(float(ts)), _number(v)) for ts, v in r["values"]]) for r in raw]
 
-    return _cached(["range", url, promql, start, end, step], _ttl(step), fetch, url=url)
+    return _cached(["range", url, promql, start, end, step], _ttl(), fetch, url=url)
 
 
 def label_values(label: str, *, url: str, match: str) -> list[str]:

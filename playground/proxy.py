@@ -38,6 +38,7 @@ def error_body(kind: str, message: str, status: int) -> dict:
 
 def error_response(status: int, kind: str, message: str, **headers: str) -> JsonResponse:
     response = JsonResponse(error_body(kind, message, status), status=status)
+    response["X-Content-Type-Options"] = "nosniff"
     for name, value in headers.items():
         response[name.replace("_", "-")] = value
     return response
@@ -167,6 +168,10 @@ async def chat_completions(request, graph: str):
     started = time.perf_counter()
     if request.method != "POST":
         return error_response(405, "method_not_allowed", "POST a chat completion request", Allow="POST")
+    if settings.SECURE_SSL_REDIRECT and not request.is_secure():
+        # SecurityMiddleware would redirect; playground.asgi runs without it, and a POST
+        # cannot follow a redirect with its body anyway.
+        return error_response(403, "https_required", "use https")
     limit = settings.PLAYGROUND_MAX_PROMPT_BYTES
     try:
         declared = int(request.headers.get("Content-Length") or 0)
@@ -214,6 +219,7 @@ async def chat_completions(request, graph: str):
         await _cleanup(upstream_response, admission.user_id)
         response = HttpResponse(content, status=upstream_response.status_code, content_type=content_type)
     response["Server-Timing"] = _server_timing((sent - started) + (time.perf_counter() - answered), answered - sent)
+    response["X-Content-Type-Options"] = "nosniff"  # SecurityMiddleware's, which playground.asgi skips
     return response
 
 

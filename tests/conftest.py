@@ -28,6 +28,13 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _no_login_throttling(settings):
+    """Django's test client logs in without a request, which django-axes cannot throttle;
+    tests/test_security.py turns throttling back on where it is the subject."""
+    settings.AXES_ENABLED = False
+
+
 @pytest.fixture
 def reference_dir() -> Path:
     return REFERENCE_DIR

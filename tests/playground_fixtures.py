@@ -35,13 +35,17 @@ def free_port() -> int:
 
 
 class AsgiServer:
-    """controlplane.asgi under uvicorn on a free loopback port, in a thread."""
+    """An ASGI application (``module:attribute``) under uvicorn on a free loopback port, in a
+    thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, app: str = "controlplane.asgi:application") -> None:
+        import importlib
+
         import uvicorn
 
-        from controlplane.asgi import application
-
+        module, _, attribute = app.partition(":")
+        application = getattr(importlib.import_module(module), attribute)
+        self.app = app
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning",
@@ -82,9 +86,22 @@ class AsgiServer:
         self.thread.join(timeout=10)
 
 
+# The project's entry point (the full middleware stack) and playground.asgi (the chat endpoint
+# outside it): every proxy test runs against both.
+ENTRY_POINTS = ["controlplane.asgi:application", "playground.asgi:application"]
+
+
+@pytest.fixture(scope="session", params=ENTRY_POINTS, ids=["controlplane-asgi", "playground-asgi"])
+def asgi_server(request, django_db_setup) -> Iterator[AsgiServer]:
+    server = AsgiServer(request.param).start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
-def asgi_server(django_db_setup) -> Iterator[AsgiServer]:
-    server = AsgiServer().start()
+def routed_server(django_db_setup) -> Iterator[AsgiServer]:
+    """playground.asgi only: pages through the middleware stack, the chat endpoint outside it."""
+    server = AsgiServer("playground.asgi:application").start()
     yield server
     server.stop()
 

@@ -14,7 +14,7 @@ from graphs.errors import OperationRefused, RuntimeFailure
 from graphs.models import Deployment, Operation
 from graphs.services import graph_update
 from graphs.specio import spec_from_data
-from tests.k8s_fixtures import CLUSTER, NS, apply, dgd_path, make_graph, run, scale
+from tests.k8s_helpers import CLUSTER, NS, apply, dgd_path, make_graph, run, scale
 
 pytestmark = pytest.mark.django_db
 pytest_plugins = ["tests.k8s_fixtures"]
@@ -226,7 +226,7 @@ def test_transient_errors_are_retried_then_succeed(cluster, kube, status):
     kube.inject("PATCH", dgd_path(), status, times=2, retry_after=1 if status == 429 else None)
     op = apply(graph)
     assert op.state == "succeeded", op.result
-    assert [r.status for r in kube.find_requests("PATCH", dgd_path())] == [status, status, 200]
+    assert [r.status for r in kube.find_requests("PATCH", dgd_path())] == [status, status, 201]
 
 
 def test_a_dropped_connection_mid_apply_is_retried(cluster, kube):
@@ -234,7 +234,7 @@ def test_a_dropped_connection_mid_apply_is_retried(cluster, kube):
     kube.inject("PATCH", dgd_path(), drop=True)
     op = apply(graph)
     assert op.state == "succeeded", op.result
-    assert [r.status for r in kube.find_requests("PATCH", dgd_path())] == [-1, 200]
+    assert [r.status for r in kube.find_requests("PATCH", dgd_path())] == [-1, 201]
     assert _dgd(kube) is not None
 
 
@@ -285,10 +285,10 @@ def test_an_unreachable_cluster_fails_fast_and_transiently(cluster, kube):
 # -- the one-module rule ----------------------------------------------------------------------------
 def test_only_one_product_module_imports_the_kubernetes_client():
     importers = set()
-    for path in ROOT.rglob("*.py"):
+    tops = [p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")
+            and p.name not in ("tests", "var", "node_modules", "staticfiles")]
+    for path in [*ROOT.glob("*.py"), *(f for top in tops for f in top.rglob("*.py"))]:
         rel = path.relative_to(ROOT)
-        if rel.parts[0] in ("tests", ".venv", "var", "node_modules") or rel.parts[0].startswith("."):
-            continue
         for node in ast.walk(ast.parse(path.read_text(), str(rel))):
             names = []
             if isinstance(node, ast.Import):

@@ -403,7 +403,6 @@ def test_a_component_without_a_container_named_main_gets_no_empty_container_adde
     assert render(import_manifest(copy.deepcopy(original)), V1BETA1) == original
 
 
-@pytest.mark.xfail(strict=True, reason="product bug: integer quantities come back as strings")
 def test_integer_quantities_keep_their_type_through_a_round_trip():
     original = load(REFERENCE / "dgd-templates-1.6.1" / "vllm-disagg.yaml")
     original["spec"]["components"][1]["sharedMemorySize"] = 17179869184

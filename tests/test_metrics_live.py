@@ -240,6 +240,13 @@ def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, 
     up = use_prometheus.wait_for('up{graph="live"}', lambda r: len(r) == 3 and all(x["value"][1] == "1" for x in r))
     assert {x["metric"]["pool"] for x in up} == {"frontend", "prefill", "decode"}
 
+    # One request first, so that the histogram series exist (a frontend exports them from its
+    # first observation on) and Prometheus holds a baseline sample equal to `before`: the
+    # window's increase is then exactly the traffic below.
+    chat(dynamo_graph.endpoint, dynamo_graph.model)
+    warm = histograms(metrics_page(dynamo_graph.endpoint))[promql.TTFT][float("inf")]
+    use_prometheus.wait_for(f'count_over_time({promql.TTFT}_count{{graph="live"}}[1m]) >= 2 and '
+                            f'{promql.TTFT}_count{{graph="live"}} == {warm}', lambda r: len(r) == 1)
     before = histograms(metrics_page(dynamo_graph.endpoint))
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda _: chat(dynamo_graph.endpoint, dynamo_graph.model), range(24)))
@@ -252,7 +259,6 @@ def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, 
     response = client_for("viewer").get("/metrics/graphs/live/chart/?window=15m")
     assert response.status_code == 200
     data = response.json()
-    import pprint; pprint.pprint({k: v for k, v in data.items() if k != "timestamps"}); print(use_prometheus.query('dynamo_frontend_time_to_first_token_seconds_count'), use_prometheus.query('up'))
     assert data["state"] == "ok", data["message"]
     assert data["summary"]["targets"]["up"] == 3
     for metric, name in ((promql.TTFT, "ttft"), (promql.ITL, "itl")):

@@ -64,13 +64,14 @@ def test_every_window_from_15m_to_7d_stays_under_300_points_and_covers_4_scrapes
     assert len(res.timestamps) <= 300
     assert res.rate_window >= 4 * scrape
     assert res.rate_window >= 2 * res.step  # consecutive points overlap: no sample falls between
-    assert res.end % res.step == 0 and res.end <= 1_800_000_123.4
+    assert res.end % scrape == 0 and 0 <= 1_800_000_123.4 - res.end < scrape  # at most one scrape old
     assert res.timestamps[-1] == res.end and res.end - res.start <= window
 
 
-def test_two_viewers_in_the_same_step_ask_the_same_range():
-    a, b = resolution(3600, 5, now=1_800_000_001), resolution(3600, 5, now=1_800_000_014)
+def test_viewers_within_one_scrape_interval_ask_the_same_range():
+    a, b = resolution(3600, 5, now=1_800_000_000.2), resolution(3600, 5, now=1_800_000_004.9)
     assert (a.start, a.end, a.step) == (b.start, b.end, b.step)
+    assert resolution(3600, 5, now=1_800_000_005).end == a.end + 5
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("15m", 900), ("1h", 3600), ("36h", 129600), ("7d", 604800),

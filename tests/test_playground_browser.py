@@ -20,7 +20,7 @@ from playground.timing import summarise
 from tests.conftest import PASSWORD
 from tests.playground_fixtures import (  # noqa: F401
     _fresh_limits,
-    asgi_server,
+    routed_server,
     chat_graph,
     dynamo_graph,
     gauges,
@@ -93,10 +93,10 @@ def own_problems(page) -> list[str]:
     return [p for p in page.problems if HTMX_INDICATOR_STYLE not in p]
 
 
-def test_a_reply_streams_in_with_its_timings_and_the_conversation_reopens(asgi_server, dynamo_graph, chat_graph,
+def test_a_reply_streams_in_with_its_timings_and_the_conversation_reopens(routed_server, dynamo_graph, chat_graph,
                                                                           users, browser):
-    page = open_page(browser, asgi_server, users)
-    page.goto(asgi_server.url + "/playground/")
+    page = open_page(browser, routed_server, users)
+    page.goto(routed_server.url + "/playground/")
     page.fill('input[name="max_tokens"]', "150")
     page.fill('textarea[name="system_prompt"]', "Be brief.")
     # Record the reply's text length as it changes, with the time, from the page itself.
@@ -136,14 +136,14 @@ def test_a_reply_streams_in_with_its_timings_and_the_conversation_reopens(asgi_s
     reply.get_by_role("button", name="Copy as curl").click()
     curl = page.evaluate("navigator.clipboard.readText()")
     argv = shlex.split(curl.replace("\\\n", " "))
-    assert argv[:3] == ["curl", "-N", f"{asgi_server.url}/api/playground/pg-test/v1/chat/completions"]
+    assert argv[:3] == ["curl", "-N", f"{routed_server.url}/api/playground/pg-test/v1/chat/completions"]
     sent = json.loads(argv[argv.index("-d") + 1])
     assert sent["max_tokens"] == 150 and sent["messages"][0] == {"role": "system", "content": "Be brief."}
     assert sent["nvext"] == {"extra_fields": ["worker_id", "timing"]}
     reply.get_by_role("button", name="Copy as Python").click()
     python = page.evaluate("navigator.clipboard.readText()")
     compile(python, "<snippet>", "exec")
-    assert "base_url=" + json.dumps(f"{asgi_server.url}/api/playground/pg-test/v1") in python
+    assert "base_url=" + json.dumps(f"{routed_server.url}/api/playground/pg-test/v1") in python
 
     page.get_by_role("button", name="Keep conversation").click()
     page.wait_for_url(re.compile(r"\?c=\d+$"))
@@ -162,10 +162,10 @@ def test_a_reply_streams_in_with_its_timings_and_the_conversation_reopens(asgi_s
     assert own_problems(page) == []
 
 
-def test_stop_cancels_the_frontends_request_within_half_a_second(asgi_server, dynamo_graph, chat_graph, users,
+def test_stop_cancels_the_frontends_request_within_half_a_second(routed_server, dynamo_graph, chat_graph, users,
                                                                  browser):
-    page = open_page(browser, asgi_server, users)
-    page.goto(asgi_server.url + "/playground/")
+    page = open_page(browser, routed_server, users)
+    page.goto(routed_server.url + "/playground/")
     page.fill('input[name="max_tokens"]', "3000")
     page.fill('textarea[name="prompt"]', "Go on and on.")
     page.get_by_role("button", name="Send").click()
@@ -181,10 +181,10 @@ def test_stop_cancels_the_frontends_request_within_half_a_second(asgi_server, dy
     assert own_problems(page) == []
 
 
-def test_side_by_side_shows_both_graphs_replies_and_timings(asgi_server, dynamo_graph, chat_graph, users, browser):
+def test_side_by_side_shows_both_graphs_replies_and_timings(routed_server, dynamo_graph, chat_graph, users, browser):
     make_graph("pg-test-b", dynamo_graph.model, dynamo_graph.endpoint, user=users["admin"])
-    page = open_page(browser, asgi_server, users)
-    page.goto(asgi_server.url + "/playground/compare/")
+    page = open_page(browser, routed_server, users)
+    page.goto(routed_server.url + "/playground/compare/")
     assert page.locator('[data-column="a"] select').input_value() == "pg-test"
     assert page.locator('[data-column="b"] select').input_value() == "pg-test-b"
     page.fill('input[name="max_tokens"]', "20")
@@ -200,9 +200,9 @@ def test_side_by_side_shows_both_graphs_replies_and_timings(asgi_server, dynamo_
     assert own_problems(page) == []
 
 
-def test_the_browser_computes_timings_exactly_as_python_does(asgi_server, users, browser):
-    page = open_page(browser, asgi_server, users)
-    page.goto(asgi_server.url + "/playground/conversations/")
+def test_the_browser_computes_timings_exactly_as_python_does(routed_server, users, browser):
+    page = open_page(browser, routed_server, users)
+    page.goto(routed_server.url + "/playground/conversations/")
     rng = random.Random(7)
     cases = [(0.0, [], None, 5.0), (0.0, [12.5], 1, None), (3.0, [30.0, 31.0, 37.0, 43.0, 49.0], 6, 60.0)]
     for _ in range(5):

@@ -154,6 +154,7 @@ def test_proxied_responses_carry_server_timing(asgi_server, dynamo_graph, chat_g
         assert response.status_code == 200
         metrics = dict(part.strip().split(";dur=") for part in response.headers["server-timing"].split(","))
         assert float(metrics["proxy"]) >= 0 and float(metrics["upstream"]) > 0
+        assert response.headers["x-content-type-options"] == "nosniff"
     assert whole.json()["object"] == "chat.completion"
     assert whole.json()["usage"]["completion_tokens"] == 2
 
@@ -241,3 +242,29 @@ def test_a_stall_mid_stream_ends_with_an_error_event_after_the_idle_timeout(asgi
     # Every relayed event is whole: the error event stands on its own.
     assert all(block.startswith(b"data: ") for block in raw.strip(b"\n").split(b"\n\n"))
     wait_for(lambda: all(v == 0 for v in gauges(dynamo_graph.endpoint).values()), timeout=5)
+
+
+def test_a_browser_session_chats_with_its_csrf_token_and_not_without(asgi_server, dynamo_graph, chat_graph, users):
+    """Session auth on the streaming path is the view's own (playground.asgi runs it without
+    the session, auth or CSRF middleware): cookie plus CSRF token, as the page sends them."""
+    from django.conf import settings
+    from django.test import Client
+
+    from tests.conftest import PASSWORD
+
+    browser = Client()
+    assert browser.login(username="operator", password=PASSWORD)
+    browser.get("/playground/")
+    cookies = {settings.SESSION_COOKIE_NAME: browser.cookies[settings.SESSION_COOKIE_NAME].value,
+               settings.CSRF_COOKIE_NAME: browser.cookies[settings.CSRF_COOKIE_NAME].value}
+    url = asgi_server.url + CHAT.format(graph="pg-test")
+    body = chat_body(dynamo_graph.model, max_tokens=2)
+    with httpx.Client(timeout=30, cookies=cookies) as client:
+        refused = client.post(url, json=body)
+        assert refused.status_code == 403 and refused.json()["error"]["type"] == "csrf_failed"
+        forged = client.post(url, json=body, headers={"X-CSRFToken": "x" * 32})
+        assert forged.status_code == 403
+        accepted = client.post(url, json=body, headers={"X-CSRFToken": cookies[settings.CSRF_COOKIE_NAME]})
+        assert accepted.status_code == 200 and accepted.text.endswith("data: [DONE]\n\n")
+    with httpx.Client(timeout=30, cookies={settings.SESSION_COOKIE_NAME: "not-a-session"}) as client:
+        assert client.post(url, json=body).status_code == 401

@@ -53,7 +53,7 @@ class GraphViewSet(viewsets.ModelViewSet):
     def create(self, request, *args, **kwargs):
         data = s.GraphCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        graph = services.graph_create(spec=data.validated_data["spec"], user=request.user,
+        graph = services.graph_create(spec=data.validated_data["spec"], user=request.user, via=_via(request),
                                       description=data.validated_data["description"],
                                       message=data.validated_data["message"])
         return self._spec_response(graph, status.HTTP_201_CREATED)
@@ -63,13 +63,13 @@ class GraphViewSet(viewsets.ModelViewSet):
         graph = self.get_object()
         data = s.GraphUpdateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        services.graph_update(graph=graph, spec=data.validated_data["spec"], user=request.user,
+        services.graph_update(graph=graph, spec=data.validated_data["spec"], user=request.user, via=_via(request),
                               message=data.validated_data["message"],
                               expected_head=data.validated_data.get("expected_revision"))
         return self._spec_response(graph)
 
     def destroy(self, request, *args, **kwargs):
-        services.graph_delete(graph=self.get_object(), user=request.user)
+        services.graph_delete(graph=self.get_object(), user=request.user, via=_via(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _revision(self, graph: Graph, number: int | None) -> Revision:
@@ -166,7 +166,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         existed = Graph.objects.filter(name=(obj.get("metadata") or {}).get("name") if isinstance(obj, dict)
                                        and isinstance(obj.get("metadata"), dict) else None).exists()
         graph, _revision, _report = services.graph_import(
-            obj=obj, user=request.user, text=text, dynamo_version=_version_param(request))
+            obj=obj, user=request.user, text=text, dynamo_version=_version_param(request), via=_via(request))
         return self._spec_response(graph, status.HTTP_200_OK if existed else status.HTTP_201_CREATED)
 
     @extend_schema(request=s.FromTemplateSerializer, responses={201: s.GraphDetailSerializer})
@@ -186,7 +186,7 @@ class GraphViewSet(viewsets.ModelViewSet):
             )
         except ValueError as exc:
             raise ValidationError({"detail": str(exc)}) from None
-        graph = services.graph_create(spec=spec, user=request.user, description=v["description"],
+        graph = services.graph_create(spec=spec, user=request.user, description=v["description"], via=_via(request),
                                       message=f"created from template {v['template']}")
         return self._spec_response(graph, status.HTTP_201_CREATED)
 

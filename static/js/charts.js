@@ -1,7 +1,8 @@
 // Latency and load charts of the metrics panel (templates/metrics/_graph_panel.html).
-// The panel loads this file itself (htmx runs the script tags of what it swaps in), so a
-// second load only looks for new panels. uPlot is loaded on first use from the panel's
-// data-uplot URL. No inline scripts or handlers: the pages run under a strict CSP.
+// The page loads this file and uPlot (templates/metrics/_graph_panel_include.html); the panel
+// arrives later by htmx, and is set up on htmx:load. Should uPlot be missing, it is loaded
+// from the panel's data-uplot URL. No inline scripts or handlers: the pages run under a
+// strict CSP, and htmx does not run scripts in what it swaps in.
 (function () {
   "use strict";
   if (window.DynamoCharts) {

@@ -125,7 +125,7 @@ class Command(BaseCommand):
 
     def do_import(self, file, dynamo_version=None, message="", **opts):
         obj, text = self._read(file)
-        graph, revision, report = services.graph_import(obj=obj, user=self.user, text=text,
+        graph, revision, report = services.graph_import(obj=obj, user=self.user, text=text, via="cli",
                                                         dynamo_version=self._version(dynamo_version),
                                                         message=message)
         self._findings([f for f in report.findings if f.severity != Severity.INFO])

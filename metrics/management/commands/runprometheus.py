@@ -41,7 +41,7 @@ class Command(BaseCommand):
                 "(Debian/Ubuntu: apt-get install prometheus) or set PROMETHEUS_BINARY to its path. "
                 "Without it the graph pages show no latency charts; everything else works.")
         config = localprom.write_config(dir, scrape_interval=scrape_interval)
-        localprom.sync_targets(dir)
+        self._sync(dir)
         storage = localprom.prometheus_dir(dir) / "data"
         storage.mkdir(parents=True, exist_ok=True)
         argv = localprom.server_argv(binary, config=config, port=port, storage=storage, retention=retention)
@@ -61,13 +61,16 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, forward)
         while proc.poll() is None:
             if stop["signal"] is None:
-                try:
-                    close_old_connections()
-                    localprom.sync_targets(dir)
-                except Exception as exc:  # a locked SQLite file must not stop the scraping
-                    self.stderr.write(f"could not refresh scrape targets: {exc}")
+                self._sync(dir)
             deadline = time.monotonic() + SYNC_SECONDS
             while proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.2)
         if stop["signal"] is None and proc.returncode:
             raise CommandError(f"prometheus exited with status {proc.returncode}")
+
+    def _sync(self, directory: str) -> None:
+        try:
+            close_old_connections()
+            localprom.sync_targets(directory)
+        except Exception as exc:  # a locked or unmigrated database must not stop the scraping
+            self.stderr.write(f"could not refresh the scrape targets: {exc}")

@@ -1,0 +1,222 @@
+"""The cluster watchers feed the status cache from the emulator over real HTTP: DGD state,
+pods found by the operator's labels, events, the GPU-shortage diagnosis, a 410 relist, an
+unreachable cluster; and the graph page shows it all while reading only the database."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from clusters.models import Cluster
+from graphs import operations
+from graphs.diagnosis import diagnose
+from graphs.models import Deployment, Event, Pod
+from graphs.runtimes.kubewatch import ClusterWatcher
+from tests.k8s_emulator import UNSCHEDULABLE_MESSAGE
+from tests.k8s_helpers import NS, apply, make_graph, run, scale
+
+pytestmark = pytest.mark.django_db
+pytest_plugins = ["tests.k8s_fixtures"]
+
+SHM_64MI = 64 * 2**20
+
+
+@pytest.fixture
+def watcher(cluster):
+    return ClusterWatcher(cluster.pk)
+
+
+def _pods(graph) -> dict[str, Pod]:
+    return {p.name: p for p in Pod.objects.filter(deployment__graph=graph)}
+
+
+def _by_service(graph) -> dict[str, list[Pod]]:
+    out: dict[str, list[Pod]] = {}
+    for pod in Pod.objects.filter(deployment__graph=graph):
+        out.setdefault(pod.service, []).append(pod)
+    return out
+
+
+def test_a_listing_fills_pods_state_and_freshness(cluster, kube, watcher):
+    kube.add_node("node-1", gpus=8)
+    graph = make_graph()
+    apply(graph)
+    assert watcher.watch_once(timeout=0) is True
+    dep = Deployment.objects.get(graph=graph)
+    assert dep.state == "ready", dep.message
+    assert dep.message.startswith("Ready=True (all_resources_are_ready)")
+    assert dep.observed_at is not None and dep.observed_generation == dep.generation
+    assert dep.endpoint == f"http://g-frontend.{NS}.svc.cluster.local:8000"
+    pods = _by_service(graph)
+    assert {s: len(p) for s, p in pods.items()} == {"Frontend": 1, "prefill": 1, "decode": 1}
+    decode = pods["decode"][0]
+    assert (decode.role, decode.phase, decode.ready, decode.node, decode.gpus) == ("decode", "Running", True,
+                                                                                   "node-1", 1)
+    assert decode.shm_bytes == SHM_64MI  # the fake operator mounts no shared-memory volume
+    assert decode.started_at is not None
+    assert pods["Frontend"][0].role == "frontend"
+    cluster.refresh_from_db()
+    assert (cluster.reachable, cluster.gpu_allocatable, cluster.gpu_free) == (True, 8, 6)
+    assert cluster.watched_at is not None
+    pod_lists = kube.find_requests("GET", rf"/namespaces/{NS}/pods$")
+    assert pod_lists[0].param("labelSelector") == "nvidia.com/dynamo-graph-deployment-name"
+
+
+def test_watch_events_update_pods_state_and_events(cluster, kube, watcher):
+    graph = make_graph()
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    decode = next(p for p in kube.list_objects("pods", NS) if p["metadata"]["labels"][
+        "nvidia.com/dynamo-component"] == "decode")
+    name = decode["metadata"]["name"]
+    kube.set_pod(name, namespace=NS, dgd="g", component="decode", component_type="decode",
+                 waiting_reason="ImagePullBackOff", image="nvcr.io/nvidia/ai-dynamo/vllm-runtime:9.9.9")
+    kube.add_event(kube.get("pods", name, namespace=NS), "Failed", 'Failed to pull image "vllm-runtime:9.9.9"')
+    assert watcher.watch_once(timeout=1) is True
+    watches = [r for r in kube.find_requests("GET", rf"/namespaces/{NS}/") if r.param("watch") == "true"]
+    assert {r.path.rsplit("/", 1)[1] for r in watches} == {"dynamographdeployments", "pods", "events"}
+    assert all(r.param("resourceVersion") not in (None, "0") for r in watches)
+    pod = _pods(graph)[name]
+    assert (pod.phase, pod.reason, pod.ready) == ("ImagePullBackOff", "ImagePullBackOff", False)
+    assert 'Back-off pulling image "nvcr.io/nvidia/ai-dynamo/vllm-runtime:9.9.9"' in pod.message
+    dep = Deployment.objects.get(graph=graph)
+    assert dep.state == "degraded", dep.message  # the frontend still serves
+    assert "pods_not_ready" in dep.message
+    event = Event.objects.get(graph=graph, reason="Failed")
+    assert (event.object, event.type) == (name, "Warning")
+    titles = [d.title for d in diagnose(dep, list(Pod.objects.filter(deployment=dep)))]
+    assert f"{name} cannot pull its image" in titles
+    watcher.watch_once(timeout=0)
+    assert Event.objects.filter(graph=graph, reason="Failed").count() == 1  # not duplicated
+
+
+def test_a_pending_gpu_worker_is_diagnosed_with_the_free_gpus(cluster, kube, watcher, client_for):
+    kube.add_node("node-1", gpus=1)  # taken by the prefill worker
+    kube.operator.pod_overrides["decode"] = {"unschedulable": True}
+    graph = make_graph(gpus=1)
+    apply(graph)
+    kube.add_event({"kind": "Pod", "name": next(p["metadata"]["name"] for p in kube.list_objects("pods", NS)
+                                                if "decode" in p["metadata"]["name"]), "namespace": NS},
+                   "FailedScheduling", UNSCHEDULABLE_MESSAGE)
+    watcher.watch_once(timeout=0)
+    cluster.refresh_from_db()
+    assert (cluster.gpu_allocatable, cluster.gpu_free) == (1, 0)
+    pod = _by_service(graph)["decode"][0]
+    assert (pod.phase, pod.reason, pod.message, pod.gpus, pod.node) == (
+        "Pending", "Unschedulable", UNSCHEDULABLE_MESSAGE, 1, "")
+    dep = Deployment.objects.get(graph=graph)
+    assert dep.state == "degraded" and "insufficient_capacity" in dep.message
+    [shortage] = [d for d in diagnose(dep, list(Pod.objects.filter(deployment=dep))) if "GPUs" in d.title]
+    assert "It asks for 1 GPUs, the nodes have 0 free: lower the replicas or add GPU nodes." in shortage.detail
+    page = client_for("viewer").get(f"/graphs/{graph.name}/")
+    text = page.content.decode()
+    assert "the nodes have 0 free: lower the replicas or add GPU nodes" in text
+    assert pod.name in text and "Unschedulable" in text
+    assert Event.objects.filter(graph=graph, reason="FailedScheduling").exists()
+
+
+def test_crash_loops_keep_their_last_log_lines(cluster, kube, watcher):
+    kube.operator.pod_overrides["prefill"] = {"waiting_reason": "CrashLoopBackOff"}
+    graph = make_graph()
+    apply(graph)
+    name = next(p["metadata"]["name"] for p in kube.list_objects("pods", NS) if "prefill" in p["metadata"]["name"])
+    kube.set_pod_log(name, "loading model\nRuntimeError: CUDA out of memory\n", namespace=NS)
+    watcher.watch_once(timeout=0)
+    pod = _pods(graph)[name]
+    assert (pod.phase, pod.restarts) == ("CrashLoopBackOff", 5)
+    assert "CUDA out of memory" in pod.last_log
+    assert "(last exit code 1: Error)" in pod.message
+    dep = Deployment.objects.get(graph=graph)
+    [crash] = [d for d in diagnose(dep, list(Pod.objects.filter(deployment=dep))) if "crash-looping" in d.title]
+    assert "CUDA out of memory" in crash.log
+    logs = [r for r in kube.find_requests("GET", rf"/pods/{name}/log$")]
+    assert logs[0].param("previous") == "true" and logs[0].param("container") == "main"
+
+
+def test_shared_memory_comes_from_the_pods_volume(cluster, kube, watcher):
+    graph = make_graph()
+    apply(graph)
+    pod = next(p for p in kube.list_objects("pods", NS) if "decode" in p["metadata"]["name"])
+    pod["spec"]["volumes"] = [{"name": "shared-memory", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "shared-memory", "mountPath": "/dev/shm"}]
+    kube.put(pod)
+    watcher.watch_once(timeout=0)
+    pods = _by_service(graph)
+    assert pods["decode"][0].shm_bytes == 16 * 2**30
+    assert pods["prefill"][0].shm_bytes == SHM_64MI
+    dep = Deployment.objects.get(graph=graph)
+    warnings = [d.title for d in diagnose(dep, list(Pod.objects.filter(deployment=dep)))]
+    assert any("prefill" in t and "64 MB default /dev/shm" in t for t in warnings)
+    assert not any("decode" in t and "/dev/shm" in t for t in warnings)
+
+
+def test_a_scale_and_a_delete_reach_the_cache_through_the_watch(cluster, kube, watcher):
+    graph = make_graph()
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    scale(graph, "decode", 3)
+    watcher.watch_once(timeout=1)
+    assert len(_by_service(graph)["decode"]) == 3
+    assert Deployment.objects.get(graph=graph).state == "ready"
+    run(operations.request_delete(graph=graph))
+    watcher.watch_once(timeout=1)
+    dep = Deployment.objects.get(graph=graph)
+    assert (dep.state, dep.active) == ("not_deployed", False)
+    assert not Pod.objects.filter(deployment=dep).exists()
+
+
+def test_an_expired_watch_lists_again(cluster, kube, watcher):
+    graph = make_graph()
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    stale = watcher.views[NS].versions["pods"]
+    extra = next(p for p in kube.list_objects("pods", NS) if "prefill" in p["metadata"]["name"])
+    kube.delete_object("pods", extra["metadata"]["name"], namespace=NS)  # the operator recreates it
+    kube.expire_history()
+    kube.clear_requests()
+    assert watcher.watch_once(timeout=1) is True
+    pod_calls = kube.find_requests("GET", rf"/namespaces/{NS}/pods$")
+    assert pod_calls[0].param("resourceVersion") == stale and pod_calls[0].param("watch") == "true"
+    relists = [r for r in pod_calls if r.param("watch") is None]
+    assert relists, "a 410 must be followed by a list"
+    names = set(_pods(graph))
+    assert extra["metadata"]["name"] not in names and len(names) == 3
+    assert watcher.views[NS].versions["pods"] != stale
+
+
+def test_an_unreachable_cluster_is_marked_fast_and_pages_stay_fast(cluster, kube, watcher, client_for):
+    graph = make_graph()
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    seen = Deployment.objects.get(graph=graph).observed_at
+    kube.stop()
+    began = time.monotonic()
+    assert watcher.watch_once(timeout=5) is False
+    assert time.monotonic() - began < 2
+    cluster.refresh_from_db()
+    assert cluster.reachable is False and "no answer from cluster emu" in cluster.error
+    dep = Deployment.objects.get(graph=graph)
+    assert dep.state == "unknown" and dep.observed_at == seen
+    assert dep.message.startswith("cluster emu is not answering (last seen ")
+    began = time.monotonic()
+    page = client_for("viewer").get(f"/graphs/{graph.name}/")
+    assert page.status_code == 200 and time.monotonic() - began < 1
+    assert "not answering" in page.content.decode()
+    admin_page = client_for("admin").get("/clusters/")
+    assert "unreachable" in admin_page.content.decode()
+
+
+def test_watch_threads_notice_a_cluster_that_goes_away_mid_watch(cluster, kube, watcher):
+    graph = make_graph()
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    kube.inject("GET", r"/pods$", 503, times=None)  # every watch (and relist) of pods now fails
+    kube.end_watches()
+    assert watcher.watch_once(timeout=1) is False
+    assert Cluster.objects.get(pk=cluster.pk).reachable is False
+    assert Deployment.objects.get(graph=graph).state == "unknown"
+    kube.clear_faults()
+    assert watcher.watch_once(timeout=0) is True
+    assert Cluster.objects.get(pk=cluster.pk).reachable is True
+    assert Deployment.objects.get(graph=graph).state == "ready"

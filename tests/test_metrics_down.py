@@ -1,0 +1,124 @@
+"""A Prometheus that is stopped, or that accepts connections and never answers: every page and
+API endpoint still answers at once, and says what is wrong in words."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from graphs import services as graph_services
+from graphs.catalog import build_spec
+from graphs.models import Deployment
+from metrics import prometheus as prom
+from metrics.prometheus import PrometheusUnreachable
+from tests.metrics_fixtures import fresh_cache, free_port  # noqa: F401
+
+
+@pytest.fixture
+def graph(db):
+    graph = graph_services.graph_create(spec=build_spec(template="vllm-disagg", name="down"))
+    Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True, state="ready")
+    return graph
+
+
+@pytest.fixture
+def stopped(settings, fresh_cache):
+    """Nothing listens on this port."""
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{free_port()}"
+    return settings.PROMETHEUS_URL
+
+
+@pytest.fixture
+def silent(settings, fresh_cache):
+    """A socket that accepts connections (the kernel's backlog) and never sends a byte."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    settings.PROMETHEUS_TIMEOUT = 0.5
+    yield settings.PROMETHEUS_URL
+    sock.close()
+
+
+def timed(fn):
+    started = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - started
+
+
+def test_with_prometheus_stopped_the_chart_says_so_at_once(graph, stopped, client_for):
+    viewer = client_for("viewer")
+    viewer.get("/metrics/graphs/down/panel/")  # first-request costs (URLs, templates) aside
+    response, seconds = timed(lambda: viewer.get("/metrics/graphs/down/chart/?window=1h"))
+    assert response.status_code == 200
+    data = response.json()
+    assert data["state"] == "unreachable"
+    assert data["message"].startswith(f"Prometheus is unreachable at {stopped}: connection refused")
+    assert data["summary"] is None and data["series"]["ttft_p90"] == []
+    assert seconds < 1.0
+
+
+def test_with_prometheus_stopped_the_api_chart_and_summaries_say_so(graph, stopped, api_for):
+    api = api_for("viewer")
+    chart = api.get("/api/metrics/graphs/down/chart/")
+    assert chart.status_code == 200 and chart.json()["state"] == "unreachable"
+    summaries = api.get("/api/metrics/graphs/")
+    assert summaries.status_code == 200
+    (row,) = summaries.json()["results"]
+    assert row["slo"] == "unknown" and stopped in row["error"]
+
+
+def test_with_prometheus_stopped_the_overview_page_renders_with_the_reason(graph, stopped, client_for):
+    viewer = client_for("viewer")
+    viewer.get("/metrics/graphs/down/panel/")  # first-request costs (URLs, templates) aside
+    response, seconds = timed(lambda: viewer.get("/metrics/"))
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert f"Prometheus is unreachable at {stopped}" in body
+    assert 'data-graph="down"' in body and "unknown" in body
+    assert seconds < 1.0
+
+
+def test_the_panel_never_asks_prometheus(graph, silent, client_for):
+    viewer = client_for("viewer")
+    viewer.get("/metrics/")  # first-request costs aside (this one waits for the silent server once)
+    prom.breaker_reset(silent)
+    response, seconds = timed(lambda: viewer.get("/metrics/graphs/down/panel/"))
+    assert response.status_code == 200
+    assert "data-metrics-panel" in response.content.decode()
+    assert seconds < 0.3
+
+
+def test_a_silent_prometheus_costs_one_timeout_then_the_circuit_opens(graph, silent, client_for):
+    viewer = client_for("viewer")
+    viewer.get("/metrics/graphs/down/panel/")  # first-request costs aside
+    for _ in range(prom.BREAKER_FAILURES):
+        response, seconds = timed(lambda: viewer.get("/metrics/graphs/down/chart/?window=15m"))
+        data = response.json()
+        assert data["state"] == "unreachable"
+        assert data["message"] == f"Prometheus is unreachable at {silent}: no answer within 0.5 s"
+        assert seconds < 1.5  # one query's timeout, not one per series
+    response, seconds = timed(lambda: viewer.get("/metrics/graphs/down/chart/?window=15m"))
+    assert response.json()["state"] == "unreachable"
+    assert "Trying again in" in response.json()["message"]
+    assert seconds < 0.2
+
+
+def test_the_circuit_closes_once_prometheus_answers_again(settings, fresh_cache):
+    settings.PROMETHEUS_URL = url = f"http://127.0.0.1:{free_port()}"
+    for _ in range(prom.BREAKER_FAILURES):
+        with pytest.raises(PrometheusUnreachable):
+            prom.query("up", url=url, at=time.time())
+    with pytest.raises(PrometheusUnreachable, match="Trying again in"):
+        prom.query("up", url=url, at=time.time())
+    prom.breaker_reset(url)
+    with pytest.raises(PrometheusUnreachable, match="connection refused"):
+        prom.query("up", url=url, at=time.time())
+
+
+def test_an_unknown_host_is_named(settings, fresh_cache):
+    url = "http://prometheus.invalid:9090"
+    with pytest.raises(PrometheusUnreachable, match=r"unreachable at http://prometheus\.invalid:9090: unknown host"):
+        prom.query("up", url=url, at=time.time())

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.urls import include, path
+from rest_framework.permissions import AllowAny
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from graphs.views import home
@@ -19,11 +20,14 @@ urlpatterns = [
     path("playground/", include("playground.urls")),
     path("api/playground/", include("playground.api_urls")),
     path("metrics/", include("metrics.urls")),
+    path("benchmarks/", include("benchmarks.urls")),
+    path("api/benchmarks/", include("benchmarks.api.urls")),
     path("api/metrics/", include("metrics.api.urls")),
     path("clusters/", include("clusters.urls")),
     path("api/", include("clusters.api_urls")),
     path("api/", include("graphs.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    # The schema describes the API, not its data: readable without a login, like any public spec.
+    path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     # The split view serves its init script as a file: no inline script under the CSP.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("", include("audit.urls")),

@@ -94,7 +94,7 @@ class ClusterViewSet(viewsets.ModelViewSet):
         cluster_check.delay(cluster.pk)
         return Response(self.get_serializer(cluster).data, status=status.HTTP_202_ACCEPTED)
 
-    @sensitive_variables("data")
+    @sensitive_variables("data", "v")
     @extend_schema(request=HFTokenSerializer, responses={201: HFTokenResultSerializer, 200: HFTokenResultSerializer})
     @action(detail=True, methods=["post"], url_path="hf-token")
     def hf_token(self, request, name=None):

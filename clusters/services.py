@@ -21,8 +21,8 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 # The Secret Dynamo's examples and our templates reference, and its key (names, not secrets).
-HF_TOKEN_SECRET = "hf-token-secret"  # noqa: S105
-HF_TOKEN_KEY = "HF_TOKEN"  # noqa: S105
+HF_TOKEN_SECRET = "hf-token-secret"
+HF_TOKEN_KEY = "HF_TOKEN"
 EDITABLE = ("name", "description", "in_cluster", "kubeconfig", "context", "namespaces")
 
 

@@ -68,10 +68,10 @@ def cluster_check(request, name: str):
     return redirect("clusters:list")
 
 
-@sensitive_variables("form")
-@sensitive_post_parameters("value")
 @role_required(Role.ADMIN)
 @require_http_methods(["GET", "POST"])
+@sensitive_post_parameters("value")  # error reports and logs show the token as ********
+@sensitive_variables("form", "d")
 def hf_token(request, name: str):
     """Create or replace the Hugging Face token Secret. Write-only: never shown back."""
     cluster = get_object_or_404(Cluster, name=name)

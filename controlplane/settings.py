@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "clusters",
     "playground",
     "metrics",
+    "benchmarks",
 ]
 
 MIDDLEWARE = [
@@ -228,6 +229,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
     "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
+    "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
 }
 
 # Kubernetes clusters (clusters/, graphs/runtimes/kubernetes.py). Timeouts are (connect, read)
@@ -302,6 +304,23 @@ PLAYGROUND_CONNECT_TIMEOUT = float(env("PLAYGROUND_CONNECT_TIMEOUT", "0.8"))  # 
 # Keep-alive to frontends; off opens a connection per chat (see playground/upstream.py).
 PLAYGROUND_UPSTREAM_KEEPALIVE = env_bool("PLAYGROUND_UPSTREAM_KEEPALIVE", True)
 PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIONS", "256"))
+# Seconds a successful admission (caller, role, graph endpoint) is remembered per process, so
+# that a chat costs no database query; 0 checks the database on every request.
+PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))
+
+# Benchmarks (benchmarks/): aiperf runs against a graph's own frontend. Every run is bounded in
+# time (BENCHMARK_DEFAULT_SECONDS unless the request says otherwise, never past
+# BENCHMARK_MAX_SECONDS); at most BENCHMARK_MAX_RUNNING runs at once on this host, since a
+# load generator competing with another one measures neither. Artifacts live in BENCHMARK_DIR.
+BENCHMARK_DIR = Path(env("BENCHMARK_DIR", str(VAR_DIR / "benchmarks")))
+BENCHMARK_AIPERF = env("BENCHMARK_AIPERF", "")  # the aiperf executable; empty: this Python's -m aiperf
+BENCHMARK_DEFAULT_SECONDS = int(env("BENCHMARK_DEFAULT_SECONDS", "300"))
+BENCHMARK_MAX_SECONDS = int(env("BENCHMARK_MAX_SECONDS", "1800"))
+BENCHMARK_MAX_RUNNING = int(env("BENCHMARK_MAX_RUNNING", "1"))
+BENCHMARK_MAX_CONCURRENCY = int(env("BENCHMARK_MAX_CONCURRENCY", "512"))
+BENCHMARK_MAX_REQUESTS = int(env("BENCHMARK_MAX_REQUESTS", "20000"))
+BENCHMARK_AIPERF_WORKERS = int(env("BENCHMARK_AIPERF_WORKERS", "2"))  # aiperf worker processes, at most
+BENCHMARK_LEASE_SECONDS = float(env("BENCHMARK_LEASE_SECONDS", "30"))  # a running run's heartbeat expires after
 
 LOGGING = {
     "version": 1,

@@ -78,7 +78,8 @@ class Deployment(models.Model):
     namespace = models.CharField(max_length=63, blank=True)
     api_version = models.CharField(max_length=40, default="nvidia.com/v1beta1")
     # desired
-    revision = models.ForeignKey(Revision, null=True, on_delete=models.PROTECT, related_name="+")
+    # RESTRICT, not PROTECT: deleting the whole graph (which cascades here) is allowed.
+    revision = models.ForeignKey(Revision, null=True, on_delete=models.RESTRICT, related_name="+")
     manifest = models.JSONField(null=True, blank=True)  # the DGD as last applied
     replicas = models.JSONField(default=dict)  # service name -> replicas (scale overrides)
     active = models.BooleanField(default=False)  # False once deleted
@@ -170,7 +171,7 @@ class Operation(models.Model):
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="operations")
     kind = models.CharField(max_length=20, choices=OperationKind.choices)
     state = models.CharField(max_length=20, choices=OperationState.choices, default=OperationState.PENDING)
-    revision = models.ForeignKey(Revision, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    revision = models.ForeignKey(Revision, null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
     params = models.JSONField(default=dict)  # scale: service, replicas; apply: runtime, apiVersion, dryRun
     before = models.JSONField(default=dict)  # what was live before (replicas, revision)
     after = models.JSONField(default=dict)

@@ -10,7 +10,7 @@ from django.db.models import Count, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from clusters.selectors import parse_target
 from controlplane.roles import Role, role_required
@@ -37,6 +37,7 @@ def _api_version(request) -> str:
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def graph_list(request):
     graphs = Graph.objects.select_related("head", "deployment").order_by("name")
     query = request.GET.get("q", "").strip()
@@ -164,6 +165,7 @@ def graph_import(request, name: str | None = None):
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def graph_detail(request, name: str):
     graph = get_object_or_404(Graph.objects.select_related("head", "head__created_by"), name=name)
     if graph.head is None:
@@ -205,6 +207,7 @@ def _status_context(graph: Graph) -> dict:
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def graph_status(request, name: str):
     """The status fragment (state, diagnosis, pods, events, operations), polled by the page."""
     graph = get_object_or_404(Graph, name=name)
@@ -283,6 +286,7 @@ def graph_delete(request, name: str):
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def pod_log(request, name: str, pod: str):
     graph = get_object_or_404(Graph, name=name)
     try:
@@ -296,6 +300,7 @@ def pod_log(request, name: str, pod: str):
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def revision_list(request, name: str):
     graph = get_object_or_404(Graph, name=name)
     revisions = graph.revisions.select_related("created_by").order_by("-number")
@@ -315,6 +320,7 @@ def revision_list(request, name: str):
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def export(request, name: str):
     graph = get_object_or_404(Graph.objects.select_related("head"), name=name)
     api_version = _api_version(request)
@@ -332,5 +338,6 @@ def export(request, name: str):
     return response
 
 
+@require_safe
 def home(request):
     return redirect(reverse("graphs:list"))

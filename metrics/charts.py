@@ -286,7 +286,8 @@ def chart_data(graph: Graph, window_text: str | None = None, *, now: float | Non
     elif not any(v is not None for name in LATENCY_SERIES for v in out["series"][name]):
         out["message"] = _no_data_message(graph, source, targets, window)
     elif targets["down"]:
-        out["message"] = f"{len(targets['down'])} of {targets['total']} scrape targets down: {', '.join(targets['down'])}"
+        down = ", ".join(targets["down"])
+        out["message"] = f"{len(targets['down'])} of {targets['total']} scrape targets down: {down}"
     return out
 
 
@@ -332,7 +333,7 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
     """The overview: per graph, TTFT and ITL p90 and request rate over the last five minutes,
     in-flight requests, SLO state and cost. One query per Prometheus server and runtime kind,
     whatever the number of graphs. Returns {"rows": {graph id: row}, "errors": [message]}."""
-    at = time.time() if now is None else now
+    now = time.time() if now is None else now
     deployments = {d.graph_id: d for d in Deployment.objects.filter(graph__in=graphs).select_related("revision")}
     objectives = {o.graph_id: o for o in Objectives.objects.filter(graph__in=graphs)}
     groups: dict[tuple[str, str], list[tuple[Graph, Source]]] = {}
@@ -345,6 +346,8 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
     for (url, runtime), members in groups.items():
         keys = {source.key: graph for graph, source in members}
         scope = batch_scope(runtime, [source for _, source in members])
+        # On a scrape boundary: every viewer within one scrape interval shares one cached answer.
+        at = int(now // scope.scrape_interval * scope.scrape_interval)
         try:
             samples = query(promql.overview(scope, CURRENT_WINDOW), url=url, at=at)
         except PrometheusError as exc:

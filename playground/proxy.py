@@ -1,10 +1,10 @@
 """``POST /api/playground/{graph}/v1/chat/completions``: the OpenAI-compatible pass-through to
 a graph's frontend. The browser's chat and API clients (token or session) both use it.
 
-The hot path is kept small on purpose (see /work/shared/notes/proxy-spike.md): no DRF, one
-thread hop for everything that touches the database or the cache before the upstream call,
-and the SSE bytes relayed exactly as they arrive (``aiter_raw``: no parsing, no
-re-encoding). A client that goes away cancels the view's task (Django ≥ 5 on ASGI); the
+The hot path is kept small on purpose (see /work/shared/notes/proxy-spike.md): no DRF, no
+thread hop at all once the caller's admission is remembered (admission.py), and the SSE bytes
+relayed exactly as they arrive (``aiter_raw``: no parsing, no re-encoding). playground.asgi
+serves it outside the middleware stack. A client that goes away cancels the view's task (Django ≥ 5 on ASGI); the
 relay's ``finally`` then closes the upstream response, which closes its connection, and the
 frontend cancels the request."""
 
@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from importlib import import_module
 
 import httpx
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib import auth
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
-from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
-from rest_framework.authtoken.models import Token
 
-from . import limits, upstream
-from .access import ChatRefused, ChatTarget, chat_target
+from . import admission, limits, upstream
+from .access import ChatRefused
 
 MAX_ERROR_BODY = 4 * 1024 * 1024  # a non-streamed answer relayed whole (errors, stream: false)
 
@@ -48,71 +45,42 @@ def sse_error(kind: str, message: str, status: int) -> bytes:
     return b"data: " + json.dumps(error_body(kind, message, status)).encode() + b"\n\n"
 
 
-# --- authentication (session or token), in the admission thread hop -----------------------------
+# --- limits: in the event loop when the cache is memory, else in a pool thread ------------------
 
-class _CSRFCheck(CsrfViewMiddleware):
-    def _reject(self, request, reason):
-        return reason
-
-
-def _enforce_csrf(request) -> None:
-    """A session-authenticated POST must carry the CSRF token, as anywhere else on the site.
-    Token-authenticated calls need not (no ambient credentials)."""
-    check = _CSRFCheck(lambda _request: None)
-    check.process_request(request)
-    reason = check.process_view(request, None, (), {})
-    if reason:
-        raise ChatRefused(403, "csrf_failed", f"CSRF check failed: {reason}")
+def _cache_in_memory() -> bool:
+    # LocMem is a dict behind a lock: microseconds, fine on the event loop. A network cache
+    # (Redis) would block the loop, so it gets a pool thread (not the thread-sensitive one the
+    # middleware and the ORM queue on).
+    return isinstance(caches["default"], LocMemCache)
 
 
-def _authenticate(request):
-    header = request.headers.get("Authorization", "")
-    if header:
-        # "Token <key>" (DRF's scheme) or "Bearer <key>" (what OpenAI's clients send).
-        scheme, _, key = header.partition(" ")
-        key = key.strip()
-        if scheme.lower() not in ("token", "bearer") or not key:
-            raise ChatRefused(401, "invalid_token", "send Authorization: Token <key> (or Bearer <key>)")
-        token = Token.objects.select_related("user").filter(key=key).first()
-        if token is None or not token.user.is_active:
-            raise ChatRefused(401, "invalid_token", "the token is not valid")
-        return token.user
-    if not hasattr(request, "session"):  # served without the session middleware
-        engine = import_module(settings.SESSION_ENGINE)
-        request.session = engine.SessionStore(request.COOKIES.get(settings.SESSION_COOKIE_NAME))
-    user = auth.get_user(request)
-    if not user.is_authenticated:
-        raise ChatRefused(401, "not_authenticated", "sign in, or send Authorization: Token <key>")
-    _enforce_csrf(request)
-    return user
+async def _acquire(user_id: int) -> limits.Refusal | None:
+    if _cache_in_memory():
+        return limits.acquire(user_id)
+    return await sync_to_async(limits.acquire, thread_sensitive=False)(user_id)
 
 
-@dataclass(frozen=True)
-class Admission:
-    user_id: int
-    target: ChatTarget
+async def _release(user_id: int) -> None:
+    if _cache_in_memory():
+        limits.release(user_id)
+    else:
+        await sync_to_async(limits.release, thread_sensitive=False)(user_id)
 
 
-class Limited(Exception):
-    def __init__(self, refusal: limits.Refusal):
-        super().__init__(refusal.message)
-        self.refusal = refusal
-
-
-def _admit(request, graph_name: str) -> Admission:
-    """Who is asking, may they, where to, and within their limits: one trip to the database
-    and the cache. An admitted request holds a stream slot until ``limits.release``."""
-    user = _authenticate(request)
-    target = chat_target(user, graph_name)
-    refusal = limits.acquire(user.pk)
-    if refusal is not None:
-        raise Limited(refusal)
-    return Admission(user.pk, target)
-
-
-# The slot is given back from the relay's finally, possibly while the task is being
-# cancelled: a plain thread from the pool, not the thread-sensitive one the middleware queues on.
-_release = sync_to_async(limits.release, thread_sensitive=False)
+async def _admit(request, graph: str) -> admission.Admission:
+    """Who is asking and where to (remembered for a few seconds, see admission.py), and the
+    CSRF check for session callers. Raises ChatRefused."""
+    key = admission.credential(request)
+    admitted = admission.recall(key, graph)
+    if admitted is None:
+        admitted = await sync_to_async(admission.admit)(request, graph)
+        admission.remember(key, graph, admitted)
+    if admission.csrf_needed(request):
+        if settings.CSRF_USE_SESSIONS:
+            await sync_to_async(admission.enforce_csrf)(request)
+        else:
+            admission.enforce_csrf(request)
+    return admitted
 
 
 # --- the request body --------------------------------------------------------------------------
@@ -163,7 +131,7 @@ def _too_large(limit: int) -> JsonResponse:
     return error_response(413, "request_too_large", f"the request is larger than {limit} bytes")
 
 
-@csrf_exempt  # session callers are CSRF-checked in _authenticate; token callers need not be
+@csrf_exempt  # session callers are CSRF-checked in _admit; token callers need not be
 async def chat_completions(request, graph: str):
     started = time.perf_counter()
     if request.method != "POST":
@@ -187,36 +155,37 @@ async def chat_completions(request, graph: str):
         return _too_large(limit)
     try:
         payload = _parse(body)
-        admission = await sync_to_async(_admit)(request, graph)
+        admitted = await _admit(request, graph)
     except ChatRefused as exc:
         return error_response(exc.status, exc.kind, exc.message)
-    except Limited as exc:
-        return error_response(429, "rate_limited", exc.refusal.message, Retry_After=str(exc.refusal.retry_after))
+    refusal = await _acquire(admitted.user_id)  # from here on, a stream slot is held
+    if refusal is not None:
+        return error_response(429, "rate_limited", refusal.message, Retry_After=str(refusal.retry_after))
 
     upstream_response = None
     try:
-        send_body = _upstream_body(payload, body, admission.target.model)
+        send_body = _upstream_body(payload, body, admitted.target.model)
         sent = time.perf_counter()
-        upstream_response = await upstream.open_chat(admission.target.url, send_body, dict(request.headers.items()))
+        upstream_response = await upstream.open_chat(admitted.target.url, send_body, dict(request.headers.items()))
         answered = time.perf_counter()
         content_type = upstream_response.headers.get("content-type", "application/json")
         streamed = upstream_response.status_code == 200 and content_type.startswith("text/event-stream")
         if not streamed:  # an error from the frontend, or stream: false
             content = await upstream.read_all(upstream_response, MAX_ERROR_BODY)
     except upstream.UpstreamError as exc:
-        await _cleanup(upstream_response, admission.user_id)
+        await _cleanup(upstream_response, admitted.user_id)
         status = 504 if exc.kind == "upstream_timeout" else 503 if exc.kind == "upstream_busy" else 502
         return error_response(status, exc.kind, exc.message)
     except BaseException:  # cancelled (the client went away) or a bug: never leak the slot
-        await _cleanup(upstream_response, admission.user_id)
+        await _cleanup(upstream_response, admitted.user_id)
         raise
 
     if streamed:
-        response = StreamingHttpResponse(_relay(upstream_response, admission.user_id), content_type=content_type)
+        response = StreamingHttpResponse(_relay(upstream_response, admitted.user_id), content_type=content_type)
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"  # nginx and friends: do not buffer the stream
     else:
-        await _cleanup(upstream_response, admission.user_id)
+        await _cleanup(upstream_response, admitted.user_id)
         response = HttpResponse(content, status=upstream_response.status_code, content_type=content_type)
     response["Server-Timing"] = _server_timing((sent - started) + (time.perf_counter() - answered), answered - sent)
     response["X-Content-Type-Options"] = "nosniff"  # SecurityMiddleware's, which playground.asgi skips

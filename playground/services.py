@@ -6,6 +6,7 @@ from django.db import transaction
 
 from graphs.models import Graph
 
+from . import admission
 from .models import Conversation, Message, PlaygroundPolicy
 from .schema import ConversationIn
 
@@ -16,6 +17,11 @@ TITLE_FROM_PROMPT = 60  # characters of the first prompt that name an untitled c
 def policy_set(*, graph: Graph, viewers_may_chat: bool, user=None) -> PlaygroundPolicy:
     policy, _ = PlaygroundPolicy.objects.update_or_create(
         graph=graph, defaults={"viewers_may_chat": viewers_may_chat, "updated_by": user})
+    # Admissions remembered under the old policy must not outlive it (in this process; other
+    # processes forget within PLAYGROUND_ADMISSION_TTL): now, and again once committed, in
+    # case a request re-remembered the old policy in between.
+    admission.forget()
+    transaction.on_commit(admission.forget)
     return policy
 
 

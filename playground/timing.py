@@ -10,9 +10,12 @@ Definitions (times in ms, measured by the client):
 * Tokens per second: completion tokens after the first, over the time from the first
   content event to the last (the decode rate).
 
-On a reused keep-alive connection the 1.6.1 frontend releases the first token ~35 ms late,
-together with the second (Nagle; ai-dynamo/dynamo#14643): the TTFT includes that stall and
-the first gap is close to 0."""
+The frontend's own ``nvext.timing.ttft_ms`` is queue + prefill on the prefill worker. In a
+disaggregated graph the first token a client sees comes later: after the hand-off to the
+decode worker (about 50 ms with the 1.6.1 mocker here, fresh connection or not). The
+dynamo-offline notes also report a ~35 ms first-token stall on reused connections (Nagle;
+ai-dynamo/dynamo#14643); bench/proxy.py's direct and direct-fresh arms show whether it is
+there."""
 
 from __future__ import annotations
 

@@ -5,12 +5,13 @@ every frontend, so a chat does not pay a TCP handshake. A client's connections b
 event loop that opened them, so the client is re-created if it is first used from another
 loop (only tests do that; uvicorn runs one loop per process).
 
-About keep-alive and TTFT: on a reused connection the Dynamo 1.6.1 frontend sends the first
-token ~35 ms late, with the second (Nagle's algorithm on its accepted sockets against the
-client's delayed ACK; fixed upstream by ai-dynamo/dynamo#14643, which sets TCP_NODELAY). Our
-side already sets TCP_NODELAY (anyio does) and that does not help: only a fresh connection
-escapes the stall. ``PLAYGROUND_UPSTREAM_KEEPALIVE=0`` opens one per request; bench/proxy.py
-measures both."""
+About keep-alive and TTFT: the dynamo-offline notes report that on a reused connection the
+Dynamo 1.6.1 frontend sends the first token ~35 ms late (Nagle's algorithm on its accepted
+sockets against the client's delayed ACK; fixed upstream by ai-dynamo/dynamo#14643, which
+sets TCP_NODELAY), and that our side's TCP_NODELAY (anyio sets it) does not help; only a fresh
+connection would. ``PLAYGROUND_UPSTREAM_KEEPALIVE=0`` opens one per chat. bench/proxy.py
+measures both: on this machine's mocker graph direct-fresh was no faster than direct, and
+fresh upstream connections cost the proxy TTFT, so keep-alive stays the default."""
 
 from __future__ import annotations
 

@@ -20,4 +20,11 @@ if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "could not install chromium: browser tests will fail" >&2
 fi
+# tests/test_deploy.py renders deploy/kustomize with `kubectl kustomize`: any kubectl >= 1.20 will
+# do (the manifests stay within the kustomize 2.0.3 that Debian's kubectl 1.20 embeds).
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "installing Debian's kubernetes-client (kubectl)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null) \
+    || echo "could not install kubectl: tests/test_deploy.py will fail" >&2
+fi
 exit 0

@@ -51,7 +51,7 @@ class LivePrometheus:
 
     def query(self, promql: str) -> list[dict]:
         url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
-        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - loopback test server
+        with urllib.request.urlopen(url, timeout=5) as resp:
             return json.load(resp)["data"]["result"]
 
     def wait_for(self, promql: str, predicate, timeout: float = 30.0) -> list[dict]:
@@ -66,7 +66,7 @@ class LivePrometheus:
 
     def api_requests(self, handler: str) -> float:
         """How many API requests Prometheus has served on ``handler`` (from its own /metrics)."""
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as resp:  # noqa: S310
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as resp:
             total = 0.0
             for line in resp.read().decode().splitlines():
                 if line.startswith("prometheus_http_requests_total{") and f'handler="{handler}"' in line:
@@ -88,7 +88,7 @@ def start_prometheus(root: Path) -> LivePrometheus:
     while time.monotonic() < deadline:
         assert proc.poll() is None, (root / "prometheus.log").read_text()[-2000:]
         try:
-            with urllib.request.urlopen(url + "/-/ready", timeout=1) as resp:  # noqa: S310
+            with urllib.request.urlopen(url + "/-/ready", timeout=1) as resp:
                 if resp.status == 200:
                     return LivePrometheus(url, root, proc)
         except OSError:
@@ -165,6 +165,9 @@ def exposition_text(elapsed: float, model: str = "known") -> str:
     return "\n".join(lines) + "\n"
 
 
+KNOWN = "known"
+
+
 @dataclass
 class Exposition:
     port: int
@@ -199,3 +202,14 @@ def exposition():
     yield Exposition(server.server_address[1], server, started)
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(scope="session")
+def known_scraped(prometheus_server, exposition):
+    """The known exposition as graph "known", scraped long enough that an 8 s rate window
+    (a 15m chart at 1 s scrapes) lies wholly inside its samples."""
+    prometheus_server.add_targets(KNOWN, [{"targets": [exposition.target],
+                                           "labels": {"graph": KNOWN, "pool": "frontend", "pod": "known-frontend-0"}}])
+    prometheus_server.wait_for(f'count_over_time(up{{graph="{KNOWN}"}}[1m])',
+                               lambda r: r and float(r[0]["value"][1]) >= 11, timeout=60)
+    return prometheus_server

@@ -108,12 +108,17 @@ def routed_server(django_db_setup) -> Iterator[AsgiServer]:
 
 @pytest.fixture(autouse=True)
 def _fresh_limits():
-    """Rate and stream counters live in the (process-local) cache: start every test at zero."""
+    """Rate and stream counters live in the (process-local) cache, admissions are remembered
+    per process: start every test with neither."""
     from django.core.cache import cache
 
+    from playground import admission
+
     cache.clear()
+    admission.forget()
     yield
     cache.clear()
+    admission.forget()
 
 
 def make_graph(name: str, model: str, endpoint: str, *, user=None, state: str = "ready", active: bool = True):

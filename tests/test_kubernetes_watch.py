@@ -4,6 +4,7 @@ unreachable cluster; and the graph page shows it all while reading only the data
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -183,6 +184,29 @@ def test_an_expired_watch_lists_again(cluster, kube, watcher):
     names = set(_pods(graph))
     assert extra["metadata"]["name"] not in names and len(names) == 3
     assert watcher.views[NS].versions["pods"] != stale
+
+
+def test_a_watch_expiring_mid_stream_lists_again(cluster, kube, watcher):
+    graph = make_graph()
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    prefill = next(p["metadata"]["name"] for p in kube.list_objects("pods", NS) if "prefill" in p["metadata"]["name"])
+    kube.clear_requests()
+
+    def expire_while_watching():
+        time.sleep(0.5)  # the watches are open and waiting by now
+        with kube.store.cond:  # change and compact before any watch can read the change: 410 mid-stream
+            kube.set_pod(prefill, namespace=NS, dgd="g", component="prefill", component_type="prefill",
+                         waiting_reason="CrashLoopBackOff")
+            kube.expire_history()
+
+    thread = threading.Thread(target=expire_while_watching)
+    thread.start()
+    assert watcher.watch_once(timeout=2) is True
+    thread.join()
+    calls = [("watch" if r.param("watch") else "list") for r in kube.find_requests("GET", rf"/namespaces/{NS}/pods$")]
+    assert calls[:3] == ["watch", "list", "watch"], calls
+    assert _pods(graph)[prefill].phase == "CrashLoopBackOff"
 
 
 def test_an_unreachable_cluster_is_marked_fast_and_pages_stay_fast(cluster, kube, watcher, client_for):

@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (pytest fixtures are imported by name and injected as arguments)
 """A Prometheus that is stopped, or that accepts connections and never answers: every page and
 API endpoint still answers at once, and says what is wrong in words."""
 
@@ -13,7 +14,7 @@ from graphs.catalog import build_spec
 from graphs.models import Deployment
 from metrics import prometheus as prom
 from metrics.prometheus import PrometheusUnreachable
-from tests.metrics_fixtures import fresh_cache, free_port  # noqa: F401
+from tests.metrics_fixtures import free_port, fresh_cache  # noqa: F401
 
 
 @pytest.fixture

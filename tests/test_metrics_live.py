@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (pytest fixtures are imported by name and injected as arguments)
 """Charts against a real Prometheus server (started per session, scraping every second
 through the same file_sd config the product writes).
 
@@ -8,6 +9,7 @@ through the same file_sd config the product writes).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -27,26 +29,15 @@ from tests.dynamo_fixtures import dynamo_graph  # noqa: F401
 from tests.metrics_fixtures import (  # noqa: F401
     ACTIVE,
     INPUT_TOKENS_PER_S,
+    KNOWN,
     OUTPUT_TOKENS_PER_S,
     REQUESTS_PER_S,
     exposition,
     fresh_cache,
+    known_scraped,
     prometheus_server,
     use_prometheus,
 )
-
-KNOWN = "known"
-
-
-@pytest.fixture(scope="session")
-def known_scraped(prometheus_server, exposition):
-    """The known exposition as graph "known", scraped long enough that an 8 s rate window
-    (a 15m chart at 1 s scrapes) lies wholly inside its samples."""
-    prometheus_server.add_targets(KNOWN, [{"targets": [exposition.target],
-                                           "labels": {"graph": KNOWN, "pool": "frontend", "pod": "known-frontend-0"}}])
-    prometheus_server.wait_for(f'count_over_time(up{{graph="{KNOWN}"}}[1m])',
-                               lambda r: r and float(r[0]["value"][1]) >= 11, timeout=60)
-    return prometheus_server
 
 
 def make_graph(name: str, *, prefill: int = 2, decode: int = 3, runtime: str = "local"):
@@ -208,7 +199,7 @@ def quantile_range(before: dict[float, float], after: dict[float, float], q: flo
 
 
 def metrics_page(endpoint: str) -> str:
-    with urllib.request.urlopen(f"{endpoint}/metrics", timeout=10) as resp:  # noqa: S310 - loopback
+    with urllib.request.urlopen(f"{endpoint}/metrics", timeout=10) as resp:
         return resp.read().decode()
 
 
@@ -219,12 +210,12 @@ def chat(endpoint: str, model: str) -> None:
                                      headers={"Content-Type": "application/json"})
     # A fresh connection per request: the 1.6.1 frontend stalls the first token ~35 ms on a
     # reused one (dynamo-offline.md); fresh connections measure the server, not Nagle.
-    with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=60) as resp:
         assert b"[DONE]" in resp.read()
 
 
 @pytest.mark.dynamo
-def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, db, use_prometheus,  # noqa: F811
+def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, db, use_prometheus,
                                                                    client_for):
     graph = make_graph("live", prefill=1, decode=1)
     deployment = graph.deployment
@@ -268,9 +259,8 @@ def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, 
             assert low - 1e-9 <= value <= high + 1e-9, f"{name} {key}: {value} s not in [{low}, {high}]"
         # Every charted point lies within the buckets the traffic filled.
         bounds = sorted(after[metric])
-        per_bucket = [after[metric][le] - before[metric].get(le, 0) - (after[metric][prev] - before[metric].get(prev, 0))
-                      if i else after[metric][le] - before[metric].get(le, 0) for i, (prev, le) in
-                      enumerate(zip([0.0, *bounds], bounds, strict=False))]
+        added = [after[metric][le] - before[metric].get(le, 0.0) for le in bounds]  # cumulative
+        per_bucket = [added[0]] + [b - a for a, b in itertools.pairwise(added)]
         filled = [i for i, n in enumerate(per_bucket) if n > 0]
         floor, ceiling = (bounds[filled[0] - 1] if filled[0] else 0.0), bounds[filled[-1]]
         points = [v / 1000 for v in data["series"][f"{name}_p50"] if v is not None]

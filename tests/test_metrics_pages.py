@@ -1,3 +1,4 @@
+# ruff: noqa: F811 (pytest fixtures are imported by name and injected as arguments)
 """The metrics pages and API without Prometheus data: objectives (form, API, validation, roles),
 the panel, change markers, window validation, the OpenAPI description, the scrape targets
 written for local graphs, and the runprometheus command."""
@@ -25,7 +26,7 @@ from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Operation, Pod
 from metrics import charts, localprom
 from metrics.models import Objectives
-from tests.metrics_fixtures import fresh_cache, free_port  # noqa: F401
+from tests.metrics_fixtures import free_port, fresh_cache  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -247,13 +248,13 @@ def test_runprometheus_serves_and_stops_cleanly(tmp_path):
         deadline = time.monotonic() + 30
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1) as resp:  # noqa: S310
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=1) as resp:
                     assert resp.status == 200
                     break
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()[-2000:]
                 time.sleep(0.2)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/status/config", timeout=5) as resp:  # noqa: S310
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/status/config", timeout=5) as resp:
             assert "dynamo-local" in json.load(resp)["data"]["yaml"]
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -112,7 +112,8 @@ def test_recorded_quantiles_read_the_recording_rules_series():
         f"dynamo_namespace:dynamo_frontend_time_to_first_token_seconds:p90_rate1m{K8S_SEL}")
     batch = promql.kubernetes_graphs_scope([("prod", "llama")], recorded=True)
     assert promql.itl_quantile(0.99, batch, 30).startswith(
-        "max by (namespace, dynamo_namespace) (dynamo_namespace:dynamo_frontend_inter_token_latency_seconds:p99_rate1m{")
+        "max by (namespace, dynamo_namespace) "
+        "(dynamo_namespace:dynamo_frontend_inter_token_latency_seconds:p99_rate1m{")
 
 
 def test_recorded_names_are_the_ones_the_rules_file_records():

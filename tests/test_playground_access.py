@@ -232,3 +232,49 @@ def test_a_frontend_that_is_down_answers_a_clear_error_within_a_second(client_fo
     assert response.json()["error"]["type"] == "upstream_unavailable"
     assert "not reachable" in response.json()["error"]["message"]
     assert elapsed < 1.0
+
+
+# --- remembered admissions ----------------------------------------------------------------------
+
+def test_a_remembered_admission_costs_no_query_until_its_ttl_runs_out(tokens, down_graph, settings,
+                                                                      django_assert_num_queries):
+    settings.PLAYGROUND_ADMISSION_TTL = 0.3
+    client = Client()
+    header = token_header(tokens, "operator")
+    assert post(client, chat_body("test-model"), **header).status_code == 502  # looked up
+    with django_assert_num_queries(0):
+        assert post(client, chat_body("test-model"), **header).status_code == 502
+    from rest_framework.authtoken.models import Token
+
+    Token.objects.filter(key=tokens["operator"]).delete()
+    # Within the TTL the revoked token still admits (the documented trade-off)...
+    assert post(client, chat_body("test-model"), **header).status_code == 502
+    time.sleep(0.35)
+    # ...and not after it.
+    assert post(client, chat_body("test-model"), **header).status_code == 401
+
+
+def test_with_a_ttl_of_zero_every_request_is_looked_up(tokens, down_graph, settings, django_assert_max_num_queries):
+    settings.PLAYGROUND_ADMISSION_TTL = 0
+    client = Client()
+    for _ in range(2):
+        with django_assert_max_num_queries(10) as captured:
+            assert post(client, chat_body("test-model"), **token_header(tokens, "operator")).status_code == 502
+        assert len(captured) >= 2
+
+
+def test_csrf_is_checked_on_every_session_request_even_when_remembered(users, down_graph):
+    client = Client(enforce_csrf_checks=True)
+    assert client.login(username="operator", password=PASSWORD)
+    client.get("/playground/")
+    csrf = client.cookies["csrftoken"].value
+    assert post(client, chat_body("test-model"), HTTP_X_CSRFTOKEN=csrf).status_code == 502  # remembered now
+    assert post(client, chat_body("test-model")).status_code == 403
+    assert post(client, chat_body("test-model"), HTTP_X_CSRFTOKEN="y" * 32).status_code == 403
+
+
+def test_a_remembered_admission_is_per_credential_and_graph(client_for, users, down_graph):
+    make_graph("pg-down-2", "test-model", f"http://127.0.0.1:{free_port()}", user=users["admin"])
+    assert post(client_for("operator"), chat_body("m")).status_code == 502
+    assert post(client_for("viewer"), chat_body("m")).status_code == 403
+    assert post(client_for("viewer"), chat_body("m"), url=CHAT.format(graph="pg-down-2")).status_code == 403

@@ -20,11 +20,11 @@ from playground.timing import summarise
 from tests.conftest import PASSWORD
 from tests.playground_fixtures import (  # noqa: F401
     _fresh_limits,
-    routed_server,
     chat_graph,
     dynamo_graph,
     gauges,
     make_graph,
+    routed_server,
     tokens,
     wait_for,
 )

@@ -84,6 +84,8 @@ def _configuration(cluster) -> k8s.Configuration:
                           f"({cluster.connection_label}): {exc}") from None
     # urllib3 would otherwise retry dropped connections and 429/503 invisibly (Retry(total=3)).
     configuration.retries = False
+    # The watchers hold three streams per namespace open on one client.
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize or 0, 32)
     return configuration
 
 
@@ -97,7 +99,6 @@ def connect(cluster) -> KubeClient:
             raise KubeFailure(f"no cluster named {cluster!r} is registered")
         cluster = found
     return KubeClient(cluster.name, _configuration(cluster))
-
 
 
 def _message(exc: ApiException) -> tuple[str, dict]:
@@ -146,7 +147,8 @@ class KubeClient:
     def call(self, method: str, path: str, *, what: str, query: list[tuple[str, str]] | None = None,
              body: Any = None, content_type: str = "application/json", response: str = "json") -> Any:
         """One request, retried with back-off while the failure is transient. ``response``:
-        "json" (parsed), "text", or "none" (the body is neither read nor logged: secrets)."""
+        "json" (parsed), "text", or "none" (the body is dropped unparsed and never logged:
+        the client logs parsed bodies at DEBUG, and a Secret's answer holds its data)."""
         attempts = max(1, settings.KUBERNETES_RETRIES)
         for attempt in range(1, attempts + 1):
             retry_after = None
@@ -179,7 +181,10 @@ class KubeClient:
         if not raw:
             return result
         try:
-            return result.data.decode(errors="replace") if response == "text" else None
+            if response == "text":
+                return result.data.decode(errors="replace")
+            result.drain_conn()  # read and dropped unseen: a pooled connection must not keep a body
+            return None
         finally:
             result.release_conn()
 

@@ -17,7 +17,7 @@ DGD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 COMPONENT_LABEL = "nvidia.com/dynamo-component"
 COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
 SUB_COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-sub-component-type"
-SHM_PATH = "/dev/shm"  # noqa: S108 (a mount path in a pod spec, not a file we open)
+SHM_PATH = "/dev/shm"
 SHM_VOLUME = "shared-memory"  # the operator's emptyDir (internal/dynamo/shared_memory.go)
 # Without a memory-backed volume on /dev/shm a container gets the runtime's 64 MB default.
 CONTAINER_SHM_DEFAULT = 64 * 2**20

@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 
 KINDS = ("dgds", "pods", "events")
 MAX_EVENTS = 2000  # per namespace: events of unrelated objects are kept only this long
+MAX_MEMO = 10_000  # remembered event stamps and crash logs; forgetting them only costs a rewrite
 LOG_LINES = 20
+BATCH_SECONDS = 0.05  # a burst of watch events becomes one write of the status cache
 
 
 @dataclass
@@ -124,6 +126,7 @@ class ClusterWatcher:
                 if alive:
                     continue
                 break
+            time.sleep(BATCH_SECONDS)
             while not changes.empty():
                 items.append(changes.get_nowait())
             failures += [i for i in items if isinstance(i, KubeFailure)]
@@ -242,6 +245,8 @@ class ClusterWatcher:
 
     def _last_log(self, kube: KubeClient, namespace: str, pod: PodStatus) -> str:
         key = (pod.name, pod.restarts)
+        if len(self.logs) > MAX_MEMO:
+            self.logs.clear()
         if key not in self.logs:
             try:
                 self.logs[key] = read_log(kube, namespace, pod.name, lines=LOG_LINES, previous=True)
@@ -280,6 +285,8 @@ class ClusterWatcher:
         stamp = str(event.get("lastTimestamp") or event.get("eventTime") or event.get("count") or "")
         if self.events_written.get(key) == stamp:
             return
+        if len(self.events_written) > MAX_MEMO:
+            self.events_written.clear()
         record = event_record(event)
         Event.objects.update_or_create(graph_id=dep.graph_id, object=record.object[:253], reason=record.reason,
                                        message=record.message[:2000], defaults={"at": record.at, "type": record.type})

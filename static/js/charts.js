@@ -82,8 +82,9 @@
     setStat(panel, "request_rate", fmt(s.request_rate, "/s"));
     setStat(panel, "tokens", fmt(s.input_tokens, "") + " / " + fmt(s.output_tokens, "per s"));
     const g = s.goodput;
-    setStat(panel, "goodput", g ? fmt(100 * g.estimate, "%", 1) + " (between " + fmt(100 * g.lower, "", 0) +
-      " and " + fmt(100 * g.upper, "%", 0) + ")" : (o.ttft_ms || o.itl_ms ? "no traffic" : "set targets below"));
+    const pct = (v) => (100 * v).toFixed(1) + "%";
+    setStat(panel, "goodput", g ? pct(g.estimate) + " (between " + pct(g.lower) + " and " + pct(g.upper) + ")"
+      : (o.ttft_ms || o.itl_ms ? "no traffic" : "set targets below"));
     const c = s.cost || {};
     let cost = "set a GPU-hour price below";
     if (c.gpu_hour_price !== null && c.gpu_hour_price !== undefined) {
@@ -155,8 +156,12 @@
       return;
     }
     box.replaceChildren();
-    const series = [{}].concat(spec.series.map((s) => ({
+    // Sparse series (a graph that just started, a burst of traffic) get dots: a lone point
+    // between gaps draws no line.
+    const sparse = (col) => col.filter((v) => v !== null).length <= 30;
+    const series = [{}].concat(spec.series.map((s, i) => ({
       label: s.label, stroke: s.stroke, dash: s.dash, width: 2, spanGaps: false,
+      points: { show: sparse(columns[i]), size: 5, fill: s.stroke },
       value: (u, v) => fmt(v, spec.unit),
     })));
     const target = spec.slo ? (data.objectives || {})[spec.slo] : null;

@@ -245,7 +245,8 @@ function waterfall(server) {
     ["prefill", server.queue_ms || 0, server.prefill_ms || 0, "prefill on the prefill worker"],
     ["KV transfer", server.ttft_ms || 0, server.kv_transfer_ms || 0,
       "KV cache to the decode worker (the frontend's estimate)"],
-    ["decode", server.ttft_ms || 0, server.decode_ms || 0, "first token to last, on the decode worker"],
+    ["decode", server.ttft_ms || 0, server.decode_ms || 0,
+      "the frontend's first token to its last: the hand-off to the decode worker, then decode"],
   ];
   const box = el("div", { class: "pg-waterfall", "data-role": "waterfall",
                            "aria-label": `server-side timing, ${total.toFixed(1)} ms in all` });

@@ -48,7 +48,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Prometheus for local graphs on http://127.0.0.1:{port} (config {config})")
         sys.stdout.flush()
         if exec_:
-            os.execv(binary, argv)
+            os.execv(binary, argv)  # noqa: S606 - the binary found above, argv of our own
         proc = subprocess.Popen(argv)
         stop = {"signal": None}
 

@@ -1,0 +1,150 @@
+"""Serializers validate and present; they never start runs (the views call the services)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from graphs.models import Graph
+
+from ..models import BenchmarkRun, Recommendation, Study
+from ..profiles import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, PROFILES, ProfileError, resolve
+
+PARAM_FIELDS = ("input_tokens_mean", "input_tokens_stddev", "output_tokens_mean", "output_tokens_stddev",
+                "concurrency", "request_rate", "sweep", "request_count", "duration_s", "warmup_requests",
+                "streaming", "ignore_eos", "seed", "max_seconds")
+# A run targets its graph's own frontend, found from the graph's deployment: never a URL given here.
+TARGET_FIELDS = ("url", "urls", "endpoint", "host", "port", "base_url", "target")
+
+
+def _opt(field_class, **kwargs):
+    return field_class(required=False, allow_null=True, default=None, **kwargs)
+
+
+class ParamsMixin(serializers.Serializer):
+    """The run parameters, flat. Empty ones take the profile's defaults; cross-field and
+    host-limit checks happen in profiles.resolve, whose errors name the field."""
+
+    profile = serializers.ChoiceField(choices=list(PROFILES), default="custom",
+                                      help_text="article | long | short | custom")
+    input_tokens_mean = _opt(serializers.IntegerField, min_value=1, max_value=MAX_INPUT_TOKENS)
+    input_tokens_stddev = _opt(serializers.FloatField, min_value=0)
+    output_tokens_mean = _opt(serializers.IntegerField, min_value=1, max_value=MAX_OUTPUT_TOKENS)
+    output_tokens_stddev = _opt(serializers.FloatField, min_value=0)
+    concurrency = _opt(serializers.IntegerField, min_value=1, help_text="requests in flight")
+    request_rate = _opt(serializers.FloatField, min_value=0.001, help_text="requests per second")
+    sweep = _opt(serializers.ListField, child=serializers.IntegerField(min_value=1), max_length=8,
+                 help_text="concurrencies, one aiperf invocation each")
+    request_count = _opt(serializers.IntegerField, min_value=1)
+    duration_s = _opt(serializers.FloatField, min_value=1)
+    warmup_requests = _opt(serializers.IntegerField, min_value=0)
+    streaming = _opt(serializers.BooleanField)
+    ignore_eos = _opt(serializers.BooleanField)
+    seed = _opt(serializers.IntegerField, min_value=0)
+    max_seconds = _opt(serializers.IntegerField, min_value=1, help_text="the run's wall-clock bound")
+
+    def to_internal_value(self, data):
+        if hasattr(data, "keys"):
+            targets = [k for k in TARGET_FIELDS if k in data]
+            if targets:
+                raise serializers.ValidationError({targets[0]: [
+                    "a benchmark targets only its graph's own frontend (from the graph's deployment); "
+                    "no URL or host may be given"]})
+            unknown = sorted(set(data.keys()) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({unknown[0]: [f"unknown field; known: {', '.join(self.fields)}"]})
+        return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        params = {k: attrs.get(k) for k in PARAM_FIELDS}
+        try:
+            attrs["run_params"] = resolve(attrs["profile"], params)
+        except ProfileError as exc:
+            raise serializers.ValidationError(exc.errors) from None
+        return attrs
+
+
+class RunCreateSerializer(ParamsMixin):
+    graph = serializers.SlugRelatedField(slug_field="name", queryset=Graph.objects.all())
+
+
+class RunSerializer(serializers.ModelSerializer):
+    graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    revision = serializers.IntegerField(source="revision.number", read_only=True, allow_null=True, default=None)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+    cancel_requested_by = serializers.CharField(source="cancel_requested_by.username", read_only=True, default=None)
+    links = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BenchmarkRun
+        fields = ["id", "graph", "revision", "study", "label", "profile", "params", "state", "progress",
+                  "progress_text", "config", "results", "error", "requested_by", "via", "cancel_requested_at",
+                  "cancel_requested_by", "created_at", "started_at", "finished_at", "links"]
+        read_only_fields = fields
+
+    def get_links(self, run) -> dict[str, str]:
+        base = f"/api/benchmarks/runs/{run.pk}"
+        return {"self": f"{base}/", "cancel": f"{base}/cancel/", "artifacts": f"{base}/artifacts/",
+                "log": f"{base}/log/", "csv": f"{base}/report/?type=csv", "html": f"{base}/report/?type=html",
+                "page": f"/benchmarks/runs/{run.pk}/"}
+
+
+class StudyCreateSerializer(ParamsMixin):
+    graph = serializers.SlugRelatedField(slug_field="name", queryset=Graph.objects.all())
+    arms = _opt(serializers.ListField, child=serializers.CharField(max_length=12), max_length=6,
+                help_text="shapes like p1d1, p2d1, agg2; empty: every shape with the graph's current GPUs")
+    keep_variants = serializers.BooleanField(default=False)
+
+    def validate(self, attrs):
+        arms = attrs.get("arms")
+        attrs = super().validate(attrs)
+        attrs["arms"] = arms
+        return attrs
+
+
+class StudySerializer(serializers.ModelSerializer):
+    graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+    runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = Study
+        fields = ["id", "graph", "profile", "params", "arms", "keep_variants", "state", "message", "error",
+                  "requested_by", "via", "cancel_requested_at", "created_at", "finished_at", "runs"]
+        read_only_fields = fields
+
+
+class RecommendSerializer(serializers.Serializer):
+    graph = serializers.SlugRelatedField(slug_field="name", queryset=Graph.objects.all())
+    ttft_ms = _opt(serializers.FloatField, min_value=0.1, max_value=480_000,
+                   help_text="TTFT p90 target; empty: the graph's objectives")
+    itl_ms = _opt(serializers.FloatField, min_value=0.1, max_value=60_000,
+                  help_text="ITL p90 target; empty: the graph's objectives")
+    runs = _opt(serializers.ListField, child=serializers.IntegerField(min_value=1), max_length=100,
+                help_text="the evidence; empty: every run under the load of the graph's latest run")
+
+
+class RecommendationSerializer(serializers.ModelSerializer):
+    graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    applied_by = serializers.CharField(source="applied_by.username", read_only=True, default=None)
+    runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = Recommendation
+        fields = ["id", "graph", "ttft_ms", "itl_ms", "targets_from", "current", "recommended", "shape", "met",
+                  "reasons", "runs", "state", "operations", "result", "created_by", "via", "created_at",
+                  "applied_by", "applied_at"]
+        read_only_fields = fields
+
+
+class CompareSerializer(serializers.Serializer):
+    runs = RunSerializer(many=True)
+    rows = serializers.ListField(child=serializers.DictField())
+    series = serializers.ListField(child=serializers.DictField())
+
+
+class ProfileSerializer(serializers.Serializer):
+    key = serializers.CharField()
+    title = serializers.CharField()
+    description = serializers.CharField()
+    defaults = serializers.DictField()

@@ -1,0 +1,358 @@
+"""Benchmark runs as operations: request, execute (in a Celery worker), cancel, reconcile.
+
+State machine (RunState): pending → running → succeeded | failed | cancelled.
+
+* ``request_benchmark`` checks the graph serves, validates the profile, records a pending
+  row (one active run per graph: a partial unique index; at most BENCHMARK_MAX_RUNNING on the
+  host) and enqueues ``benchmark_execute`` after commit.
+* ``benchmark_execute`` claims the row with a conditional UPDATE, runs aiperf once per load
+  point against the graph's own frontend (Deployment.endpoint, nothing else), heart-beats
+  the row every second (progress, lease) and reads cancellation requests from it, and
+  finishes the row. Every run is bounded by its ``max_seconds``.
+* ``benchmark_cancel`` cancels a pending run at once, and asks a running one to stop (its
+  worker SIGTERMs aiperf's process group within a second).
+* ``runs_reconcile`` (periodic) fails runs whose worker stopped heart-beating, after killing
+  their aiperf process group, and re-enqueues pending runs nobody picked up."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+import time
+import zipfile
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation
+from graphs.runtimes.tinymodel import ensure_model_dir
+
+from . import aiperf
+from .errors import BenchmarkRefused, RunCancelled, RunFailed
+from .models import ACTIVE_RUN_STATES, BenchmarkRun, RunState
+from .profiles import RunParams, resolve
+from .runner import Invocation, ProcessRef, hostname, log_tail, stop_group
+from .schema import RunConfig, RunResults, TokenCounts
+from .shapes import gpu_count, shape_of
+from .targets import slo_targets
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 1.0
+STALE_PENDING = dt.timedelta(seconds=30)
+GIVE_UP_PENDING = dt.timedelta(minutes=10)
+SERVING_STATES = (GraphState.READY, GraphState.DEGRADED)
+STAND_IN_TOKENIZER = "benchmark-stand-in"
+
+
+def run_dir(run_id: int) -> Path:
+    return Path(settings.BENCHMARK_DIR) / "runs" / str(run_id)
+
+
+def serving_deployment(graph: Graph) -> Deployment:
+    """The graph's deployment if its frontend serves, else BenchmarkRefused saying why."""
+    dep = Deployment.objects.filter(graph=graph).select_related("revision").first()
+    if dep is None or not dep.active or dep.revision is None:
+        raise BenchmarkRefused(f"{graph.name} is not deployed: apply it, wait until it is ready, then benchmark it")
+    if dep.state not in SERVING_STATES:
+        raise BenchmarkRefused(f"{graph.name} is not serving (state: {dep.get_state_display().lower()}); "
+                               "benchmark it once it is ready")
+    if not dep.endpoint:
+        raise BenchmarkRefused(f"{graph.name} has no frontend endpoint yet")
+    try:
+        aiperf.frontend_url(dep.endpoint)
+    except aiperf.BadTarget as exc:
+        raise BenchmarkRefused(str(exc)) from None
+    return dep
+
+
+def _enqueue(run: BenchmarkRun) -> None:
+    from .tasks import benchmark_execute
+
+    transaction.on_commit(lambda: benchmark_execute.delay(run.pk))
+
+
+@transaction.atomic
+def request_benchmark(*, graph: Graph, profile: str, params: dict | RunParams | None = None, user=None,
+                      via: str = "ui", study=None, label: str = "") -> BenchmarkRun:
+    """Record a pending run of ``profile`` (with ``params`` overriding its defaults).
+    Raises ProfileError (bad parameters, by field) or BenchmarkRefused."""
+    run_params = params if isinstance(params, RunParams) else resolve(profile, params)
+    dep = serving_deployment(graph)
+    op = Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).first()
+    if op is not None:
+        raise BenchmarkRefused(f"{graph.name} is changing ({op.kind} operation #{op.pk} is {op.state}); "
+                               "benchmark it once the change is done")
+    active = list(BenchmarkRun.objects.filter(state__in=ACTIVE_RUN_STATES).select_related("graph")[:50])
+    mine = next((r for r in active if r.graph_id == graph.pk), None)
+    if mine is not None:
+        raise BenchmarkRefused(f"{graph.name} is already being benchmarked (run #{mine.pk}); wait for it or cancel it")
+    if len(active) >= settings.BENCHMARK_MAX_RUNNING:
+        raise BenchmarkRefused(f"another benchmark is active on this host (run #{active[0].pk} of "
+                               f"{active[0].graph.name}); runs go one at a time (BENCHMARK_MAX_RUNNING="
+                               f"{settings.BENCHMARK_MAX_RUNNING}) so that they do not measure each other")
+    try:
+        with transaction.atomic():
+            run = BenchmarkRun.objects.create(
+                graph=graph, revision=dep.revision, study=study, label=label[:100], profile=profile,
+                params=run_params.model_dump(mode="json"), via=via,
+                requested_by=user if user is not None and user.pk else None,
+                progress_text="waiting for a worker")
+    except IntegrityError:
+        raise BenchmarkRefused(f"{graph.name} is already being benchmarked; wait for it or cancel it") from None
+    _enqueue(run)
+    return run
+
+
+# --- execution -----------------------------------------------------------------------------------
+
+def _claim(run_id: int) -> bool:
+    now = timezone.now()
+    return bool(BenchmarkRun.objects.filter(pk=run_id, state=RunState.PENDING).update(
+        state=RunState.RUNNING, started_at=now, attempts=1, host=hostname(), progress_text="starting aiperf",
+        lease_until=now + dt.timedelta(seconds=settings.BENCHMARK_LEASE_SECONDS)))
+
+
+def _finish(run_id: int, state: str, *, error: str = "", results: RunResults | None = None) -> bool:
+    fields = {"state": state, "finished_at": timezone.now(), "lease_until": None, "pgid": None,
+              "error": error[:20000]}
+    if results is not None:
+        fields["results"] = results.model_dump(mode="json")
+    if state == RunState.SUCCEEDED:
+        fields.update(progress=100, progress_text="done")
+    else:
+        fields["progress_text"] = {RunState.CANCELLED: "cancelled"}.get(state, "failed")
+    done = BenchmarkRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(**fields)
+    study_id = BenchmarkRun.objects.filter(pk=run_id).values_list("study_id", flat=True).first()
+    if done and study_id:
+        from .tasks import study_advance
+
+        transaction.on_commit(lambda: study_advance.delay(study_id))
+    return bool(done)
+
+
+def resolve_tokenizer(dep: Deployment, model: str) -> aiperf.Tokenizer:
+    """The graph's own tokenizer where the control plane can reach it (the local runtime's
+    model directory; a Kubernetes graph's model in this host's Hugging Face cache); else a
+    stand-in that only shapes the prompts, with the server's usage counts in the report."""
+    if dep.runtime == "local":
+        path = ensure_model_dir(Path(settings.LOCAL_RUNTIME_DIR) / "models", model)
+        return aiperf.Tokenizer(str(path), "client", "the graph's own model directory on the local runtime")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = isinstance(try_to_load_from_cache(model, "tokenizer.json"), str)
+    except Exception:  # an id the hub library refuses is simply not cached
+        cached = False
+    if cached:
+        return aiperf.Tokenizer(model, "client", "the model's tokenizer from this host's Hugging Face cache")
+    stand_in = ensure_model_dir(Path(settings.BENCHMARK_DIR) / "tokenizers", STAND_IN_TOKENIZER)
+    return aiperf.Tokenizer(str(stand_in), "server",
+                            f"the tokenizer of {model} is not reachable from the control plane: token counts "
+                            "are the server's usage counts, and prompt lengths were shaped with a stand-in "
+                            "tokenizer, so in the model's tokens they differ from the requested means")
+
+
+def _snapshot(run: BenchmarkRun, dep: Deployment) -> tuple[RunConfig, str]:
+    spec = dep.revision.graph_spec
+    replicas = dep.desired_replicas(spec)
+    shape = shape_of(spec, replicas)
+    model = spec.model or spec.name
+    config = RunConfig(runtime=dep.runtime, endpoint=dep.endpoint, model=model, revision=dep.revision.number,
+                       replicas=replicas, prefill=shape.prefill, decode=shape.decode, worker=shape.workers,
+                       gpus=gpu_count(spec, replicas), shape=str(shape))
+    return config, model
+
+
+def _heartbeat(run_id: int, progress: int, text: str) -> tuple[bool, str]:
+    """Renew the lease and publish progress. Returns (keep going, why not)."""
+    lease = timezone.now() + dt.timedelta(seconds=settings.BENCHMARK_LEASE_SECONDS)
+    alive = BenchmarkRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
+        progress=progress, progress_text=text[:200], lease_until=lease)
+    if not alive:
+        return False, "the run was finished elsewhere (reconciled or cancelled)"
+    row = BenchmarkRun.objects.filter(pk=run_id).values("cancel_requested_at", "cancel_requested_by__username").get()
+    if row["cancel_requested_at"] is not None:
+        return False, f"cancelled by {row['cancel_requested_by__username'] or 'request'}"
+    return True, ""
+
+
+def _failure(prefix: str, log_path: Path) -> str:
+    return f"{prefix}\n\naiperf's log (last lines):\n{log_tail(log_path, 25)}"
+
+
+def _measure(run: BenchmarkRun, workdir: Path) -> RunResults:
+    dep = serving_deployment(run.graph)
+    config, model = _snapshot(run, dep)
+    tokenizer = resolve_tokenizer(dep, model)
+    slo = slo_targets(run.graph)
+    params = run.run_params
+    log_path = workdir / "aiperf.log"
+    artifacts = workdir / "artifacts"
+    scratch = workdir / "scratch"
+    for folder in (artifacts, scratch):
+        folder.mkdir(parents=True, exist_ok=True)
+    BenchmarkRun.objects.filter(pk=run.pk).update(config=config.model_dump(mode="json"), revision=dep.revision,
+                                                  artifact_dir=str(artifacts), log_path=str(log_path))
+    results = RunResults(token_counts=TokenCounts(source=tokenizer.source, tokenizer=tokenizer.path,
+                                                  note=tokenizer.note), slo=slo)
+    if dep.state == GraphState.DEGRADED:
+        results.warnings.append(f"{run.graph.name} was degraded when the run started: {dep.message}")
+    if not params.streaming:
+        results.warnings.append("not streaming: aiperf measures no TTFT or ITL, only request latency")
+    env = aiperf.build_env(scratch, tokenizer)
+    deadline = time.monotonic() + params.max_seconds
+    loads = params.loads()
+    for index, (concurrency, rate) in enumerate(loads):
+        name = f"{index + 1:02d}-" + (f"c{concurrency}" if concurrency else "") + (f"r{rate:g}" if rate else "")
+        argv = aiperf.build_argv(params=params, url=dep.endpoint, model=model, tokenizer=tokenizer,
+                                 artifact_dir=artifacts / name, concurrency=concurrency, request_rate=rate,
+                                 slo=slo, request_timeout=min(params.max_seconds, 600))
+        point = f"load point {index + 1}/{len(loads)}" if len(loads) > 1 else "the run"
+        code = _invoke(run.pk, argv, env, workdir, log_path, artifacts / name, params, index, len(loads), deadline)
+        if code != 0:
+            raise RunFailed(_failure(f"aiperf exited with code {code} during {point}", log_path))
+        export = aiperf.read_export(artifacts / name)
+        step = aiperf.parse_step(export, index=index, artifact=name, concurrency=concurrency, request_rate=rate,
+                                 gpus=config.gpus)
+        if step.completed == 0:
+            raise RunFailed(_failure(f"no request completed during {point}", log_path))
+        if step.errors:
+            results.warnings.append(f"{point}: {step.errors} request(s) failed: " +
+                                    "; ".join(aiperf.export_errors(export))[:500])
+        results.steps.append(step)
+        BenchmarkRun.objects.filter(pk=run.pk).update(results=results.model_dump(mode="json"))
+    now_dep = Deployment.objects.filter(pk=dep.pk).select_related("revision").first()
+    if now_dep is None or now_dep.revision_id != dep.revision_id or now_dep.replicas != dep.replicas:
+        results.warnings.append("the graph was changed (re-applied or scaled) during the run: "
+                                "its numbers mix two configurations")
+    return results
+
+
+def _invoke(run_id: int, argv: list[str], env: dict[str, str], workdir: Path, log_path: Path, artifact: Path,
+            params: RunParams, index: int, points: int, deadline: float) -> int:
+    """Run one aiperf invocation to its end, publishing progress; stop it on cancel or timeout."""
+    invocation = Invocation(argv, env, workdir, log_path)
+    try:
+        ref = invocation.start()
+    except OSError as exc:
+        raise RunFailed(f"aiperf could not start: {exc}") from None
+    BenchmarkRun.objects.filter(pk=run_id).update(pgid=ref.pgid, proc_start=ref.start_ticks, host=hostname())
+    progress = aiperf.Progress(artifact)
+    try:
+        while (code := invocation.poll()) is None:
+            time.sleep(POLL_SECONDS)
+            now = time.monotonic()
+            progress.update(now)
+            percent = int(100 * (index + progress.fraction(params, now)) / points)
+            where = f" (load point {index + 1}/{points})" if points > 1 else ""
+            text = {"starting": "aiperf is starting", "processing": "aiperf is computing the results"}.get(
+                progress.phase, f"{progress.records} requests done")
+            keep_going, why = _heartbeat(run_id, percent, text + where)
+            if not keep_going:
+                invocation.stop()
+                raise RunCancelled(why)
+            if now > deadline:
+                invocation.stop()
+                raise RunFailed(_failure(f"stopped at its time bound: max_seconds={params.max_seconds}", log_path))
+    except BaseException:
+        invocation.stop()  # whatever happened here, no aiperf process outlives the run
+        raise
+    invocation.finish()
+    return code
+
+
+def benchmark_execute(run_id: int) -> str:
+    """Run one benchmark. Safe to call any number of times: only the first claims it."""
+    if not _claim(run_id):
+        return "not claimed"
+    run = BenchmarkRun.objects.select_related("graph").get(pk=run_id)
+    workdir = run_dir(run_id)
+    try:
+        results = _measure(run, workdir)
+    except RunCancelled as exc:
+        _finish(run_id, RunState.CANCELLED, error=str(exc))
+    except (RunFailed, BenchmarkRefused, aiperf.BadTarget, aiperf.ExportMissing) as exc:
+        _finish(run_id, RunState.FAILED, error=str(exc))
+    except Exception as exc:
+        log.exception("benchmark run %s failed", run_id)
+        _finish(run_id, RunState.FAILED, error=f"internal error: {exc}")
+    else:
+        _finish(run_id, RunState.SUCCEEDED, results=results)
+    finally:
+        shutil.rmtree(workdir / "scratch", ignore_errors=True)
+    return BenchmarkRun.objects.values_list("state", flat=True).get(pk=run_id)
+
+
+# --- cancel, reconcile ---------------------------------------------------------------------------
+
+def _kill_orphan(run: BenchmarkRun) -> None:
+    """Stop the aiperf group of a run whose worker is gone, when it ran on this host."""
+    if run.pgid and run.host == hostname() and run.proc_start is not None:
+        stop_group(ProcessRef(pgid=run.pgid, start_ticks=run.proc_start))
+
+
+@transaction.atomic
+def benchmark_cancel(*, run: BenchmarkRun, user=None) -> BenchmarkRun:
+    """Cancel a pending run now; ask a running one to stop (its worker does within a second)."""
+    who = user.get_username() if user is not None and user.pk else "request"
+    now = timezone.now()
+    if BenchmarkRun.objects.filter(pk=run.pk, state=RunState.PENDING).update(
+            state=RunState.CANCELLED, finished_at=now, cancel_requested_at=now, progress_text="cancelled",
+            cancel_requested_by=user if user is not None and user.pk else None, error=f"cancelled by {who}"):
+        run.refresh_from_db()
+        return run
+    locked = BenchmarkRun.objects.select_for_update().get(pk=run.pk)
+    if locked.state != RunState.RUNNING:
+        raise BenchmarkRefused(f"run #{run.pk} already {locked.state}")
+    if locked.cancel_requested_at is None:
+        locked.cancel_requested_at = now
+        locked.cancel_requested_by = user if user is not None and user.pk else None
+        BenchmarkRun.objects.filter(pk=run.pk).update(cancel_requested_at=now,
+                                                      cancel_requested_by=locked.cancel_requested_by,
+                                                      progress_text="cancelling")
+    if locked.lease_until is not None and locked.lease_until < now:  # nobody will notice: do it here
+        _kill_orphan(locked)
+        _finish(run.pk, RunState.CANCELLED, error=f"cancelled by {who} (its worker had stopped)")
+    run.refresh_from_db()
+    return run
+
+
+def runs_reconcile() -> dict[str, int]:
+    from .tasks import benchmark_execute as task
+
+    now = timezone.now()
+    failed = requeued = 0
+    for run in BenchmarkRun.objects.filter(state=RunState.RUNNING, lease_until__lt=now):
+        _kill_orphan(run)
+        failed += _finish(run.pk, RunState.FAILED, error=_failure(
+            "the worker running this benchmark stopped (its heartbeat expired); aiperf was stopped",
+            Path(run.log_path)) if run.log_path else "the worker running this benchmark stopped")
+    for run in BenchmarkRun.objects.filter(state=RunState.PENDING, created_at__lt=now - STALE_PENDING):
+        if run.created_at < now - GIVE_UP_PENDING:
+            failed += BenchmarkRun.objects.filter(pk=run.pk, state=RunState.PENDING).update(
+                state=RunState.FAILED, finished_at=now, error="no worker picked this run up within 10 minutes")
+        else:
+            task.delay(run.pk)
+            requeued += 1
+    return {"failed": failed, "requeued": requeued}
+
+
+def artifacts_zip(run: BenchmarkRun) -> Path:
+    """A zip of the run's artifacts and aiperf's log, made once the run is finished."""
+    workdir = run_dir(run.pk)
+    target = workdir / f"benchmark-{run.pk}-artifacts.zip"
+    if target.exists() and not run.is_active:
+        return target
+    if not workdir.exists():
+        raise BenchmarkRefused(f"run #{run.pk} has no artifacts")
+    partial = target.with_suffix(".zip.part")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(workdir.rglob("*")):
+            if path.is_file() and path not in (target, partial) and "scratch" not in path.relative_to(workdir).parts:
+                archive.write(path, Path(f"benchmark-{run.pk}") / path.relative_to(workdir))
+    partial.replace(target)
+    return target

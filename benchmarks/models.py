@@ -192,3 +192,9 @@ class Recommendation(models.Model):
 
     def __str__(self) -> str:
         return f"recommendation #{self.pk} for graph {self.graph_id}: {self.shape}"
+
+    @property
+    def changes(self) -> list[dict]:
+        """Each pool's replicas before and as recommended."""
+        return [{"service": svc, "before": (self.current or {}).get(svc), "after": n}
+                for svc, n in (self.recommended or {}).items()]

@@ -59,6 +59,19 @@ def rows(runs: list[BenchmarkRun]) -> list[dict]:
     return [step_row(run, step) for run in runs for step in run.run_results.steps]
 
 
+def _cell(value) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def cells(table: list[dict]) -> list[list[str]]:
+    """The rows as text, in COLUMNS order."""
+    return [[_cell(row[key]) for key, _title in COLUMNS] for row in table]
+
+
 def to_csv(runs: list[BenchmarkRun]) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
@@ -187,7 +200,7 @@ def html_report(*, title: str, runs: list[BenchmarkRun], intro: str = "", recomm
                "runs": [{"id": r.pk, "graph": r.graph.name, "label": r.label, "profile": r.profile, "params": r.params,
                          "config": r.config, "results": r.results, "state": r.state} for r in runs]}
     return render_to_string("benchmarks/report.html", {
-        "title": title, "intro": intro, "runs": runs, "columns": COLUMNS, "rows": table,
+        "title": title, "intro": intro, "runs": runs, "columns": COLUMNS, "cells": cells(table),
         "charts": [{"title": t, "svg": svg_chart(data, key, t, unit)} for key, t, unit in CHARTS],
         "legend": legend(data), "notes": list(dict.fromkeys(notes)), "recommendation": recommendation,
         "study": study, "generated_at": timezone.now(),

@@ -572,7 +572,9 @@ def test_dockerfile_builds_a_slim_non_root_image():
     assert "ai-dynamo" not in runs and "[dynamo" not in runs, "the cluster image has no local Dynamo runtime"
     assert words.index("USER") > max(i for i, w in enumerate(words) if w in ("RUN", "COPY"))
     healthcheck = next(rest for w, rest in instructions if w == "HEALTHCHECK")
-    assert "/healthz" in healthcheck
+    argv = json.loads(healthcheck.split(" CMD ", 1)[1])  # exec form: no shell in the way
+    assert argv[:2] == ["python", "-c"] and "/healthz" in argv[2]
+    compile(argv[2], "HEALTHCHECK", "exec")
     for workload, spec, _container in ours(render("example")):
         context = spec["securityContext"]
         assert (context["runAsUser"], context["runAsGroup"]) == (int(uid), int(gid)), workload["metadata"]["name"]

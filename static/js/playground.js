@@ -324,12 +324,12 @@ class ChatColumn {
     this.transcript.replaceChildren();
   }
 
-  bubble(role, text) {
+  bubble(role, text, who = this.graph) {
     const hint = this.transcript.querySelector('[data-role="hint"]');
     if (hint) hint.remove();
     const body = el("div", { class: "pg-text", text });
     const node = el("div", { class: `pg-msg pg-${role}`, "data-role": `msg-${role}` },
-      el("div", { class: "pg-who", text: role === "user" ? "You" : this.graph }), body);
+      el("div", { class: "pg-who", text: role === "user" ? "You" : who }), body);
     this.transcript.append(node);
     return { node, body };
   }
@@ -348,10 +348,10 @@ class ChatColumn {
     node.append(box);
   }
 
-  load(messages) {
+  load(messages, graph) {
     this.clear();
     for (const m of messages) {
-      const { node } = this.bubble(m.role, m.content);
+      const { node } = this.bubble(m.role, m.content, graph);
       if (m.role === "assistant" && m.timing) this.showReply(node, m.timing, null);
       this.messages.push(m);
     }
@@ -489,7 +489,7 @@ function initChat(root) {
     writeSettings(form, conversation);
     if ([...graphSelect.options].some((o) => o.value === conversation.graph)) graphSelect.value = conversation.graph;
     else kept.textContent = `Graph ${conversation.graph} is not serving: new replies go to ${graphSelect.value}.`;
-    column.load(conversation.messages);
+    column.load(conversation.messages, conversation.graph);
     saveUrl = conversation.save_url;
     if (!kept.textContent) kept.textContent = `Kept as “${conversation.title}”; every reply is saved.`;
   }

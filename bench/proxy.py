@@ -36,6 +36,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -320,6 +321,7 @@ def main() -> int:
            "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
     graph = start_graph_retrying(tmp)
     proxies: list[subprocess.Popen] = []
+    ok = False
     try:
         setup = subprocess.run([sys.executable, __file__, "--setup", MODEL, graph.endpoint], cwd=ROOT, env=env,
                                capture_output=True, text=True, timeout=60, check=True)
@@ -364,12 +366,15 @@ def main() -> int:
         asyncio.run(run_all())
         report(arms, [c for c, _ in plan])
         print(f"\ntotal {time.monotonic() - began:.1f} s")
+        ok = True
     finally:
         for proc in proxies:
             proc.terminate()
         for proc in proxies:
             proc.wait(timeout=10)
         graph.supervisor.stop_all(grace=3.0)
+        if ok:  # on failure the folder keeps the graph's logs
+            shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

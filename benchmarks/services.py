@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import shutil
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -184,7 +185,7 @@ def _failure(prefix: str, log_path: Path) -> str:
     return f"{prefix}\n\naiperf's log (last lines):\n{log_tail(log_path, 25)}"
 
 
-def _measure(run: BenchmarkRun, workdir: Path) -> RunResults:
+def _measure(run: BenchmarkRun, workdir: Path, scratch: Path) -> RunResults:
     dep = serving_deployment(run.graph)
     config, model = _snapshot(run, dep)
     tokenizer = resolve_tokenizer(dep, model)
@@ -192,9 +193,7 @@ def _measure(run: BenchmarkRun, workdir: Path) -> RunResults:
     params = run.run_params
     log_path = workdir / "aiperf.log"
     artifacts = workdir / "artifacts"
-    scratch = workdir / "scratch"
-    for folder in (artifacts, scratch):
-        folder.mkdir(parents=True, exist_ok=True)
+    artifacts.mkdir(parents=True, exist_ok=True)
     BenchmarkRun.objects.filter(pk=run.pk).update(config=config.model_dump(mode="json"), revision=dep.revision,
                                                   artifact_dir=str(artifacts), log_path=str(log_path))
     results = RunResults(token_counts=TokenCounts(source=tokenizer.source, tokenizer=tokenizer.path,
@@ -215,7 +214,10 @@ def _measure(run: BenchmarkRun, workdir: Path) -> RunResults:
         code = _invoke(run.pk, argv, env, workdir, log_path, artifacts / name, params, index, len(loads), deadline)
         if code != 0:
             raise RunFailed(_failure(f"aiperf exited with code {code} during {point}", log_path))
-        export = aiperf.read_export(artifacts / name)
+        try:
+            export = aiperf.read_export(artifacts / name)
+        except aiperf.ExportMissing as exc:
+            raise RunFailed(_failure(f"{exc} during {point}", log_path)) from None
         step = aiperf.parse_step(export, index=index, artifact=name, concurrency=concurrency, request_rate=rate,
                                  gpus=config.gpus)
         if step.completed == 0:
@@ -271,8 +273,11 @@ def benchmark_execute(run_id: int) -> str:
         return "not claimed"
     run = BenchmarkRun.objects.select_related("graph").get(pk=run_id)
     workdir = run_dir(run_id)
+    # aiperf's temp files and ZMQ IPC sockets: a short path of its own (a Unix socket path has
+    # at most 107 bytes, and aiperf exits 0 without results when its sockets cannot bind).
+    scratch = Path(tempfile.mkdtemp(prefix=f"bench{run_id}-"))
     try:
-        results = _measure(run, workdir)
+        results = _measure(run, workdir, scratch)
     except RunCancelled as exc:
         _finish(run_id, RunState.CANCELLED, error=str(exc))
     except (RunFailed, BenchmarkRefused, aiperf.BadTarget, aiperf.ExportMissing) as exc:
@@ -283,7 +288,7 @@ def benchmark_execute(run_id: int) -> str:
     else:
         _finish(run_id, RunState.SUCCEEDED, results=results)
     finally:
-        shutil.rmtree(workdir / "scratch", ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     return BenchmarkRun.objects.values_list("state", flat=True).get(pk=run_id)
 
 
@@ -328,9 +333,8 @@ def runs_reconcile() -> dict[str, int]:
     failed = requeued = 0
     for run in BenchmarkRun.objects.filter(state=RunState.RUNNING, lease_until__lt=now):
         _kill_orphan(run)
-        failed += _finish(run.pk, RunState.FAILED, error=_failure(
-            "the worker running this benchmark stopped (its heartbeat expired); aiperf was stopped",
-            Path(run.log_path)) if run.log_path else "the worker running this benchmark stopped")
+        why = "the worker running this benchmark stopped (its heartbeat expired); aiperf was stopped"
+        failed += _finish(run.pk, RunState.FAILED, error=_failure(why, Path(run.log_path)) if run.log_path else why)
     for run in BenchmarkRun.objects.filter(state=RunState.PENDING, created_at__lt=now - STALE_PENDING):
         if run.created_at < now - GIVE_UP_PENDING:
             failed += BenchmarkRun.objects.filter(pk=run.pk, state=RunState.PENDING).update(
@@ -352,7 +356,7 @@ def artifacts_zip(run: BenchmarkRun) -> Path:
     partial = target.with_suffix(".zip.part")
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for path in sorted(workdir.rglob("*")):
-            if path.is_file() and path not in (target, partial) and "scratch" not in path.relative_to(workdir).parts:
+            if path.is_file() and path not in (target, partial):
                 archive.write(path, Path(f"benchmark-{run.pk}") / path.relative_to(workdir))
     partial.replace(target)
     return target

@@ -87,6 +87,10 @@ def _name(o: Observation) -> str:
     return f"run #{o.run_id} ({o.shape.label()}, {o.gpus} GPU{'s' if o.gpus != 1 else ''})"
 
 
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def recommend(observations: list[Observation], *, current: Shape, ttft_ms: float | None,
               itl_ms: float | None) -> Advice:
     """Replicas for a graph now shaped ``current``, from runs measured under one load."""
@@ -103,13 +107,13 @@ def recommend(observations: list[Observation], *, current: Shape, ttft_ms: float
     evidence = [o.run_id for o in same_kind]
     if passing:
         best = min(passing, key=lambda o: (o.gpus, -(o.throughput or 0), -o.run_id))
-        reasons.append(f"{_name(best).capitalize()} met every target: {_verdict(best, ttft_ms, itl_ms)}.")
+        reasons.append(f"{_cap(_name(best))} met every target: {_verdict(best, ttft_ms, itl_ms)}.")
         others = [o for o in passing if o is not best]
         if others:
             reasons.append("Also met them, with as many GPUs or more: " +
                            "; ".join(f"{_name(o)}" for o in others) + ".")
         for o in failing:
-            reasons.append(f"{_name(o).capitalize()} missed: {_verdict(o, ttft_ms, itl_ms)}.")
+            reasons.append(f"{_cap(_name(o))} missed: {_verdict(o, ttft_ms, itl_ms)}.")
         reasons.append("Keep the current shape." if best.shape == current else
                        f"Recommended: {best.shape.label()}, the smallest measured shape that met the targets.")
         shape, met = best.shape, True

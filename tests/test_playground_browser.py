@@ -210,7 +210,7 @@ def test_the_browser_computes_timings_exactly_as_python_does(routed_server, user
         arrivals = sorted(start + rng.uniform(20, 400) for _ in range(rng.randint(2, 60)))
         cases.append((start, arrivals, rng.choice([None, len(arrivals), len(arrivals) + 3]), arrivals[-1] + 1))
     got = page.evaluate("""async (cases) => {
-        const m = await import('/static/js/playground.js');
+        const m = await import('/static/js/playground-stream.js');
         return cases.map(([s, a, c, e]) => m.summarise(s, a, c, e));
     }""", [list(c) for c in cases])
     for case, js in zip(cases, got, strict=True):

@@ -149,6 +149,14 @@ DATABASES = {
         conn_max_age=int(env("DATABASE_CONN_MAX_AGE", "60")),
     )
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Under ASGI each request may run in another thread: persistent per-thread connections
+    # pile up until PostgreSQL refuses clients. A shared pool (psycopg_pool) instead.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": int(env("DATABASE_POOL_MIN", "1")), "max_size": int(env("DATABASE_POOL_MAX", "20")),
+        "timeout": float(env("DATABASE_POOL_TIMEOUT", "10")),
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, worker, operator) share the file: wait instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})

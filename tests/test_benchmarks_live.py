@@ -53,19 +53,20 @@ def _graph_on(endpoint: str, model: str, name: str = "live"):
 
 
 def _aiperf_processes(run_id: int) -> list[int]:
-    """Live processes of a run's aiperf: their environment points at the run's scratch folder
-    (their command lines do not say: aiperf renames its processes with setproctitle)."""
-    marker = f"TMPDIR={tempfile.gettempdir()}/bench{run_id}-".encode()
+    """Live processes working in a run's folder (aiperf starts there and its services inherit
+    it; command lines and environments do not tell, aiperf renames its processes with
+    setproctitle, which overwrites both)."""
+    folder = str(services.run_dir(run_id).resolve())
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
-            environ = Path(f"/proc/{entry}/environ").read_bytes()
+            cwd = os.readlink(f"/proc/{entry}/cwd")
             state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if marker in environ and state != "Z":
+        if cwd == folder and state != "Z":
             out.append(int(entry))
     return out
 
@@ -132,7 +133,7 @@ def test_cancel_stops_every_aiperf_process(dynamo_graph, settings, bench_dir, ap
     run.refresh_from_db()
     assert run.state == "cancelled" and "cancelled by operator" in run.error
     assert group_members(pgid) == [] and _aiperf_processes(run_id) == []
-    assert 0 < run.progress < 100
+    assert run.progress < 100 and run.progress_text == "cancelled"
     assert Path(run.log_path).exists()
 
 

@@ -32,6 +32,7 @@ from tests.metrics_fixtures import (  # noqa: F401
     KNOWN,
     OUTPUT_TOKENS_PER_S,
     REQUESTS_PER_S,
+    SCRAPE_INTERVAL,
     exposition,
     fresh_cache,
     known_scraped,
@@ -246,6 +247,9 @@ def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, 
     # Wait until Prometheus has scraped everything we sent.
     use_prometheus.wait_for(f'sum({promql.TTFT}_count{{graph="live"}})',
                             lambda r: r and float(r[0]["value"][1]) >= ttft_count, timeout=30)
+    # Charts end on the last whole scrape interval: wait until that is past the sample above.
+    (sample,) = use_prometheus.query(f'timestamp({promql.TTFT}_count{{graph="live"}})')
+    time.sleep(max(0.0, float(sample["value"][1]) + SCRAPE_INTERVAL - time.time()))
 
     response = client_for("viewer").get("/metrics/graphs/live/chart/?window=15m")
     assert response.status_code == 200
@@ -255,6 +259,7 @@ def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, 
     for metric, name in ((promql.TTFT, "ttft"), (promql.ITL, "itl")):
         for q, key in ((0.5, "p50"), (0.9, "p90")):
             low, high = quantile_range(before[metric], after[metric], q)
+            assert data["summary"][f"{name}_{key}"] is not None, data["summary"]
             value = data["summary"][f"{name}_{key}"] / 1000
             assert low - 1e-9 <= value <= high + 1e-9, f"{name} {key}: {value} s not in [{low}, {high}]"
         # Every charted point lies within the buckets the traffic filled.

@@ -157,7 +157,7 @@ def resolve_tokenizer(dep: Deployment, model: str) -> aiperf.Tokenizer:
                             "tokenizer, so in the model's tokens they differ from the requested means")
 
 
-def _snapshot(run: BenchmarkRun, dep: Deployment) -> tuple[RunConfig, str]:
+def _snapshot(dep: Deployment) -> tuple[RunConfig, str]:
     spec = dep.revision.graph_spec
     replicas = dep.desired_replicas(spec)
     shape = shape_of(spec, replicas)
@@ -187,7 +187,7 @@ def _failure(prefix: str, log_path: Path) -> str:
 
 def _measure(run: BenchmarkRun, workdir: Path, scratch: Path) -> RunResults:
     dep = serving_deployment(run.graph)
-    config, model = _snapshot(run, dep)
+    config, model = _snapshot(dep)
     tokenizer = resolve_tokenizer(dep, model)
     slo = slo_targets(run.graph)
     params = run.run_params
@@ -295,9 +295,14 @@ def benchmark_execute(run_id: int) -> str:
 # --- cancel, reconcile ---------------------------------------------------------------------------
 
 def _kill_orphan(run: BenchmarkRun) -> None:
-    """Stop the aiperf group of a run whose worker is gone, when it ran on this host."""
-    if run.pgid and run.host == hostname() and run.proc_start is not None:
+    """Stop the aiperf group of a run whose worker is gone, and remove its scratch folder,
+    when it ran on this host."""
+    if run.host != hostname():
+        return
+    if run.pgid and run.proc_start is not None:
         stop_group(ProcessRef(pgid=run.pgid, start_ticks=run.proc_start))
+    for scratch in Path(tempfile.gettempdir()).glob(f"bench{run.pk}-*"):
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @transaction.atomic

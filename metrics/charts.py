@@ -269,16 +269,16 @@ def chart_data(graph: Graph, window_text: str | None = None, *, now: float | Non
         out["message"] = exc.message
         return out
     index = {t: i for i, t in enumerate(res.timestamps)}
+    out["series"] = {name: [None] * len(index) for name in SERIES}  # one value or null per timestamp
     for row in rows:
         name = row.labels.get("series")
         if name not in out["series"]:
             continue
-        values: list[float | None] = [None] * len(index)
+        values = out["series"][name]
         scale = 1000 if name in LATENCY_SERIES else 1
         for ts, value in row.points:
             if ts in index and value is not None:
                 values[index[ts]] = value * scale
-        out["series"][name] = values
     out["summary"] = _summary(stats, deployment, objectives, targets)
     if not any(v is not None for values in out["series"].values() for v in values):
         out["state"] = "no_data"

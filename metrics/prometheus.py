@@ -186,6 +186,11 @@ def _cached(key_parts: list, ttl: float, fetch: Callable[[], T], *, url: str) ->
         if hit is not None:
             return hit
         _check_breaker(url)  # their attempt failed: do not try again if that opened the circuit
+    else:
+        hit = cache.get(key)  # answered between our first look and taking the lock
+        if hit is not None:
+            cache.delete(lock)
+            return hit
     try:
         value = fetch()
         cache.set(key, value, ttl)

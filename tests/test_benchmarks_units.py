@@ -175,7 +175,7 @@ def test_variants_reshape_the_graph_and_keep_its_pools_settings():
     assert split.pools("prefill")[0].replicas == 2 and split.pools("decode")[0].replicas == 1
     assert split.pools("prefill")[0].args[-2:] == ["--disaggregation-mode", "prefill"]
     assert split.pools("decode")[0].args[-2:] == ["--disaggregation-mode", "decode"]
-    assert [s.role for s in split.services][0] == "frontend"
+    assert split.services[0].role == "frontend"
 
 
 # --- recommendation ------------------------------------------------------------------------------

@@ -50,6 +50,24 @@ def make_graph(name: str, *, prefill: int = 2, decode: int = 3, runtime: str = "
     return graph
 
 
+def openapi_nullable(node):
+    """OpenAPI 3.0's ``nullable`` as JSON Schema's null type, for jsonschema."""
+    if isinstance(node, dict):
+        node = {k: openapi_nullable(v) for k, v in node.items()}
+        if node.pop("nullable", False):
+            node = {"anyOf": [node, {"type": "null"}]}
+        return node
+    return [openapi_nullable(v) for v in node] if isinstance(node, list) else node
+
+
+def assert_conforms(client, data, component: str) -> None:
+    """``data`` matches the OpenAPI description of ``component``."""
+    import jsonschema
+
+    components = openapi_nullable(client.get("/api/schema/?format=json").json()["components"])
+    jsonschema.validate(data, {"$ref": f"#/components/schemas/{component}", "components": components})
+
+
 def last(values: list) -> float:
     found = [v for v in values if v is not None]
     assert found, "no points"
@@ -102,8 +120,10 @@ def test_the_chart_has_exact_quantiles_rates_and_in_flight(known, client_for):
     assert last(s["request_rate"]) == pytest.approx(REQUESTS_PER_S, rel=0.02)
     assert last(s["output_tokens"]) == pytest.approx(OUTPUT_TOKENS_PER_S, rel=0.02)
     assert last(s["in_flight"]) == ACTIVE
-    assert s["goodput"] == []  # no SLO targets yet
+    assert all(len(values) == len(data["timestamps"]) for values in s.values())
+    assert set(s["goodput"]) == {None}  # no SLO targets yet
     assert data["summary"]["targets"] == {"total": 1, "up": 1, "down": []}
+    assert_conforms(client_for("viewer"), data, "Chart")
 
 
 def test_slo_shares_and_goodput_come_from_the_buckets(known, client_for):
@@ -116,6 +136,7 @@ def test_slo_shares_and_goodput_come_from_the_buckets(known, client_for):
     assert summary["itl_share"] == pytest.approx(0.75, rel=1e-6)
     assert summary["goodput"] == pytest.approx({"estimate": 0.65625, "upper": 0.75, "lower": 0.625}, rel=1e-6)
     assert last(data["series"]["goodput"]) == pytest.approx(0.65625, rel=1e-6)
+    assert_conforms(client_for("viewer"), data, "Chart")
     assert data["objectives"]["ttft_ms"] == 150
 
 
@@ -155,6 +176,8 @@ def test_the_overview_reads_every_graph_in_one_query(known, client_for, use_prom
     api = client_for("viewer").get("/api/metrics/graphs/")
     assert api.status_code == 200
     assert [r["graph"] for r in api.json()["results"]] == ["cluster-c", KNOWN, "quiet-a", "quiet-b"]
+    for row in api.json()["results"]:
+        assert_conforms(client_for("viewer"), row, "Summary")
 
 
 def test_twenty_concurrent_viewers_cost_one_query(known_scraped, fresh_cache, settings):

@@ -215,6 +215,7 @@ class RecommendationViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListM
     @action(detail=True, methods=["post"])
     def apply(self, request, pk=None):
         rec = sizing.recommendation_apply(recommendation=self.get_object(), user=request.user, via="api")
+        rec.refresh_from_db()  # after commit: its first scale operation may have run already
         return Response(RecommendationSerializer(rec).data)
 
 

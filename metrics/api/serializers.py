@@ -112,6 +112,7 @@ class ChartSerializer(serializers.Serializer):
     series = serializers.DictField(
         child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
         help_text="ttft_p50..ttft_p99 and itl_p50..itl_p99 (ms), request_rate and output_tokens (per second), "
-                  "in_flight, goodput (0..1).")
+                  "in_flight, goodput (0..1); one value or null per timestamp, empty lists when state is "
+                  "unreachable or error.")
     summary = WindowSummarySerializer(allow_null=True, help_text="Null when Prometheus gave no answer.")
     markers = MarkerSerializer(many=True)

@@ -148,14 +148,25 @@
     if (panel._plots[figure.dataset.chart]) panel._plots[figure.dataset.chart].destroy();
     delete panel._plots[figure.dataset.chart];
     const scale = spec.scale || 1;
-    const columns = spec.series.map((s) => (data.series[s.key] || []).map((v) => (v === null ? null : v * scale)));
+    const n = data.timestamps.length;
+    const columns = spec.series.map((s) => {
+      const col = data.series[s.key] || [];
+      return col.length === n ? col.map((v) => (v === null ? null : v * scale)) : new Array(n).fill(null);
+    });
     const hasData = columns.some((col) => col.some((v) => v !== null));
     figure.classList.toggle("empty", !hasData);
-    if (!hasData && (spec.series[0].key === "goodput" || !data.timestamps.length)) {
-      box.textContent = spec.series[0].key === "goodput" ? "Set SLO targets to see goodput." : "No data.";
+    const o = data.objectives || {};
+    if (!hasData && spec.series[0].key === "goodput" && !o.ttft_ms && !o.itl_ms) {
+      box.textContent = "Set SLO targets below to see goodput.";
+      return;
+    }
+    if (!n) {
+      box.textContent = "No data.";
       return;
     }
     box.replaceChildren();
+    if (hasData) box.removeAttribute("aria-label");
+    else box.setAttribute("aria-label", "No requests in this window");
     // Sparse series (a graph that just started, a burst of traffic) get dots: a lone point
     // between gaps draws no line.
     const sparse = (col) => col.filter((v) => v !== null).length <= 30;
@@ -164,7 +175,7 @@
       points: { show: sparse(columns[i]), size: 5, fill: s.stroke },
       value: (u, v) => fmt(v, spec.unit),
     })));
-    const target = spec.slo ? (data.objectives || {})[spec.slo] : null;
+    const target = spec.slo ? o[spec.slo] : null;
     if (target) {
       series.push({ label: "SLO target", stroke: SLO_STYLE.stroke, dash: SLO_STYLE.dash, width: 1.5,
         value: () => fmt(target, spec.unit) });
@@ -173,13 +184,15 @@
     const opts = {
       width: Math.max(280, box.clientWidth || 480), height: 190,
       series: series,
-      scales: { x: { time: true, range: [data.start, data.end] }, y: { range: (u, min, max) => [0, Math.max(max || 0, target || 0, 1e-9) * 1.1] } },
+      scales: {
+        x: { time: true, range: [data.start, data.end] },
+        y: { range: (u, min, max) => [0, Math.max(max || 0, target || 0, 1e-9) * 1.1] },
+      },
       axes: [{}, { label: spec.unit, size: 60, values: (u, ticks) => ticks.map((v) => fmt(v, "")) }],
       legend: { live: true },
       cursor: { drag: { x: false, y: false } },
       hooks: { draw: [drawMarkers(data.markers || [], !!spec.labels)] },
     };
-    if (!hasData) box.setAttribute("aria-label", "No requests in this window");
     panel._plots[figure.dataset.chart] = new window.uPlot(opts, [data.timestamps].concat(columns), box);
   }
 

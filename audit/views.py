@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.paginator import Paginator
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 from rest_framework import mixins, serializers, viewsets
 
 from controlplane.roles import Role, role_required
@@ -31,6 +32,7 @@ def filtered(params) -> tuple:
 
 
 @role_required(Role.ADMIN)
+@require_safe
 def audit_list(request):
     qs, applied = filtered(request.GET)
     page = Paginator(qs, 100).get_page(request.GET.get("page"))

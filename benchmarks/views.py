@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from controlplane.roles import Role, role_required
 from graphs.models import Deployment, Graph
@@ -32,6 +32,7 @@ def _chart_json(runs: list[BenchmarkRun], slo: dict | None = None) -> dict:
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def run_list(request):
     runs = BenchmarkRun.objects.select_related("graph", "requested_by")
     graph = request.GET.get("graph", "").strip()
@@ -82,6 +83,7 @@ def _run_context(run: BenchmarkRun) -> dict:
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def run_detail(request, pk: int):
     run = get_object_or_404(BenchmarkRun.objects.select_related("graph", "revision", "requested_by", "study"), pk=pk)
     context = _run_context(run)
@@ -112,6 +114,7 @@ def run_cancel(request, pk: int):
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def run_artifacts(request, pk: int):
     run = get_object_or_404(BenchmarkRun, pk=pk)
     try:
@@ -122,6 +125,7 @@ def run_artifacts(request, pk: int):
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def run_log(request, pk: int):
     run = get_object_or_404(BenchmarkRun, pk=pk)
     if not run.log_path or not Path(run.log_path).exists():
@@ -141,6 +145,7 @@ def _report(kind: str, *, title: str, runs: list[BenchmarkRun], filename: str, *
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def run_report(request, pk: int):
     run = get_object_or_404(BenchmarkRun.objects.select_related("graph"), pk=pk)
     return _report(request.GET.get("type", "csv"), title=f"Benchmark #{run.pk} of {run.graph.name}", runs=[run],
@@ -157,6 +162,7 @@ def _selected(request) -> list[BenchmarkRun]:
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def compare(request):
     runs = _selected(request)
     ids = ",".join(str(r.pk) for r in runs)
@@ -165,6 +171,7 @@ def compare(request):
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def compare_report(request):
     runs = _selected(request)
     return _report(request.GET.get("type", "csv"), runs=runs, filename="benchmarks-" + "-".join(
@@ -203,6 +210,7 @@ def _study_context(study: Study) -> dict:
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def study_detail(request, pk: int):
     study = get_object_or_404(Study.objects.select_related("graph", "requested_by"), pk=pk)
     context = _study_context(study)
@@ -239,6 +247,7 @@ def _sizing(request, graph: Graph, form: RecommendForm, error: str = "") -> Http
 
 
 @role_required(Role.VIEWER)
+@require_safe
 def graph_sizing(request, name: str):
     return _sizing(request, get_object_or_404(Graph, name=name), RecommendForm())
 

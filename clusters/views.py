@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from controlplane.roles import Role, role_required
 from graphs.errors import RuntimeFailure
@@ -17,6 +17,7 @@ from .models import Cluster
 
 
 @role_required(Role.ADMIN)
+@require_safe
 def cluster_list(request):
     return render(request, "clusters/list.html", {"clusters": Cluster.objects.all()})
 

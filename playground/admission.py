@@ -119,7 +119,8 @@ class _CSRFCheck(CsrfViewMiddleware):
 def csrf_needed(request) -> bool:
     """Session callers carry ambient credentials and must send the CSRF token; token callers
     need not (DRF's rule)."""
-    return not request.headers.get("Authorization")
+    # No session cookie: no ambient credential to forge; the caller just gets 401.
+    return not request.headers.get("Authorization") and settings.SESSION_COOKIE_NAME in request.COOKIES
 
 
 def enforce_csrf(request) -> None:

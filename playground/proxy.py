@@ -70,16 +70,17 @@ async def _release(user_id: int) -> None:
 async def _admit(request, graph: str) -> admission.Admission:
     """Who is asking and where to (remembered for a few seconds, see admission.py), and the
     CSRF check for session callers. Raises ChatRefused."""
-    key = admission.credential(request)
-    admitted = admission.recall(key, graph)
-    if admitted is None:
-        admitted = await sync_to_async(admission.admit)(request, graph)
-        admission.remember(key, graph, admitted)
+    # CSRF first: a forged cross-site request learns nothing, not even whether the graph serves.
     if admission.csrf_needed(request):
         if settings.CSRF_USE_SESSIONS:
             await sync_to_async(admission.enforce_csrf)(request)
         else:
             admission.enforce_csrf(request)
+    key = admission.credential(request)
+    admitted = admission.recall(key, graph)
+    if admitted is None:
+        admitted = await sync_to_async(admission.admit)(request, graph)
+        admission.remember(key, graph, admitted)
     return admitted
 
 
@@ -154,8 +155,10 @@ async def chat_completions(request, graph: str):
     if len(body) > limit:
         return _too_large(limit)
     try:
-        payload = _parse(body)
+        # Who may ask comes before what is asked: an anonymous or forged request learns
+        # nothing about the body's validity.
         admitted = await _admit(request, graph)
+        payload = _parse(body)
     except ChatRefused as exc:
         return error_response(exc.status, exc.kind, exc.message)
     refusal = await _acquire(admitted.user_id)  # from here on, a stream slot is held

@@ -116,15 +116,25 @@ def use_prometheus(settings, prometheus_server, fresh_cache):
     return prometheus_server
 
 
+# Each test module that imports a session fixture gets its own copy of it from pytest; these
+# hold the one instance per test run, so that the server starts (and the known target is
+# scraped long enough) once, whichever modules run.
+_shared: dict[str, object] = {}
+
+
 @pytest.fixture(scope="session")
 def prometheus_server(tmp_path_factory):
-    server = start_prometheus(tmp_path_factory.mktemp("prometheus"))
+    first = "prometheus" not in _shared
+    if first:
+        _shared["prometheus"] = start_prometheus(tmp_path_factory.mktemp("prometheus"))
+    server = _shared["prometheus"]
     yield server
-    os.killpg(server.proc.pid, signal.SIGTERM)
-    try:
-        server.proc.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.proc.pid, signal.SIGKILL)
+    if first:
+        os.killpg(server.proc.pid, signal.SIGTERM)
+        try:
+            server.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.proc.pid, signal.SIGKILL)
 
 
 # ---------------------------------------------------------------- a known exposition
@@ -183,6 +193,9 @@ class Exposition:
 def exposition():
     """An HTTP server whose /metrics counters grow linearly from zero at known rates, so every
     rate, quantile and share computed from it has an exact expected value."""
+    if "exposition" in _shared:
+        yield _shared["exposition"]
+        return
     started = time.time()
 
     class Handler(BaseHTTPRequestHandler):
@@ -199,7 +212,8 @@ def exposition():
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield Exposition(server.server_address[1], server, started)
+    _shared["exposition"] = Exposition(server.server_address[1], server, started)
+    yield _shared["exposition"]
     server.shutdown()
     server.server_close()
 

@@ -32,6 +32,13 @@ SAMPLES = {"name": "matrix", "graph": "matrix", "pod": "matrix-frontend-0", "num
            "format": "json", "key": "1", "run": "1", "cluster": "1", "object_id": "1", "app_label": "graphs",
            "model_name": "graph", "content_type_id": "1"}
 UNSAFE = ("post", "put", "patch", "delete")
+# The chat proxy answers 502/503/504 by design when the graph's frontend is not serving (as
+# any gateway does); everywhere else a 5xx is a bug.
+GATEWAY = re.compile(r"^/api/playground/")
+
+
+def _server_error(url: str, status: int) -> bool:
+    return status >= 500 and not (GATEWAY.match(url) and status in (502, 503, 504))
 
 
 def _walk(resolver, prefix=""):
@@ -119,7 +126,7 @@ def test_no_role_ever_gets_a_server_error(world, role, client_for):
     for url in all_urls():
         for method in ("get", *UNSAFE):
             response = _request(client, method, url)
-            if response.status_code >= 500:
+            if _server_error(url, response.status_code):
                 errors.append(f"{method.upper()} {url} -> {response.status_code}")
     assert not errors, "\n".join(errors)
 

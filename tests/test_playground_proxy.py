@@ -267,4 +267,7 @@ def test_a_browser_session_chats_with_its_csrf_token_and_not_without(asgi_server
         accepted = client.post(url, json=body, headers={"X-CSRFToken": cookies[settings.CSRF_COOKIE_NAME]})
         assert accepted.status_code == 200 and accepted.text.endswith("data: [DONE]\n\n")
     with httpx.Client(timeout=30, cookies={settings.SESSION_COOKIE_NAME: "not-a-session"}) as client:
+        # A session cookie without the CSRF token is refused before the session is even read.
+        assert client.post(url, json=body).status_code == 403
+    with httpx.Client(timeout=30) as client:
         assert client.post(url, json=body).status_code == 401

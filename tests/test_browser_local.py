@@ -28,7 +28,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 def product(tmp_path):
     port = allocate_ports(1, 26000, 26999, set())[0]
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    prometheus_port = allocate_ports(1, 26000, 26999, {port})[0]
     env.update(CONTROLPLANE_VAR_DIR=str(tmp_path / "var"), LOCAL_RUNTIME_PORT_MIN="25000",
+               PROMETHEUS_LOCAL_PORT=str(prometheus_port), PROMETHEUS_URL=f"http://127.0.0.1:{prometheus_port}",
                LOCAL_RUNTIME_PORT_MAX="25999", DJANGO_DEBUG="1")
     log = open(tmp_path / "up.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(port), "--no-example",

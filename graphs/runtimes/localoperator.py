@@ -22,6 +22,8 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
+from metrics.localprom import sync_targets
+
 from ..commandline import flag_value, tokens
 from ..models import Deployment, Event, GraphState, Pod
 from ..spec import GraphSpec, Service
@@ -124,6 +126,7 @@ class LocalOperator:
             try:
                 close_old_connections()
                 self.reconcile_once()
+                sync_targets()  # scrape targets for the local Prometheus; writes only on change
             except Exception:
                 log.exception("reconcile failed; retrying")
             time.sleep(max(0.1, interval - (time.monotonic() - started)))

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from audit.services import audit_record
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation
 from graphs.runtimes.tinymodel import ensure_model_dir
 
@@ -105,6 +106,8 @@ def request_benchmark(*, graph: Graph, profile: str, params: dict | RunParams | 
     except IntegrityError:
         raise BenchmarkRefused(f"{graph.name} is already being benchmarked; wait for it or cancel it") from None
     _enqueue(run)
+    audit_record(actor=user, via=via, action="benchmark.run", target_type="graph", target=graph.name,
+                 after={"run": run.pk, "profile": profile, "params": run.params})
     return run
 
 
@@ -306,8 +309,10 @@ def _kill_orphan(run: BenchmarkRun) -> None:
 
 
 @transaction.atomic
-def benchmark_cancel(*, run: BenchmarkRun, user=None) -> BenchmarkRun:
+def benchmark_cancel(*, run: BenchmarkRun, user=None, via: str = "ui") -> BenchmarkRun:
     """Cancel a pending run now; ask a running one to stop (its worker does within a second)."""
+    audit_record(actor=user, via=via, action="benchmark.cancel", target_type="benchmark", target=str(run.pk),
+                 before={"state": run.state})
     who = user.get_username() if user is not None and user.pk else "request"
     now = timezone.now()
     if BenchmarkRun.objects.filter(pk=run.pk, state=RunState.PENDING).update(

@@ -67,20 +67,21 @@ class ClusterViewSet(viewsets.ModelViewSet):
 
     def perform_create(self, serializer):
         try:
-            serializer.instance = services.cluster_create(**_fields(serializer.validated_data))
+            serializer.instance = services.cluster_create(**_fields(serializer.validated_data), user=self.request.user,
+                                                          via="api")
         except services.ClusterError as exc:
             raise ValidationError({"detail": str(exc)}) from None
 
     def perform_update(self, serializer):
         try:
-            serializer.instance = services.cluster_update(cluster=serializer.instance,
-                                                          **_fields(serializer.validated_data))
+            serializer.instance = services.cluster_update(
+                cluster=serializer.instance, user=self.request.user, via="api", **_fields(serializer.validated_data))
         except services.ClusterError as exc:
             raise ValidationError({"detail": str(exc)}) from None
 
     def perform_destroy(self, instance):
         try:
-            services.cluster_delete(cluster=instance)
+            services.cluster_delete(cluster=instance, user=self.request.user, via="api")
         except services.ClusterError as exc:
             raise ValidationError({"detail": str(exc)}) from None
 
@@ -105,8 +106,9 @@ class ClusterViewSet(viewsets.ModelViewSet):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         try:
-            created = services.hf_token_secret_put(cluster=cluster, namespace=v["namespace"], value=v["value"],
-                                                   secret_name=v["secret_name"], key=v["key"], user=request.user)
+            created = services.hf_token_secret_put(
+                cluster=cluster, namespace=v["namespace"], value=v["value"], via="api",
+                secret_name=v["secret_name"], key=v["key"], user=request.user)
         except services.ClusterError as exc:
             raise ValidationError({"detail": str(exc)}) from None
         except RuntimeFailure as exc:

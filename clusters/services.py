@@ -9,6 +9,7 @@ import re
 from django.db import transaction
 from django.utils import timezone
 
+from audit.services import audit_record
 from graphs.errors import RuntimeFailure
 from graphs.models import Deployment, GraphState
 from graphs.runtimes import kubernetes
@@ -58,19 +59,28 @@ def _validate(cluster: Cluster) -> None:
 
 
 @transaction.atomic
+def _snapshot(cluster: Cluster) -> dict:
+    return {"name": cluster.name, "in_cluster": cluster.in_cluster, "kubeconfig": cluster.kubeconfig,
+            "context": cluster.context, "namespaces": list(cluster.namespaces or []),
+            "description": cluster.description}
+
+
 def cluster_create(*, name: str, namespaces, description: str = "", in_cluster: bool = False,
-                   kubeconfig: str = "", context: str = "") -> Cluster:
+                   kubeconfig: str = "", context: str = "", user=None, via: str = "ui") -> Cluster:
     cluster = Cluster(name=name, description=description, in_cluster=in_cluster, kubeconfig=kubeconfig.strip(),
                       context=context.strip(), namespaces=clean_namespaces(namespaces))
     _validate(cluster)
     cluster.save()
+    audit_record(actor=user, via=via, action="cluster.create", target_type="cluster", target=cluster.name,
+                 after=_snapshot(cluster))
     transaction.on_commit(lambda: _check_later(cluster.pk))
     return cluster
 
 
 @transaction.atomic
-def cluster_update(*, cluster: Cluster, **changes) -> Cluster:
+def cluster_update(*, cluster: Cluster, user=None, via: str = "ui", **changes) -> Cluster:
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    before = _snapshot(cluster)
     unknown = set(changes) - set(EDITABLE)
     if unknown:
         raise ClusterError(f"cannot change {', '.join(sorted(unknown))}")
@@ -87,15 +97,19 @@ def cluster_update(*, cluster: Cluster, **changes) -> Cluster:
         setattr(cluster, key, value.strip() if key in ("kubeconfig", "context") else value)
     _validate(cluster)
     cluster.save()
+    audit_record(actor=user, via=via, action="cluster.update", target_type="cluster", target=cluster.name,
+                 before=before, after=_snapshot(cluster))
     transaction.on_commit(lambda: _check_later(cluster.pk))
     return cluster
 
 
 @transaction.atomic
-def cluster_delete(*, cluster: Cluster) -> None:
+def cluster_delete(*, cluster: Cluster, user=None, via: str = "ui") -> None:
     names = list(_in_use(cluster).values_list("graph__name", flat=True))
     if names:
         raise ClusterError(f"graphs are deployed on {cluster.name} ({', '.join(names)}): delete them first")
+    audit_record(actor=user, via=via, action="cluster.delete", target_type="cluster", target=cluster.name,
+                 before=_snapshot(cluster))
     cluster.delete()
 
 
@@ -124,7 +138,7 @@ def cluster_check(*, cluster: Cluster) -> Cluster:
 
 
 def hf_token_secret_put(*, cluster: Cluster, namespace: str, value: str, secret_name: str = HF_TOKEN_SECRET,
-                        key: str = HF_TOKEN_KEY, user=None) -> bool:
+                        key: str = HF_TOKEN_KEY, user=None, via: str = "ui") -> bool:
     """Create or replace the Hugging Face token in Secret ``secret_name`` of ``namespace``
     (other keys of that Secret stay). True when the Secret was created. The value goes to the
     cluster only: it is not stored, returned or logged here."""
@@ -138,6 +152,10 @@ def hf_token_secret_put(*, cluster: Cluster, namespace: str, value: str, secret_
     if not token:
         raise ClusterError("the token is empty")
     created = kubernetes.put_secret_key(cluster, namespace=namespace, name=secret_name, key=key, value=token)
+    # The record names the Secret and key, never the value.
+    audit_record(actor=user, via=via, action="secret.put", target_type="secret",
+                 target=f"{cluster.name}/{namespace}/{secret_name}",
+                 after={"key": key, "created": created, "value": "[redacted]"})
     log.info("%s Secret %s/%s (key %s) on cluster %s for %s", "created" if created else "updated", namespace,
              secret_name, key, cluster.name, getattr(user, "username", None) or "a script")
     return created

@@ -34,10 +34,10 @@ def cluster_edit(request, name: str | None = None):
     if request.method == "POST" and form.is_valid():
         try:
             if cluster is None:
-                cluster = services.cluster_create(**form.cleaned_data)
+                cluster = services.cluster_create(**form.cleaned_data, user=request.user)
                 messages.success(request, f"Cluster {cluster.name} registered; checking it now.")
             else:
-                cluster = services.cluster_update(cluster=cluster, **form.cleaned_data)
+                cluster = services.cluster_update(cluster=cluster, user=request.user, **form.cleaned_data)
                 messages.success(request, f"Cluster {cluster.name} saved; checking it again.")
             return redirect("clusters:list")
         except services.ClusterError as exc:
@@ -51,7 +51,7 @@ def cluster_edit(request, name: str | None = None):
 def cluster_delete(request, name: str):
     cluster = get_object_or_404(Cluster, name=name)
     try:
-        services.cluster_delete(cluster=cluster)
+        services.cluster_delete(cluster=cluster, user=request.user)
         messages.success(request, f"Cluster {name} removed.")
     except services.ClusterError as exc:
         messages.error(request, str(exc))

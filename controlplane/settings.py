@@ -212,6 +212,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Several models have a "state" or "profile" field with different choices: name each set.
+    "ENUM_NAME_OVERRIDES": {
+        "GraphStateEnum": "graphs.models.GraphState",
+        "OperationStateEnum": "graphs.models.OperationState",
+        "BenchmarkStateEnum": "benchmarks.models.RunState",  # studies share the same states
+        "RecommendationStateEnum": "benchmarks.models.RecommendationState",
+        "BenchmarkProfileEnum": "benchmarks.models.PROFILE_CHOICES",
+    },
 }
 
 # Celery: the default broker needs no server (a folder); production uses Redis or RabbitMQ.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from audit.services import audit_record
 from graphs.models import Graph
 
 from . import admission
@@ -14,9 +15,12 @@ TITLE_FROM_PROMPT = 60  # characters of the first prompt that name an untitled c
 
 
 @transaction.atomic
-def policy_set(*, graph: Graph, viewers_may_chat: bool, user=None) -> PlaygroundPolicy:
+def policy_set(*, graph: Graph, viewers_may_chat: bool, user=None, via: str = "ui") -> PlaygroundPolicy:
+    before = PlaygroundPolicy.objects.filter(graph=graph).values_list("viewers_may_chat", flat=True).first()
     policy, _ = PlaygroundPolicy.objects.update_or_create(
         graph=graph, defaults={"viewers_may_chat": viewers_may_chat, "updated_by": user})
+    audit_record(actor=user, via=via, action="playground.policy", target_type="graph", target=graph.name,
+                 before={"viewers_may_chat": bool(before)}, after={"viewers_may_chat": viewers_may_chat})
     # Admissions remembered under the old policy must not outlive it (in this process; other
     # processes forget within PLAYGROUND_ADMISSION_TTL): now, and again once committed, in
     # case a request re-remembered the old policy in between.

@@ -113,3 +113,25 @@ def test_only_admins_read_the_audit_log(client_for, api_for):
     assert page.status_code == 200 and "graph.create" in page.content.decode()
     body = api_for("admin").get("/api/audit/?target=x").json()
     assert body["count"] == 1 and body["results"][0]["action"] == "graph.create"
+
+
+def test_cluster_objective_and_policy_changes_are_audited_too(users, django_capture_on_commit_callbacks):
+    from clusters import services as clusters
+    from graphs import services as graphs
+    from graphs.catalog import PoolFields, build_spec
+    from metrics.services import objectives_set
+    from playground.services import policy_set
+
+    admin = users["admin"]
+    with django_capture_on_commit_callbacks(execute=False):
+        cluster = clusters.cluster_create(name="prod", namespaces=["dynamo"], in_cluster=True, user=admin, via="api")
+        clusters.cluster_update(cluster=cluster, namespaces=["dynamo", "team-b"], user=admin)
+    graph = graphs.graph_create(spec=build_spec(template="mocker-disagg", name="audited", model="m", backend="mocker",
+                                                prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0)), user=admin)
+    objectives_set(graph=graph, ttft_ms=200, itl_ms=20, gpu_hour_price=None, user=admin, via="api")
+    policy_set(graph=graph, viewers_may_chat=True, user=admin)
+    actions = list(AuditRecord.objects.order_by("id").values_list("action", "via"))
+    assert actions == [("cluster.create", "api"), ("cluster.update", "ui"), ("graph.create", "ui"),
+                       ("objectives.set", "api"), ("playground.policy", "ui")]
+    update = AuditRecord.objects.get(action="cluster.update")
+    assert update.before["namespaces"] == ["dynamo"] and update.after["namespaces"] == ["dynamo", "team-b"]

@@ -6,8 +6,8 @@ from rest_framework import serializers
 
 from graphs.models import Graph
 
-from ..models import BenchmarkRun, Recommendation, Study
-from ..profiles import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, PROFILES, ProfileError, resolve
+from ..models import PROFILE_CHOICES, BenchmarkRun, Recommendation, Study
+from ..profiles import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, ProfileError, resolve
 
 PARAM_FIELDS = ("input_tokens_mean", "input_tokens_stddev", "output_tokens_mean", "output_tokens_stddev",
                 "concurrency", "request_rate", "sweep", "request_count", "duration_s", "warmup_requests",
@@ -24,7 +24,7 @@ class ParamsMixin(serializers.Serializer):
     """The run parameters, flat. Empty ones take the profile's defaults; cross-field and
     host-limit checks happen in profiles.resolve, whose errors name the field."""
 
-    profile = serializers.ChoiceField(choices=list(PROFILES), default="custom",
+    profile = serializers.ChoiceField(choices=PROFILE_CHOICES, default="custom",
                                       help_text="article | long | short | custom")
     input_tokens_mean = _opt(serializers.IntegerField, min_value=1, max_value=MAX_INPUT_TOKENS)
     input_tokens_stddev = _opt(serializers.FloatField, min_value=0)

@@ -91,7 +91,7 @@ class BenchmarkRunViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListMod
     @extend_schema(request=None, responses={200: RunSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        run = services.benchmark_cancel(run=self.get_object(), user=request.user)
+        run = services.benchmark_cancel(run=self.get_object(), user=request.user, via="api")
         return Response(RunSerializer(run).data)
 
     @extend_schema(responses={(200, "application/zip"): OpenApiTypes.BINARY})

@@ -72,7 +72,7 @@ class GraphMetricsViewSet(viewsets.GenericViewSet):
         if request.method == "PUT":
             values = {field: data.validated_data.get(field) for field in values}
         try:
-            saved = services.objectives_set(graph=graph, user=request.user, **values)
+            saved = services.objectives_set(graph=graph, user=request.user, via="api", **values)
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict) from exc
         return Response(s.ObjectivesSerializer(saved).data)

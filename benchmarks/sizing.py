@@ -297,7 +297,7 @@ def recommendation_advance(rec_id: int) -> str:
 
 
 def _advance(rec_id: int) -> str:
-    rec = Recommendation.objects.select_for_update().select_related("graph", "applied_by").get(pk=rec_id)
+    rec = Recommendation.objects.select_for_update(of=("self",)).select_related("graph", "applied_by").get(pk=rec_id)
     if rec.state != RecommendationState.APPLYING:
         return rec.state
 
@@ -318,6 +318,10 @@ def _advance(rec_id: int) -> str:
         return finish(RecommendationState.FAILED, f"{rec.graph.name} is no longer deployed")
     current = dep.desired_replicas(dep.revision.graph_spec)
     todo = [(svc, n) for svc, n in rec.recommended.items() if current.get(svc) != n]
+    # Prefill pools first, then decode: a JSON column does not keep key order (PostgreSQL's
+    # jsonb sorts keys), so the order comes from the spec's roles.
+    roles = {s.name: s.role for s in dep.revision.graph_spec.services}
+    todo.sort(key=lambda item: ({"prefill": 0, "decode": 1}.get(roles.get(item[0], ""), 2), item[0]))
     if not todo:
         done = ", ".join(f"{svc} {rec.current.get(svc, '?')} → {n}" for svc, n in rec.recommended.items())
         return finish(RecommendationState.APPLIED, f"applied: {done}")

@@ -104,7 +104,7 @@ def study_cancel(*, study: Study, user=None) -> Study:
 
 def study_advance(study_id: int) -> str:
     with transaction.atomic():
-        study = Study.objects.select_for_update().select_related("graph", "requested_by").get(pk=study_id)
+        study = Study.objects.select_for_update(of=("self",)).select_related("graph", "requested_by").get(pk=study_id)
         if study.state not in ACTIVE_STUDY_STATES:
             return study.state
         arms = study.arm_list

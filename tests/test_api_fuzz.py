@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from rest_framework.authtoken.models import Token
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance
-
-from django.core.signals import request_finished, request_started
-from django.db import close_old_connections
 
 from graphs import services
 from graphs.catalog import PoolFields, build_spec
@@ -61,6 +60,6 @@ def test_generated_requests_never_get_a_5xx_or_a_response_outside_the_schema(api
 
         try:
             run()
-        except Exception as exc:  # collect every operation's failure, then report them all
+        except (Exception, BaseExceptionGroup) as exc:  # collect every operation's failure, then report all
             failures.append(f"{operation.method.upper()} {operation.path}: {str(exc)[:800]}")
     assert not failures, "\n\n".join(failures)

@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
+from rest_framework import serializers as drf_serializers
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -283,8 +284,19 @@ class ValidateViewSet(viewsets.ViewSet):
         return Response(body)
 
 
+class TemplateSerializer(drf_serializers.Serializer):
+    key = drf_serializers.CharField()
+    title = drf_serializers.CharField()
+    description = drf_serializers.CharField()
+    backend = drf_serializers.CharField()
+    disaggregated = drf_serializers.BooleanField()
+    model = drf_serializers.CharField()
+
+
 class TemplateViewSet(viewsets.ViewSet):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    """The templates a graph can be created from (POST /api/graphs/from-template/)."""
+
+    @extend_schema(responses={200: TemplateSerializer(many=True)})
     def list(self, request):
         return Response([{"key": t.key, "title": t.title, "description": t.description, "backend": t.backend,
                           "disaggregated": t.disaggregated, "model": t.model} for t in TEMPLATES.values()])

@@ -24,7 +24,7 @@ from graphs.runtimes.localproc import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[1]
-TRIALS = int(os.environ.get("FAULT_TRIALS", "10"))
+TRIALS = int(os.environ.get("FAULT_TRIALS", "20"))
 
 
 def _database_url() -> str:
@@ -84,7 +84,14 @@ def test_killing_the_worker_mid_operation_never_leaves_one_stuck_or_doubled(work
     rng = random.Random(1234)
     ops = []
     for trial in range(TRIALS):
-        op = operations.request_scale(graph=graph, service="decode", replicas=2 + trial % 2, via="api")
+        if trial % 2:
+            # An apply of a new revision (unique prefill replicas, so every apply changes something).
+            revised = graph.head.graph_spec.model_copy(deep=True)
+            revised.services[1].replicas = 10 + trial
+            services.graph_update(graph=graph, spec=revised, message=f"trial {trial}")
+            op = operations.request_apply(graph=graph, via="api")
+        else:
+            op = operations.request_scale(graph=graph, service="decode", replicas=2 + trial % 4, via="api")
         ops.append(op.pk)
         # Kill at a random point: before the claim, inside the transaction, or after it.
         time.sleep(rng.uniform(0.0, 1.6))
@@ -102,11 +109,24 @@ def test_killing_the_worker_mid_operation_never_leaves_one_stuck_or_doubled(work
     succeeded = [pk for pk in ops if states[pk] == "succeeded"]
     assert succeeded, "no operation survived any kill: the test did not exercise recovery"
     deployment = Deployment.objects.get(graph=graph)
-    # Each succeeded scale bumped the generation exactly once and left exactly one event.
+    # Each succeeded operation changed the desired state exactly once and left exactly one event...
     assert deployment.generation - generation0 == len(succeeded)
-    assert Event.objects.filter(graph=graph, reason="Scaled").count() == len(succeeded)
-    last = Operation.objects.filter(pk__in=succeeded).order_by("-created_at").first()
-    assert deployment.replicas["decode"] == last.params["replicas"]
+    kinds = dict(Operation.objects.filter(pk__in=succeeded).values_list("pk", "kind"))
+    assert Event.objects.filter(graph=graph, reason="Scaled").count() == sum(k == "scale" for k in kinds.values())
+    assert Event.objects.filter(graph=graph, reason="Applied").count() == 1 + sum(k == "apply" for k in kinds.values())
+    # ...and the live state is exactly what replaying the succeeded ones gives.
+    revision, replicas = apply.revision_id, {}
+    for op in Operation.objects.filter(pk__in=succeeded).order_by("created_at", "id"):
+        if op.kind == "apply":
+            revision, replicas = op.revision_id, {}
+        else:
+            replicas[op.params["service"]] = op.params["replicas"]
+    assert (deployment.revision_id, deployment.replicas) == (revision, replicas)
+    retried = Operation.objects.filter(pk__in=ops, attempts__gte=2).count()
+    # Kills landing inside an operation are what this test is about: make sure some did.
+    assert retried, "no kill landed inside an operation"
+    print(f"{len(succeeded)} of {TRIALS} operations succeeded ({retried} after their worker was killed mid-way), "
+          f"{TRIALS - len(succeeded)} failed")
     for pk in ops:
         op = Operation.objects.get(pk=pk)
         assert op.finished_at is not None and op.lease_until is None

@@ -27,6 +27,10 @@ from .parsers import YAML_PARSERS
 YAML_BODY = {"application/yaml": {"type": "string", "description": "A DynamoGraphDeployment manifest (YAML)."}}
 
 
+RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int),
+                     OpenApiParameter("dynamoVersion", str)]
+
+
 def _via(request) -> str:
     return "cli" if request.headers.get("X-Controlplane-Client") == "cli" else "api"
 
@@ -80,49 +84,39 @@ class GraphViewSet(viewsets.ModelViewSet):
             return graph.head
         return get_object_or_404(Revision, graph=graph, number=number)
 
-    @extend_schema(parameters=[OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int),
-                               OpenApiParameter("dynamoVersion", str)],
-                   responses={200: OpenApiTypes.OBJECT})
+    def _rendering(self, request):
+        """(graph, revision, apiVersion, dynamoVersion) from ?revision=&apiVersion=&dynamoVersion=."""
+        graph = self.get_object()
+        query = s.RenderQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        return graph, self._revision(graph, q.get("revision")), q["apiVersion"], q.get("dynamoVersion")
+
+    @extend_schema(parameters=RENDER_PARAMETERS, responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
     def render(self, request, name=None):
         """The DGD manifest of a revision (default: the latest) with its findings."""
-        graph = self.get_object()
-        query = s.RenderQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        q = query.validated_data
-        revision = self._revision(graph, q.get("revision"))
-        manifest = services.revision_manifest(revision, q["apiVersion"], q.get("dynamoVersion"))
-        report = services.revision_report(revision, q["apiVersion"], q.get("dynamoVersion"))
-        return Response({"revision": revision.number, "apiVersion": q["apiVersion"], "manifest": manifest,
+        _graph, revision, api_version, dynamo_version = self._rendering(request)
+        manifest = services.revision_manifest(revision, api_version, dynamo_version)
+        report = services.revision_report(revision, api_version, dynamo_version)
+        return Response({"revision": revision.number, "apiVersion": api_version, "manifest": manifest,
                          **report.as_dict()})
 
-    @extend_schema(parameters=[OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int),
-                               OpenApiParameter("dynamoVersion", str)],
-                   responses={200: s.ReportSerializer})
+    @extend_schema(parameters=RENDER_PARAMETERS, responses={200: s.ReportSerializer})
     @action(detail=True, methods=["get"])
     def validate(self, request, name=None):
         """Findings for a revision rendered in an API version, for a Dynamo version."""
-        graph = self.get_object()
-        query = s.RenderQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        q = query.validated_data
-        revision = self._revision(graph, q.get("revision"))
-        return Response(services.revision_report(revision, q["apiVersion"], q.get("dynamoVersion")).as_dict())
+        _graph, revision, api_version, dynamo_version = self._rendering(request)
+        return Response(services.revision_report(revision, api_version, dynamo_version).as_dict())
 
-    @extend_schema(parameters=[OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int),
-                               OpenApiParameter("dynamoVersion", str)],
-                   responses={(200, "application/yaml"): OpenApiTypes.STR})
+    @extend_schema(parameters=RENDER_PARAMETERS, responses={(200, "application/yaml"): OpenApiTypes.STR})
     @action(detail=True, methods=["get"])
     def export(self, request, name=None):
         """The manifest as a YAML download."""
-        graph = self.get_object()
-        query = s.RenderQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        q = query.validated_data
-        revision = self._revision(graph, q.get("revision"))
-        text = dump_yaml(services.revision_manifest(revision, q["apiVersion"], q.get("dynamoVersion")))
+        graph, revision, api_version, dynamo_version = self._rendering(request)
+        text = dump_yaml(services.revision_manifest(revision, api_version, dynamo_version))
         response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
-        version = q["apiVersion"].split("/")[-1]
+        version = api_version.split("/")[-1]
         response["Content-Disposition"] = f'attachment; filename="{graph.name}-r{revision.number}-{version}.yaml"'
         return response
 

@@ -20,6 +20,12 @@ if ! command -v chromium >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "could not install chromium: browser tests will fail" >&2
 fi
+# Local graphs' latency charts come from Debian's Prometheus (prometheus and promtool).
+if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then
+  echo "installing Debian's prometheus"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) \
+    || echo "could not install prometheus: the metrics tests will fail" >&2
+fi
 # tests/test_deploy.py renders deploy/kustomize with `kubectl kustomize`: any kubectl >= 1.20 will
 # do (the manifests stay within the kustomize 2.0.3 that Debian's kubectl 1.20 embeds).
 if ! command -v kubectl >/dev/null 2>&1; then

@@ -77,7 +77,7 @@ class LivePrometheus:
 def start_prometheus(root: Path) -> LivePrometheus:
     binary = localprom.find_binary()
     if binary is None:
-        pytest.skip("no prometheus binary (Debian: apt-get install prometheus)")
+        pytest.fail("no prometheus binary: run scripts/services.sh (installs Debian's prometheus)")
     port = free_port()
     config = localprom.write_config(root, scrape_interval=SCRAPE_INTERVAL)
     argv = localprom.server_argv(binary, config=config, port=port, storage=root / "data", retention="1d")

@@ -363,7 +363,6 @@ def _chat(port: int, *, check: bool = True) -> list[str] | None:
 
 @pytest.mark.dynamo
 def test_real_graph_serves_scales_restarts_and_stops(tmp_path):
-    pytest.importorskip("dynamo.mocker")
     model_dir = ensure_model_dir(tmp_path / "models", MODEL)
     fe_port, prefill_sys, decode_sys, bootstrap, decode2_sys = lp.allocate_ports(5, 21000, 32000, set())
     sup = lp.Supervisor(tmp_path / "run")

@@ -53,7 +53,7 @@ urlpatterns = [path("metrics-test/<slug:name>/", graph_page), *product_urls]
 @pytest.fixture
 def browser(transactional_db, monkeypatch):
     if not Path(CHROMIUM).exists():
-        pytest.skip("no Chromium")
+        pytest.fail("no Chromium: run scripts/services.sh (installs Debian's chromium)")
     from playwright.sync_api import sync_playwright
 
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls between Playwright steps

@@ -236,8 +236,8 @@ def test_runprometheus_explains_a_missing_binary(settings, tmp_path):
         call_command("runprometheus", dir=str(tmp_path))
 
 
-@pytest.mark.skipif(localprom.find_binary() is None, reason="no prometheus binary")
 def test_runprometheus_serves_and_stops_cleanly(tmp_path):
+    assert localprom.find_binary(), "no prometheus binary: run scripts/services.sh"
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env.update(CONTROLPLANE_VAR_DIR=str(tmp_path / "var"))

@@ -3,6 +3,7 @@ PrometheusRule holds the same groups, and the config we write for local graphs i
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,15 @@ from metrics import localprom
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "prometheus"
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool ships with Debian's prometheus package")
+def needs_promtool(test):
+    """promtool ships with Debian's prometheus package (scripts/services.sh installs it)."""
+
+    @functools.wraps(test)
+    def wrapped(*args, **kwargs):
+        assert PROMTOOL, "no promtool: run scripts/services.sh (installs Debian's prometheus)"
+        return test(*args, **kwargs)
+
+    return wrapped
 
 
 def promtool(*args: str, cwd: Path = DEPLOY) -> subprocess.CompletedProcess:

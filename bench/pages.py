@@ -60,7 +60,9 @@ def run() -> list[tuple[str, float, float, str]]:
 
     _seed(50, 10)
     client = Client()
-    client.login(username="bench", password="bench-pass-1")
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.get(username="bench"))
     _, _, list_q50 = _measure(client, "/graphs/", 5)
     _, _, detail_q50 = _measure(client, "/graphs/bench-0001/", 5)
     _seed(500, 10)

@@ -26,6 +26,7 @@ def setup_django() -> None:
     os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", f"sqlite:///{tmp}/bench.sqlite3")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECURE_TLS", "0")  # loopback http, no TLS in front
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only")
     import django
 

@@ -277,6 +277,8 @@ def status_snapshot(graph: Graph) -> dict:
         "graph": graph.name,
         "deployed": bool(deployment and deployment.active),
         "runtime": deployment.runtime if deployment else None,
+        "cluster": deployment.cluster if deployment else "",
+        "namespace": deployment.namespace if deployment else "",
         "revision": deployment.revision.number if deployment and deployment.revision else None,
         "state": deployment.state if deployment else GraphState.NOT_DEPLOYED,
         "message": deployment.message if deployment else "",

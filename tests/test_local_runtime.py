@@ -159,3 +159,20 @@ def test_a_graph_beyond_the_process_cap_fails_with_the_reason_and_starts_nothing
     assert dep.state == "failed"
     assert "at most 2 processes" in dep.message
     assert operator.supervisor.names() == []
+
+
+def test_a_dry_run_changes_nothing_and_the_page_shows_its_diff(eager, operator, client_for):
+    graph = _graph("preview")
+    operations.request_apply(graph=graph)
+    revised = graph.head.graph_spec.model_copy(deep=True)
+    revised.services[2].replicas = 3
+    services.graph_update(graph=graph, spec=revised)
+    generation = Deployment.objects.get(graph=graph).generation
+    op = operations.request_apply(graph=graph, dry_run=True)
+    op.refresh_from_db()
+    assert op.state == "succeeded" and "would change" in op.result
+    assert "-    replicas: 1" in op.diff and "+    replicas: 3" in op.diff
+    deployment = Deployment.objects.get(graph=graph)
+    assert deployment.generation == generation and deployment.revision.number == 1
+    page = client_for("viewer").get("/graphs/preview/status/").content.decode()
+    assert "diff against the live graph" in page and "+    replicas: 3" in page

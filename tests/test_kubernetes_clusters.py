@@ -98,6 +98,16 @@ def test_the_check_records_reachability_crd_versions_and_gpus(cluster, kube, cli
     assert (checked.gpu_allocatable, checked.gpu_free) == (4, 4) and checked.checked_at
     page = client_for("admin").get("/clusters/").content.decode()
     assert "DGD v1alpha1, v1beta1" in page and "reachable" in page and "4 / 4" in page
+
+
+def test_without_rights_on_every_namespaces_pods_the_check_still_reports_allocatable_gpus(cluster, kube,
+                                                                                         client_for):
+    # The least-privilege install (deploy/kustomize) may read nodes but not pods cluster-wide.
+    kube.add_node("gpu-1", gpus=4)
+    kube.inject("GET", r"^/api/v1/pods$", status=403, times=None)
+    checked = services.cluster_check(cluster=cluster)
+    assert checked.reachable and (checked.gpu_allocatable, checked.gpu_free) == (4, None)
+    assert "4 allocatable" in client_for("admin").get("/clusters/").content.decode()
     kube.remove_crd("dynamographdeploymentscalingadapters.nvidia.com")
     assert services.cluster_check(cluster=cluster).dgdsa_versions == []
     kube.stop()

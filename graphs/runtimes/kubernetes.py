@@ -282,15 +282,22 @@ def served_versions(kube: KubeClient) -> tuple[list[str], list[str]]:
 
 
 def read_gpus(kube: KubeClient) -> GpuSummary | None:
-    """GPU capacity from nodes and bound pods; None when RBAC does not let us read them."""
+    """GPU capacity from nodes, and what is free from the pods bound to them. None when RBAC
+    does not let us read nodes; ``free`` is None when it lets us read nodes but not every
+    namespace's pods (the default, least-privilege install: deploy/kustomize)."""
     try:
         nodes = kube.call("GET", core_path("nodes"), what="list nodes")
-        pods = kube.call("GET", core_path("pods"), what="list pods in every namespace")
     except KubeFailure as exc:
         if exc.status in (401, 403):
             return None
         raise
-    return gpu_summary(nodes.get("items") or [], pods.get("items") or [])
+    try:
+        pods = kube.call("GET", core_path("pods"), what="list pods in every namespace").get("items") or []
+    except KubeFailure as exc:
+        if exc.status not in (401, 403):
+            raise
+        pods = None
+    return gpu_summary(nodes.get("items") or [], pods)
 
 
 def probe(cluster) -> ClusterHealth:

@@ -170,10 +170,10 @@ def event_record(event: dict) -> EventRecord:
 @dataclass
 class GpuSummary:
     allocatable: int  # nvidia.com/gpu on ready, schedulable nodes
-    free: int  # allocatable minus what pods bound to those nodes ask for
+    free: int | None  # allocatable minus what pods bound to those nodes ask for; None: unknown
 
 
-def gpu_summary(nodes: list[dict], pods: list[dict]) -> GpuSummary:
+def gpu_summary(nodes: list[dict], pods: list[dict] | None) -> GpuSummary:
     usable = set()
     allocatable = 0
     for node in nodes:
@@ -182,6 +182,8 @@ def gpu_summary(nodes: list[dict], pods: list[dict]) -> GpuSummary:
             continue
         usable.add((node.get("metadata") or {}).get("name"))
         allocatable += _count(((node.get("status") or {}).get("allocatable") or {}).get(GPU, 0))
+    if pods is None:
+        return GpuSummary(allocatable=allocatable, free=None)
     used = sum(pod_gpus(p) for p in pods if (p.get("spec") or {}).get("nodeName") in usable
                and (p.get("status") or {}).get("phase") not in _DONE_PHASES)
     return GpuSummary(allocatable=allocatable, free=max(0, allocatable - used))

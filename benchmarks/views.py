@@ -47,7 +47,10 @@ def run_list(request):
 
 
 def _initial(request, form_class):
-    initial = {"profile": "custom", "graph": request.GET.get("graph") or None}
+    # The graph named in the link, else the only graph serving now.
+    serving = _serving_names()
+    graph = request.GET.get("graph") or (serving[0] if len(serving) == 1 else None)
+    initial = {"profile": "custom", "graph": graph}
     return form_class(request.POST or None, initial=initial)
 
 

@@ -36,8 +36,9 @@ def validate_manifest(obj: Any, *, dynamo_version: str | None = None) -> Report:
     try:
         spec = import_manifest(obj, dynamo_version=dynamo_version)
     except ManifestError as exc:
-        known = {(f.path, f.message) for f in findings}
-        findings += [f for f in exc.findings if (f.path, f.message) not in known]
+        # The schema already named what is wrong at these paths: one finding per problem.
+        known = {f.path for f in findings}
+        findings += [f for f in exc.findings if f.path not in known]
         return Report(sort_findings(findings), None)
     findings += operational_findings(obj, dynamo_version=dynamo_version, spec=spec)
     return Report(sort_findings(findings), spec)

@@ -2,6 +2,7 @@
 for bad input."""
 
 from django.core.exceptions import RequestDataTooBig
+from django.db import DataError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -16,4 +17,8 @@ def exception_handler(exc, context):
         return Response({"detail": str(exc)}, status=409)
     if isinstance(exc, RequestDataTooBig):
         return Response({"detail": "the request body is too large"}, status=400)
+    if isinstance(exc, DataError):
+        # PostgreSQL refuses NUL bytes in text, even in a lookup: the caller's input, not a bug.
+        return Response({"detail": "the request holds a value the database cannot store or look up "
+                                   "(such as a NUL byte)"}, status=400)
     return drf_exception_handler(exc, context)

@@ -66,6 +66,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "controlplane.middleware.RejectUnstorableInputMiddleware",
     "csp.middleware.CSPMiddleware",
     # Last, as django-axes requires: it answers locked-out logins.
     "axes.middleware.AxesMiddleware",

@@ -4,6 +4,8 @@ reachable); the app runs in-process on the test database."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import schemathesis
 from django.core.signals import request_finished, request_started
@@ -51,7 +53,8 @@ def test_generated_requests_never_get_a_5xx_or_a_response_outside_the_schema(api
     assert len(operations) > 20, "the schema lost its operations"
     for operation in operations:
 
-        @settings(max_examples=10, deadline=None, database=None,
+        @settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "10")), deadline=None, database=None,
+                  derandomize=os.environ.get("FUZZ_RANDOM") != "1",
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                          HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
         @given(case=operation.as_strategy())

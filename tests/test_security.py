@@ -135,3 +135,12 @@ def test_cluster_objective_and_policy_changes_are_audited_too(users, django_capt
                        ("objectives.set", "api"), ("playground.policy", "ui")]
     update = AuditRecord.objects.get(action="cluster.update")
     assert update.before["namespaces"] == ["dynamo"] and update.after["namespaces"] == ["dynamo", "team-b"]
+
+
+def test_nul_bytes_in_lookups_are_the_callers_error_not_a_server_error(api_for, client_for):
+    # PostgreSQL refuses NUL in text even in a WHERE clause; SQLite does not: assert on both.
+    api = api_for("operator")
+    assert api.get("/api/operations/?graph=a%00b").status_code == 400
+    response = api.post("/api/benchmarks/recommendations/", {"graph": "a\x00b"}, format="json")
+    assert response.status_code == 400
+    assert client_for("viewer").get("/graphs/?q=%00").status_code == 400

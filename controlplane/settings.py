@@ -154,7 +154,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # Under ASGI each request may run in another thread: persistent per-thread connections
     # pile up until PostgreSQL refuses clients. A shared pool (psycopg_pool) instead.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+    # A slow database fails a request after this long instead of holding a worker forever.
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
+        f"-c statement_timeout={int(env('DATABASE_STATEMENT_TIMEOUT_MS', '30000'))}")
+    DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": int(env("DATABASE_POOL_MIN", "1")), "max_size": int(env("DATABASE_POOL_MAX", "20")),
         "timeout": float(env("DATABASE_POOL_TIMEOUT", "10")),
     }

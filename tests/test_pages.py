@@ -552,3 +552,12 @@ def test_an_admin_can_do_what_an_operator_can(client_for, alpha):
     admin = client_for("admin")
     assert admin.get("/graphs/new/").status_code == 200
     assert admin.post("/graphs/new/", form_data(action="create", name="byadmin")).status_code == 302
+
+
+def test_error_pages_explain_themselves(client_for, settings):
+    settings.DEBUG = False
+    viewer = client_for("viewer")
+    missing = viewer.get("/graphs/no-such-graph/")
+    assert missing.status_code == 404 and "There is nothing at" in missing.content.decode()
+    refused = viewer.get("/graphs/new/")
+    assert refused.status_code == 403 and "needs the operator role" in refused.content.decode()

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import time
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks import services
 from benchmarks.errors import BenchmarkRefused
 from benchmarks.models import BenchmarkRun
 from benchmarks.profiles import PROFILES, ProfileError
+from controlplane.cli import acting_user
 from graphs.models import Graph
 
 PARAMS = {"concurrency": int, "request_count": int, "input_tokens_mean": int, "output_tokens_mean": int,
@@ -43,11 +43,7 @@ class Command(BaseCommand):
         p.add_argument("id", type=int)
 
     def handle(self, *args, verb, **opts):
-        self.user = None
-        if opts.get("user"):
-            self.user = get_user_model().objects.filter(username=opts["user"]).first()
-            if self.user is None:
-                raise CommandError(f"no user named {opts['user']!r}")
+        self.user = acting_user(opts.get("user"))
         try:
             getattr(self, f"do_{verb}")(**opts)
         except ProfileError as exc:

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane.cli import acting_user
 from graphs import operations, services
 from graphs.errors import ManifestError, OperationRefused
 from graphs.findings import Severity
@@ -66,11 +66,7 @@ class Command(BaseCommand):
         p.add_argument("--json", action="store_true")
 
     def handle(self, *args, verb, **opts):
-        self.user = None
-        if opts.get("user"):
-            self.user = get_user_model().objects.filter(username=opts["user"]).first()
-            if self.user is None:
-                raise CommandError(f"no user named {opts['user']!r}")
+        self.user = acting_user(opts.get("user"))
         try:
             getattr(self, f"do_{verb}")(**opts)
         except ManifestError as exc:

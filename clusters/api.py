@@ -1,4 +1,5 @@
-"""The clusters REST API: viewers read, admins write. The token endpoint is write-only."""
+"""The clusters REST API, admins only, like the /clusters/ pages: a cluster's record holds its
+connection details (kubeconfig path, context, the last error). The token endpoint is write-only."""
 
 from __future__ import annotations
 
@@ -62,8 +63,9 @@ class ClusterViewSet(viewsets.ModelViewSet):
     lookup_field = "name"
     lookup_value_regex = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
     renderer_classes = [JSONRenderer]  # no browsable forms echoing what was typed
-    required_roles = {"create": Role.ADMIN, "update": Role.ADMIN, "partial_update": Role.ADMIN,
-                      "destroy": Role.ADMIN, "check": Role.ADMIN, "hf_token": Role.ADMIN}
+    required_roles = {"list": Role.ADMIN, "retrieve": Role.ADMIN, "create": Role.ADMIN, "update": Role.ADMIN,
+                      "partial_update": Role.ADMIN, "destroy": Role.ADMIN, "check": Role.ADMIN,
+                      "hf_token": Role.ADMIN}
 
     def perform_create(self, serializer):
         try:

@@ -8,6 +8,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from graphs.errors import ManifestError, OperationRefused
 from graphs.services import GraphConflict
+from graphs.untrusted import QueryParameterError
 
 
 def exception_handler(exc, context):
@@ -15,6 +16,8 @@ def exception_handler(exc, context):
         return Response(exc.as_dict(), status=400)
     if isinstance(exc, (OperationRefused, GraphConflict)):
         return Response({"detail": str(exc)}, status=409)
+    if isinstance(exc, QueryParameterError):
+        return Response({exc.name: [exc.message]}, status=400)
     if isinstance(exc, RequestDataTooBig):
         return Response({"detail": "the request body is too large"}, status=400)
     if isinstance(exc, DataError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .findings import Finding, Severity
+from .findings import Finding, Severity, bounded
 
 
 class ManifestError(Exception):
@@ -10,8 +10,10 @@ class ManifestError(Exception):
     Carries every finding so the caller can show all of them at once, with their paths."""
 
     def __init__(self, findings: list[Finding]):
-        self.findings = findings
-        super().__init__("; ".join(f"{f.path}: {f.message}" for f in findings) or "invalid manifest")
+        self.findings = bounded(findings)
+        shown = self.findings[:10]
+        more = f" (and {len(findings) - len(shown):,} more)" if len(findings) > len(shown) else ""
+        super().__init__("; ".join(f"{f.path}: {f.message}" for f in shown) + more or "invalid manifest")
 
     @classmethod
     def single(cls, path: str, message: str, code: str = "invalid", fix: str = "") -> ManifestError:

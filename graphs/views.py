@@ -24,6 +24,7 @@ from .manifest import API_VERSIONS, V1BETA1, normalise_api_version
 from .manifest import render as render_manifest
 from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, Pod, Revision
 from .specio import dump_yaml, load_yaml
+from .untrusted import QueryParameterError, parse_int_text, query_int
 from .validation import Report, validate_manifest, validate_spec
 
 STOP_POLLING = 286  # htmx stops polling on this status
@@ -249,8 +250,8 @@ def graph_apply(request, name: str):
 def graph_scale(request, name: str):
     graph = get_object_or_404(Graph, name=name)
     try:
-        replicas = int(request.POST.get("replicas", ""))
-    except ValueError:
+        replicas = parse_int_text(request.POST.get("replicas", "").strip(), "replicas", minimum=0)
+    except QueryParameterError:
         return _operation_response(request, graph, None, "replicas must be a whole number")
     try:
         op = operations.request_scale(graph=graph, user=request.user, via="ui",
@@ -308,9 +309,9 @@ def revision_list(request, name: str):
     api_version = _api_version(request)
     if request.GET.get("from") and request.GET.get("to"):
         try:
-            old = revisions.get(number=int(request.GET["from"]))
-            new = revisions.get(number=int(request.GET["to"]))
-        except (ValueError, Revision.DoesNotExist):
+            old = revisions.get(number=query_int(request.GET, "from"))
+            new = revisions.get(number=query_int(request.GET, "to"))
+        except (QueryParameterError, Revision.DoesNotExist):
             messages.error(request, "Pick two existing revisions to compare.")
         else:
             diff = services.revision_diff(old, new, api_version) or "(no difference in the rendered manifest)"
@@ -324,12 +325,12 @@ def revision_list(request, name: str):
 def export(request, name: str):
     graph = get_object_or_404(Graph.objects.select_related("head"), name=name)
     api_version = _api_version(request)
-    number = request.GET.get("revision")
+    number = query_int(request.GET, "revision")
     revision = graph.head
     if number:
         try:
-            revision = graph.revisions.get(number=int(number))
-        except (ValueError, Revision.DoesNotExist):
+            revision = graph.revisions.get(number=number)
+        except Revision.DoesNotExist:
             raise Http404("no such revision") from None
     text = dump_yaml(services.revision_manifest(revision, api_version))
     response = HttpResponse(text, content_type="application/yaml; charset=utf-8")

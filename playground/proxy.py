@@ -22,6 +22,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from graphs import untrusted
+
 from . import admission, limits, upstream
 from .access import ChatRefused
 
@@ -89,7 +91,9 @@ async def _admit(request, graph: str) -> admission.Admission:
 def _parse(body: bytes) -> dict:
     """Validate the chat request before anything else is spent on it. Raises ChatRefused (400)."""
     try:
-        payload = json.loads(body)
+        payload = untrusted.load_json(body.decode("utf-8"))
+    except untrusted.UntrustedInputError as exc:
+        raise ChatRefused(400, "invalid_request_error", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise ChatRefused(400, "invalid_request_error", "the body is not JSON") from None
     if not isinstance(payload, dict):

@@ -143,3 +143,32 @@ def test_no_unsafe_request_succeeds_without_the_csrf_token(world, users):
             if response.status_code < 400 or response.status_code >= 500:
                 accepted.append(f"{method.upper()} {url} -> {response.status_code}")
     assert not accepted, "\n".join(accepted)
+
+
+def _api_twin(url: str, urls: set[str]) -> str | None:
+    twin = "/api" + url
+    return twin if twin in urls else None
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", "admin"])
+def test_a_page_and_its_api_twin_follow_one_rule(world, role, client_for, api_for):
+    """What a role may not read on a page (/clusters/), it may not read from the API either
+    (/api/clusters/), and the other way round."""
+    urls = set(all_urls())
+    page_client, api_client = client_for(role), api_for(role)
+    pairs = [(url, twin) for url in sorted(urls) if not url.startswith("/api/") and not PUBLIC.match(url)
+             and (twin := _api_twin(url, urls))]
+    assert ("/clusters/", "/api/clusters/") in pairs and ("/audit/", "/api/audit/") in pairs
+    differ = []
+    compared = 0
+    for page, twin in pairs:
+        page_status, api_status = page_client.get(page).status_code, api_client.get(twin).status_code
+        if {page_status, api_status} - {200, 403}:
+            continue  # not both readable resources (a form page and a POST-only endpoint, say)
+        compared += 1
+        page_refused, api_refused = page_status == 403, api_status == 403
+        if page_refused != api_refused:
+            differ.append(f"{page} {'refused' if page_refused else 'allowed'}, {twin} "
+                          f"{'refused' if api_refused else 'allowed'}")
+    assert compared >= 2
+    assert not differ, "\n".join(differ)

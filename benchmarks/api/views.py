@@ -14,6 +14,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from graphs.untrusted import query_int
+
 from .. import reports, services, sizing, studies
 from ..errors import BenchmarkRefused
 from ..models import BenchmarkRun, Recommendation, Study
@@ -72,8 +74,9 @@ class BenchmarkRunViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListMod
             qs = qs.filter(graph__name=params["graph"])
         if params.get("state"):
             qs = qs.filter(state=params["state"])
-        if params.get("study", "").isdigit():
-            qs = qs.filter(study_id=int(params["study"]))
+        study = query_int(params, "study")
+        if study is not None:
+            qs = qs.filter(study_id=study)
         return qs
 
     def get_serializer_class(self):

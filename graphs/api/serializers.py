@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from .. import untrusted
 from ..errors import ManifestError
 from ..manifest import normalise_api_version
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
@@ -137,9 +138,25 @@ class FromTemplateSerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
 
+class QueryIntegerField(serializers.IntegerField):
+    """An integer query parameter, read by graphs.untrusted.parse_int_text like every other one."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", untrusted.INT_MAX)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        try:
+            return untrusted.parse_int_text(str(data).strip(), self.field_name, minimum=self.min_value,
+                                            maximum=self.max_value)
+        except untrusted.QueryParameterError as exc:
+            raise serializers.ValidationError(exc.message) from None
+
+
 class RenderQuerySerializer(serializers.Serializer):
     apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
-    revision = serializers.IntegerField(required=False, min_value=1)
+    revision = QueryIntegerField(required=False)
     dynamoVersion = serializers.CharField(required=False)
 
     def validate_apiVersion(self, value):
@@ -156,8 +173,8 @@ class RenderQuerySerializer(serializers.Serializer):
 
 
 class DiffQuerySerializer(serializers.Serializer):
-    from_revision = serializers.IntegerField(min_value=1)
-    to_revision = serializers.IntegerField(min_value=1)
+    from_revision = QueryIntegerField()
+    to_revision = QueryIntegerField()
     apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
 
     def validate_apiVersion(self, value):

@@ -20,6 +20,7 @@ from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
 from ..models import Graph, Operation, Revision
 from ..specio import dump_yaml, load_yaml
+from ..untrusted import query_int
 from ..validation import validate_manifest
 from . import serializers as s
 from .parsers import YAML_PARSERS
@@ -239,10 +240,7 @@ class GraphViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["get"], url_path=r"pods/(?P<pod>[-a-zA-Z0-9.]+)/log")
     def pod_log(self, request, name=None, pod=None):
         graph = self.get_object()
-        try:
-            lines = min(max(int(request.query_params.get("lines", 200)), 1), 5000)
-        except ValueError:
-            raise ValidationError({"lines": "must be a whole number"}) from None
+        lines = query_int(request.query_params, "lines", default=200, minimum=1, maximum=5000)
         text = operations.pod_log(graph=graph, pod=pod, lines=lines)
         return Response({"pod": pod, "lines": lines, "log": text})
 

@@ -15,7 +15,10 @@ def exception_handler(exc, context):
     if isinstance(exc, ManifestError):
         return Response(exc.as_dict(), status=400)
     if isinstance(exc, (OperationRefused, GraphConflict)):
-        return Response({"detail": str(exc)}, status=409)
+        body = {"detail": str(exc)}
+        if getattr(exc, "run_ids", None):
+            body["benchmark_runs"] = exc.run_ids
+        return Response(body, status=409)
     if isinstance(exc, QueryParameterError):
         return Response({exc.name: [exc.message]}, status=400)
     if isinstance(exc, RequestDataTooBig):

@@ -111,13 +111,41 @@ def graph_import(*, obj: dict, user=None, text: str = "", dynamo_version: str | 
 
 
 @transaction.atomic
-def graph_delete(*, graph: Graph, user=None, via: str = "ui") -> None:
+class GraphHasBenchmarks(GraphConflict):
+    """Deleting the graph would delete benchmark runs: refused unless the caller says so."""
+
+    def __init__(self, graph: Graph, run_ids: list[int]):
+        self.run_ids = run_ids
+        shown = ", ".join(f"#{pk}" for pk in run_ids[:20]) + (" …" if len(run_ids) > 20 else "")
+        super().__init__(
+            f"{graph.name} has {len(run_ids)} benchmark run{'s' if len(run_ids) != 1 else ''} ({shown}) that measured "
+            "its revisions; deleting the graph deletes them too. Export what you want to keep, then delete with "
+            "the benchmark runs (the API's ?with_benchmarks=true, the page's checkbox).")
+
+
+@transaction.atomic
+def graph_delete(*, graph: Graph, user=None, via: str = "ui", with_benchmarks: bool = False) -> None:
+    """Delete a graph, its revisions and its history. A benchmark run is evidence measured
+    against one revision; it is never dropped as a side effect: with runs, the caller must ask
+    for ``with_benchmarks`` (the runs, their studies and recommendations go too, audited)."""
+    graph = Graph.objects.select_for_update().get(pk=graph.pk)
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment is not None and deployment.active:
         raise GraphConflict(f"{graph.name} is deployed: delete its deployment first")
+    # The reverse relation, not an import: benchmarks sit above graphs.
+    runs = graph.benchmark_runs.order_by("pk")
+    run_ids = list(runs.values_list("pk", flat=True))
+    if run_ids and not with_benchmarks:
+        raise GraphHasBenchmarks(graph, run_ids)
+    active = [pk for pk, state in runs.values_list("pk", "state") if state in ("pending", "running")]
+    if active:
+        raise GraphConflict(f"{graph.name} has benchmark runs in progress ({', '.join(f'#{pk}' for pk in active)}): "
+                            "cancel them first")
     audit_record(actor=user, via=via, action="graph.delete", target_type="graph", target=graph.name,
                  before={"revision": graph.head.number if graph.head else None,
-                         "spec": graph.head.spec if graph.head else None})
+                         "spec": graph.head.spec if graph.head else None, "benchmark_runs": run_ids})
+    if run_ids:
+        runs.delete()
     Graph.objects.filter(pk=graph.pk).update(head=None)
     graph.delete()
 

@@ -278,7 +278,8 @@ def graph_undeploy(request, name: str):
 def graph_delete(request, name: str):
     graph = get_object_or_404(Graph, name=name)
     try:
-        services.graph_delete(graph=graph, user=request.user)
+        services.graph_delete(graph=graph, user=request.user,
+                              with_benchmarks=request.POST.get("with_benchmarks") == "1")
     except services.GraphConflict as exc:
         messages.error(request, str(exc))
         return redirect("graphs:detail", name=name)

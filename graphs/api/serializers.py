@@ -172,6 +172,10 @@ class RenderQuerySerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
 
+class DeleteQuerySerializer(serializers.Serializer):
+    with_benchmarks = serializers.BooleanField(required=False, default=False)
+
+
 class DiffQuerySerializer(serializers.Serializer):
     from_revision = QueryIntegerField()
     to_revision = QueryIntegerField()

@@ -74,8 +74,14 @@ class GraphViewSet(viewsets.ModelViewSet):
                               expected_head=data.validated_data.get("expected_revision"))
         return self._spec_response(graph)
 
+    @extend_schema(parameters=[OpenApiParameter(
+        "with_benchmarks", bool, description="Also delete the graph's benchmark runs. Without it, a graph "
+        "with runs is refused with 409 naming them.")])
     def destroy(self, request, *args, **kwargs):
-        services.graph_delete(graph=self.get_object(), user=request.user, via=_via(request))
+        query = s.DeleteQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        services.graph_delete(graph=self.get_object(), user=request.user, via=_via(request),
+                              with_benchmarks=query.validated_data["with_benchmarks"])
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _revision(self, graph: Graph, number: int | None) -> Revision:

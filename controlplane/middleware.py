@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from django.db import DataError
-from django.http import JsonResponse
+from django.http import HttpResponseBadRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
-from graphs.untrusted import text_problem
+from graphs.untrusted import QueryParameterError, text_problem
 
 MESSAGE = "the request holds characters the server cannot store or look up (NUL bytes)"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -53,6 +53,9 @@ class RejectUnstorableInputMiddleware:
         return None
 
     def process_exception(self, request, exception):
+        if isinstance(exception, QueryParameterError):
+            # Pages: a 400 that names the parameter (Django's own 400 page says only "Bad Request").
+            return HttpResponseBadRequest(f"Bad request: {exception}", content_type="text/plain; charset=utf-8")
         if isinstance(exception, DataError):
             return JsonResponse({"detail": MESSAGE if "NUL" in str(exception) else
                                  "the request holds a value the database cannot store"}, status=400)

@@ -25,10 +25,32 @@ def env_bool(name: str, default: bool) -> bool:
     return value in {"1", "true", "yes", "on"}
 
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me" if DEBUG else "")
-if not SECRET_KEY:
-    raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+def installation_secret_key(var_dir: Path) -> str:
+    """The key of this installation: made once, on first start, in var/secret_key (mode 0600),
+    and read from there ever after, so sessions survive restarts and no two installations share
+    a key. Every process started by ``up`` reads the same file; O_EXCL settles a race."""
+    path = var_dir / "secret_key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_text().strip()
+        if len(key) < 50:
+            raise RuntimeError(f"{path} holds no usable secret key: delete it to make a new one") from None
+        return key
+    import secrets
+
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key
+
+
+# Production-safe by default: debug pages (settings, URL patterns, tracebacks) only when a
+# developer asks for them with DJANGO_DEBUG=1.
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE, as deploy/ mounts it) wins; otherwise the key
+# this installation generated for itself under var/.
+SECRET_KEY = env("DJANGO_SECRET_KEY") or installation_secret_key(VAR_DIR)
 ALLOWED_HOSTS = [h for h in env("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in env("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -82,6 +104,14 @@ AXES_FAILURE_LIMIT = int(env("AXES_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = float(env("AXES_COOLOFF_HOURS", "0.25"))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# Attempts refused during a lockout are not recorded: they do not restart the cool-off, which
+# runs from the failure that caused the lockout.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# The address is the TCP peer (REMOTE_ADDR). The ASGI server rewrites it from X-Forwarded-For
+# only when the peer is one of FORWARDED_ALLOW_IPS (comma-separated addresses or networks of
+# the proxies in front: none by default), so a client cannot pick its own address.
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
+FORWARDED_ALLOW_IPS = env("FORWARDED_ALLOW_IPS", "")
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 
@@ -108,7 +138,7 @@ if env("CSP_REPORT_URI"):
 
 # Behind TLS (production): secure cookies, HSTS, redirect to https. The proxy in front of
 # the web process must set X-Forwarded-Proto.
-SECURE_TLS = env_bool("DJANGO_SECURE_TLS", not DEBUG)
+SECURE_TLS = env_bool("DJANGO_SECURE_TLS", False)  # deploy/ sets it; `make up` serves plain loopback HTTP
 SESSION_COOKIE_SECURE = SECURE_TLS
 CSRF_COOKIE_SECURE = SECURE_TLS
 SESSION_COOKIE_HTTPONLY = True
@@ -187,7 +217,7 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 # WhiteNoise serves static files from the ASGI app; in development straight from the finders.
-WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_USE_FINDERS = True  # collected (the image) or not (`make up`)
 WHITENOISE_AUTOREFRESH = DEBUG
 
 # Uploads and pasted manifests are capped: a DGD is a few KB; 1 MB leaves ample room.

@@ -23,6 +23,16 @@ from graphs.models import Deployment, Graph
 from metrics.localprom import find_binary
 
 
+def web_command(host: str, port: int) -> list[str]:
+    """uvicorn for the web process. It believes X-Forwarded-For (the client address behind
+    login throttling) only from the proxies in FORWARDED_ALLOW_IPS: from none by default, where
+    uvicorn alone would trust any client on 127.0.0.1."""
+    argv = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
+            "--no-access-log"]
+    proxies = settings.FORWARDED_ALLOW_IPS.strip()
+    return argv + (["--proxy-headers", "--forwarded-allow-ips", proxies] if proxies else ["--no-proxy-headers"])
+
+
 class Command(BaseCommand):
     help = "Set up the database and start web, worker and operator; apply the example graph."
 
@@ -39,8 +49,7 @@ class Command(BaseCommand):
         logs.mkdir(parents=True, exist_ok=True)
         py = sys.executable
         commands = {
-            "web": [py, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
-                    "--no-access-log"],
+            "web": web_command(host, port),
             "worker": [py, "-m", "celery", "-A", "controlplane", "worker", "-B", "--concurrency", "2",
                        "--loglevel", "INFO", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")],
             "operator": [py, "manage.py", "runoperator"],

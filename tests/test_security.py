@@ -116,7 +116,7 @@ def test_every_graph_mutation_leaves_one_audit_record_naming_who_and_from_where(
     assert records == [
         ("graph.create", "vllm-disagg", "ui", "operator"),
         ("graph.update", "vllm-disagg", "api", "operator"),
-        ("graph.create", "vllm-agg", "cli", ""),
+        ("graph.create", "vllm-agg", "cli", "server administrator (CLI without --user)"),
     ]
     update = AuditRecord.objects.get(action="graph.update")
     assert update.before["revision"] == 1 and update.after["revision"] == 2

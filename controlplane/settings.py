@@ -63,7 +63,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "axes",
     "controlplane",
     "audit",
+    "accounts",
     "graphs",
     "clusters",
     "playground",
@@ -227,7 +228,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        # "Authorization: Token <key>", hashed and expiring keys (accounts/tokens.py).
+        "accounts.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["controlplane.roles.RolePermission"],
@@ -239,6 +241,13 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.api.exception_handler",
 }
+# API tokens (accounts/): django-rest-knox stores a SHA-512 digest of each key, never the key.
+KNOX_TOKEN_MODEL = "accounts.ApiToken"
+REST_KNOX = {"TOKEN_MODEL": KNOX_TOKEN_MODEL, "AUTH_HEADER_PREFIX": "Token", "AUTO_REFRESH": False}
+# knox's own migrations create its default token table even when the model is swapped out;
+# without them Django creates nothing for the swapped model.
+MIGRATION_MODULES = {"knox": None}
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Dynamo Control Plane API",
     "DESCRIPTION": "Graph definitions, DynamoGraphDeployment manifests, validation and operations.",

@@ -472,12 +472,12 @@ def test_the_schema_is_served_as_yaml_by_default(viewer_api):
 
 
 def test_token_authentication_identifies_the_user(api_for, users):
-    from rest_framework.authtoken.models import Token
+    from accounts.models import ApiToken
 
     response = api_for("operator").post("/api/graphs/", {"spec": spec_json("tok")}, format="json")
     assert response.status_code == 201
     assert Graph.objects.get(name="tok").created_by == users["operator"]
-    assert Token.objects.filter(user=users["operator"]).count() == 1
+    assert ApiToken.objects.filter(user=users["operator"]).count() == 1
 
 
 def test_a_wrong_token_is_401(api_for, db):

@@ -112,7 +112,8 @@ def test_every_graph_mutation_leaves_one_audit_record_naming_who_and_from_where(
     api.post("/api/graphs/import/", seed.replace("replicas: 2", "replicas: 3", 1),
              content_type="application/yaml")
     call_command("graphs", "import", str(reference_dir / "dgd-templates-1.6.1" / "vllm-agg.yaml"))
-    records = list(AuditRecord.objects.order_by("id").values_list("action", "target", "via", "actor_name"))
+    records = list(AuditRecord.objects.exclude(action__regex=r"^(auth|user|token)\.").order_by("id")
+                   .values_list("action", "target", "via", "actor_name"))
     assert records == [
         ("graph.create", "vllm-disagg", "ui", "operator"),
         ("graph.update", "vllm-disagg", "api", "operator"),
@@ -161,7 +162,8 @@ def test_cluster_objective_and_policy_changes_are_audited_too(users, django_capt
                                                 prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0)), user=admin)
     objectives_set(graph=graph, ttft_ms=200, itl_ms=20, gpu_hour_price=None, user=admin, via="api")
     policy_set(graph=graph, viewers_may_chat=True, user=admin)
-    actions = list(AuditRecord.objects.order_by("id").values_list("action", "via"))
+    actions = list(AuditRecord.objects.exclude(action__regex=r"^(auth|user|token)\.").order_by("id")
+                   .values_list("action", "via"))
     assert actions == [("cluster.create", "api"), ("cluster.update", "ui"), ("graph.create", "ui"),
                        ("objectives.set", "api"), ("playground.policy", "ui")]
     update = AuditRecord.objects.get(action="cluster.update")

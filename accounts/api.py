@@ -7,10 +7,9 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.response import Response
 
-from controlplane.roles import Role
-
 from . import tokens
 from .models import ApiToken
+from .roles import Role
 
 
 class TokenSerializer(serializers.ModelSerializer):

@@ -7,10 +7,9 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from controlplane.roles import Role, role_required
-
 from . import tokens
 from .models import ApiToken
+from .roles import Role, role_required
 
 
 class TokenForm(forms.Form):

@@ -9,7 +9,7 @@ from typing import Any
 from .models import AuditRecord
 
 REDACTED = "[redacted]"
-# The actor of a manage.py CLI call made without --user (controlplane/cli.py).
+# The actor of a manage.py CLI call made without --user (accounts/cli.py).
 SERVER_ADMIN = "server administrator (CLI without --user)"
 # Keys whose values are never stored: token values, passwords, kubeconfig credentials.
 _SECRET_KEY = re.compile(r"(token|password|secret_value|secret-value|credential|private|client-key|"

@@ -69,9 +69,9 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    "accounts",
     "controlplane",
     "audit",
-    "accounts",
     "graphs",
     "clusters",
     "playground",
@@ -166,7 +166,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "controlplane.roles.role_context",
+                "accounts.roles.role_context",
             ],
         },
     },
@@ -232,7 +232,7 @@ REST_FRAMEWORK = {
         "accounts.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["controlplane.roles.RolePermission"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.roles.RolePermission"],
     # JSON within bounds (depth, 64-bit integers, storable text): graphs/untrusted.py.
     "DEFAULT_PARSER_CLASSES": ["graphs.api.parsers.BoundedJSONParser", "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
@@ -294,7 +294,7 @@ CELERY_BEAT_SCHEDULE = {
     "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
 }
 
-# Kubernetes clusters (clusters/, graphs/runtimes/kubernetes.py). Timeouts are (connect, read)
+# Kubernetes clusters (clusters/, graphs/runtimes/kubernetes/client.py). Timeouts are (connect, read)
 # seconds; a call failing transiently (no answer, 429, 5xx) is tried KUBERNETES_RETRIES times in all,
 # with exponential back-off from KUBERNETES_RETRY_BACKOFF (capped, Retry-After honoured); the
 # watchers hold each watch open KUBERNETES_WATCH_SECONDS before renewing it.

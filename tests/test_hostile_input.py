@@ -25,6 +25,13 @@ def mocker_spec(name: str = "hostile") -> dict:
                       prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0)).model_dump(mode="json")
 
 
+@pytest.fixture(autouse=True)
+def _tokens_first(users, api_for):
+    """Mint each role's API token (an audited change) before a test counts rows."""
+    for role in ("viewer", "operator", "admin"):
+        api_for(role)
+
+
 @pytest.fixture
 def graph(users):
     spec = build_spec(template="mocker-disagg", name="present", model="m", backend="mocker",
@@ -198,9 +205,9 @@ def test_the_query_helper_names_the_parameter_and_its_range():
 
 
 def test_hostile_query_strings_and_form_fields_cannot_reach_the_database(client_for, api_for, graph):
+    client = client_for("admin")  # logging in is audited: before the count
     before = row_counts()
     assert api_for("viewer").get("/api/operations/?graph=a%00b").status_code == 400
-    client = client_for("admin")
     for url, data in (("/clusters/new/", {"name": "c\x00", "kubeconfig": "/k", "namespaces": "a"}),
                       ("/graphs/new/", {"template": "mocker-disagg", "name": "n", "model": "m\x00"}),
                       ("/graphs/present/scale/", {"service": "decode", "replicas": BIG}),

@@ -10,12 +10,12 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.cli import acting_user
+from accounts.roles import Role
 from benchmarks import services
 from benchmarks.errors import BenchmarkRefused
 from benchmarks.models import BenchmarkRun
 from benchmarks.profiles import PROFILES, ProfileError
-from controlplane.cli import acting_user
-from controlplane.roles import Role
 from graphs.models import Graph
 
 PARAMS = {"concurrency": int, "request_count": int, "input_tokens_mean": int, "output_tokens_mean": int,

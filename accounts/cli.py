@@ -12,7 +12,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from audit.services import SERVER_ADMIN
-from controlplane.roles import Role, user_role
+
+from .roles import Role, user_role
 
 __all__ = ["SERVER_ADMIN", "acting_user"]
 

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import APIException, NotFound, ValidationError
 from rest_framework.response import Response
 
 from . import tokens
 from .models import ApiToken
 from .roles import Role
+
+
+class NameTaken(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "name_taken"
 
 
 class TokenSerializer(serializers.ModelSerializer):
@@ -61,6 +66,8 @@ class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.Gen
         try:
             token, key = tokens.token_create(user=request.user, name=body.validated_data["name"],
                                              days=body.validated_data["days"], via="api")
+        except tokens.TokenNameTaken as exc:
+            raise NameTaken({exc.field: [str(exc)]}) from None
         except tokens.TokenError as exc:
             raise ValidationError({exc.field: [str(exc)]}) from None
         token.key = key

@@ -34,6 +34,10 @@ class TokenError(ValueError):
         super().__init__(message)
 
 
+class TokenNameTaken(TokenError):
+    """The user has a token of that name already (the API answers 409)."""
+
+
 def token_create(*, user, name: str, days: int | None = DEFAULT_DAYS, actor=None,
                  via: str = "ui") -> tuple[ApiToken, str]:
     """A new token for ``user``; returns (token, key). The key is shown once and never stored:
@@ -55,7 +59,7 @@ def token_create(*, user, name: str, days: int | None = DEFAULT_DAYS, actor=None
                          target=user.username, after={"name": name, "prefix": token.prefix,
                                                       "expiry": token.expiry.isoformat() if token.expiry else None})
     except IntegrityError:
-        raise TokenError("name", f"{user.username} already has a token named {name!r}") from None
+        raise TokenNameTaken("name", f"{user.username} already has a token named {name!r}") from None
     return token, key
 
 

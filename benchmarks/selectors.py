@@ -10,6 +10,10 @@ from .profiles import ProfileError
 MAX_COMPARED = 12
 
 
+class RunsNotFound(ProfileError):
+    """Well-formed run ids naming runs that do not exist (the API answers 404)."""
+
+
 def runs_by_ids(text: str | list) -> list[BenchmarkRun]:
     """The runs named by ``1,2,3`` (or a list of ids), in that order. Raises ProfileError
     (field ``runs``) for an empty, malformed or unknown selection."""
@@ -28,5 +32,5 @@ def runs_by_ids(text: str | list) -> list[BenchmarkRun]:
     found = {r.pk: r for r in BenchmarkRun.objects.filter(pk__in=ids).select_related("graph", "requested_by")}
     missing = [i for i in ids if i not in found]
     if missing:
-        raise ProfileError({"runs": [f"no run {', '.join(map(str, missing))}"]})
+        raise RunsNotFound({"runs": [f"no run {', '.join(map(str, missing))}"]})
     return [found[i] for i in ids]

@@ -17,9 +17,14 @@ from graphs.errors import RuntimeFailure
 from . import services
 from .models import Cluster
 
+K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS-1123 label: cluster and namespace names
+
 
 class ClusterSerializer(serializers.ModelSerializer):
-    namespaces = serializers.ListField(child=serializers.CharField(max_length=63), allow_empty=False)
+    namespaces = serializers.ListField(child=serializers.RegexField(K8S_NAME, max_length=63, error_messages={
+        "invalid": "is not a valid namespace name (lower-case letters, digits and '-')"}), min_length=1)
+    name = serializers.RegexField(K8S_NAME, max_length=63, error_messages={
+        "invalid": "must be a Kubernetes name (lower-case letters, digits and '-')"})
     dynamo_installed = serializers.BooleanField(read_only=True)
 
     class Meta:
@@ -29,7 +34,9 @@ class ClusterSerializer(serializers.ModelSerializer):
                   "gpu_free", "checked_at", "watched_at", "error", "created_at", "updated_at"]
         read_only_fields = ["reachable", "server_version", "dgd_versions", "dgdsa_versions", "gpu_allocatable",
                             "gpu_free", "checked_at", "watched_at", "error", "created_at", "updated_at"]
-        extra_kwargs = {"name": {"validators": []}}  # uniqueness is the service's to check (one message)
+        # Uniqueness is the service's to check (one message); ``name`` is declared above. The
+        # service strips paths itself: lengths are checked on what was sent.
+        extra_kwargs = {"kubeconfig": {"trim_whitespace": False}, "context": {"trim_whitespace": False}}
 
 
 class HFTokenSerializer(serializers.Serializer):
@@ -44,6 +51,11 @@ class HFTokenResultSerializer(serializers.Serializer):
     secret_name = serializers.CharField()
     key = serializers.CharField()
     created = serializers.BooleanField()
+
+
+class NameTaken(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "name_taken"
 
 
 class ClusterUnavailable(APIException):
@@ -68,6 +80,8 @@ class ClusterViewSet(viewsets.ModelViewSet):
                       "hf_token": Role.ADMIN}
 
     def perform_create(self, serializer):
+        if Cluster.objects.filter(name=serializer.validated_data["name"]).exists():
+            raise NameTaken(f"a cluster named {serializer.validated_data['name']} is already registered")
         try:
             serializer.instance = services.cluster_create(**_fields(serializer.validated_data), user=self.request.user,
                                                           via="api")

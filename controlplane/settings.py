@@ -233,9 +233,11 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.roles.RolePermission"],
-    # JSON within bounds (depth, 64-bit integers, storable text): graphs/untrusted.py.
-    "DEFAULT_PARSER_CLASSES": ["graphs.api.parsers.BoundedJSONParser", "rest_framework.parsers.FormParser",
-                               "rest_framework.parsers.MultiPartParser"],
+    # The API reads JSON (and YAML where a view says so), within bounds (depth, 64-bit integers,
+    # storable text: graphs/untrusted.py). No form encodings: they carry no types, so a schema
+    # could not say what a field must be.
+    "DEFAULT_PARSER_CLASSES": ["graphs.api.parsers.BoundedJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -255,6 +257,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     # Swagger UI served from our own static files (drf-spectacular-sidecar), never a CDN.
+    # Every 4xx documented, request bodies closed (controlplane/openapi.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "controlplane.openapi.document_errors"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

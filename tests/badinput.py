@@ -121,7 +121,7 @@ spec:
     BadInput("two-documents", _beta(FRONTEND) + "---\n" + _beta(FRONTEND),
              "found 2 YAML documents", parsable=False),
     BadInput("a-list-not-a-mapping", "- apiVersion: nvidia.com/v1beta1\n- kind: DynamoGraphDeployment\n",
-             "must be a"),
+             "must be a", parsable=False),
     BadInput("wrong-api-version", _beta(FRONTEND, api_version="nvidia.com/v2"), "'nvidia.com/v2'"),
     BadInput("wrong-kind", _beta(FRONTEND, kind="Deployment"), "kind must be DynamoGraphDeployment"),
     BadInput("missing-name", _beta(FRONTEND).replace("  name: g\n", "  labels: {a: b}\n"), "metadata.name"),

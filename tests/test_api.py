@@ -416,10 +416,10 @@ def test_from_template_creates_a_graph(operator_api):
 
 @pytest.mark.parametrize(("payload", "field"), [
     ({"template": "nope", "name": "x"}, "template"),
-    ({"template": "vllm-disagg", "name": "Bad_Name"}, "spec"),
+    ({"template": "vllm-disagg", "name": "Bad_Name"}, "name"),
     ({"template": "vllm-disagg", "name": "x", "dynamo_version": "latest"}, "dynamo_version"),
     ({"template": "vllm-disagg", "name": "x", "prefill": {"replicas": 100000}}, "prefill"),
-    ({"template": "vllm-disagg", "name": "x", "decode": {"engine_args": "--x 'unclosed"}}, "detail"),
+    ({"template": "vllm-disagg", "name": "x", "decode": {"engine_args": "--x 'unclosed"}}, "decode"),
     ({"template": "vllm-disagg", "name": "x", "backend": "tensorflow"}, "backend"),
 ])
 def test_from_template_refuses_bad_fields_with_400(operator_api, payload, field):

@@ -76,7 +76,7 @@ def test_the_api_like_the_pages_is_for_admins_only(cluster, api_for, client_for,
     admin = api_for("admin")
     created = admin.post("/api/clusters/", body, format="json")
     assert created.status_code == 201 and created.json()["namespaces"] == ["llm"]
-    assert admin.post("/api/clusters/", body, format="json").status_code == 400  # the name is taken
+    assert admin.post("/api/clusters/", body, format="json").status_code == 409  # the name is taken
     assert admin.patch("/api/clusters/prod/", {"namespaces": ["llm", "b"]}, format="json").json()[
         "namespaces"] == ["llm", "b"]
     assert admin.patch("/api/clusters/prod/", {"reachable": True}, format="json").json()["reachable"] is None

@@ -88,7 +88,7 @@ def test_a_token_name_is_unique_per_user(api_for, users):
     api = api_for("viewer")
     assert api.post("/api/tokens/", {"name": "dup"}, format="json").status_code == 201
     response = api.post("/api/tokens/", {"name": "dup"}, format="json")
-    assert response.status_code == 400 and "already has a token named 'dup'" in str(response.json())
+    assert response.status_code == 409 and "already has a token named 'dup'" in str(response.json())
 
 
 def test_hostile_token_names_are_refused(api_for):

@@ -20,7 +20,7 @@ from .. import reports, services, sizing, studies
 from ..errors import BenchmarkRefused
 from ..models import BenchmarkRun, Recommendation, Study
 from ..profiles import PROFILES, ProfileError
-from ..selectors import runs_by_ids
+from ..selectors import RunsNotFound, runs_by_ids
 from .serializers import (
     CompareSerializer,
     ProfileSerializer,
@@ -33,13 +33,16 @@ from .serializers import (
 )
 
 REPORT_TYPE = OpenApiParameter("type", str, enum=["csv", "html"], description="csv (default) or html")
-RUN_IDS = OpenApiParameter("runs", str, required=True, description="run ids, comma-separated (1,2,3)")
+RUN_IDS = OpenApiParameter("runs", {"type": "string", "pattern": r"^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17}){0,11}$"},
+                           required=True, description="run ids, comma-separated (1,2,3), at most 12")
 
 
 class RefusalsMixin:
     """BenchmarkRefused → 409, ProfileError → 400 by field."""
 
     def handle_exception(self, exc):
+        if isinstance(exc, RunsNotFound):
+            return Response(exc.errors, status=status.HTTP_404_NOT_FOUND)
         if isinstance(exc, BenchmarkRefused):
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         if isinstance(exc, ProfileError):

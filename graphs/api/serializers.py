@@ -6,11 +6,23 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from .. import untrusted
+from ..catalog import TEMPLATES
 from ..dgd.render import normalise_api_version
 from ..dgd.versions import DynamoVersion
 from ..errors import ManifestError
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
 from ..specio import spec_from_data
+
+# What the schema can say about a name and a release (the server checks the rest).
+K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+SHELL_WORDS = r"""^(?:[^'"\\]|\\[\s\S]|'[^']*'|"(?:[^"\\]|\\[\s\S])*")*$"""
+# A Kubernetes resource quantity (apimachinery's regular expression), not negative.
+QUANTITY = (r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+            r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+SECRET_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # a DNS-1123 subdomain
+NAME_MESSAGE = "must be a Kubernetes name: lower-case letters, digits and '-', starting and ending alphanumeric"
+VERSION_MESSAGE = "must be a Dynamo release MAJOR.MINOR.PATCH, e.g. 1.6.1"
+DYNAMO_VERSION = r"^v?\d{1,4}\.\d{1,4}\.\d{1,4}$"
 
 
 class FindingSerializer(serializers.Serializer):
@@ -27,6 +39,8 @@ class ReportSerializer(serializers.Serializer):
     findings = FindingSerializer(many=True)
 
 
+@extend_schema_field({"type": "object", "description": "A GraphSpec: model, backend, dynamo_version, services "
+                                                      "(see GET /api/graphs/{name}/ for the shape)."})
 class SpecField(serializers.JSONField):
     """A GraphSpec as JSON; invalid specs are refused with one error per path."""
 
@@ -42,7 +56,7 @@ class SpecField(serializers.JSONField):
 
 
 class RevisionSerializer(serializers.ModelSerializer):
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = Revision
@@ -114,19 +128,31 @@ class GraphUpdateSerializer(serializers.Serializer):
 class PoolSerializer(serializers.Serializer):
     replicas = serializers.IntegerField(min_value=0, max_value=512, default=1)
     gpus = serializers.IntegerField(min_value=0, max_value=64, default=1)
-    shared_memory = serializers.CharField(max_length=20, allow_blank=True, default="16Gi")
+    shared_memory = serializers.RegexField(QUANTITY, max_length=20, allow_blank=True, default="16Gi", error_messages={
+        "invalid": "must be a Kubernetes quantity, e.g. 16Gi or 512Mi"})
     image = serializers.CharField(max_length=300, allow_blank=True, default="")
-    engine_args = serializers.CharField(max_length=2000, allow_blank=True, default="")
-    hf_token_secret = serializers.CharField(max_length=253, allow_blank=True, default="hf-token-secret")
+    # Shell words (shlex): every quote closed, no trailing backslash.
+    engine_args = serializers.RegexField(SHELL_WORDS, max_length=2000, allow_blank=True, default="", error_messages={
+        "invalid": "cannot be split into shell words: a quote is not closed, or a backslash ends it"})
+    hf_token_secret = serializers.RegexField(SECRET_NAME, max_length=253, allow_blank=True, default="hf-token-secret",
+                                             error_messages={"invalid": "must be a Kubernetes Secret name"})
+
+    def to_internal_value(self, data):
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
+        if unknown:  # a typo ("replica") would otherwise silently take the default
+            raise serializers.ValidationError({unknown[0]: [f"unknown field; known: {', '.join(self.fields)}"]})
+        return super().to_internal_value(data)
 
 
 class FromTemplateSerializer(serializers.Serializer):
-    template = serializers.CharField()
-    name = serializers.CharField(max_length=63)
-    namespace = serializers.CharField(max_length=63, allow_blank=True, default="")
+    template = serializers.ChoiceField(choices=list(TEMPLATES))
+    name = serializers.RegexField(K8S_NAME, max_length=63, error_messages={"invalid": NAME_MESSAGE})
+    namespace = serializers.RegexField(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", max_length=63, allow_blank=True,
+                                       default="", error_messages={"invalid": NAME_MESSAGE})
     model = serializers.CharField(max_length=300, allow_blank=True, default="")
     backend = serializers.ChoiceField(choices=["", "vllm", "sglang", "trtllm", "mocker"], default="")
-    dynamo_version = serializers.CharField(max_length=20, default="1.6.1")
+    dynamo_version = serializers.RegexField(DYNAMO_VERSION, max_length=20, default="1.6.1",
+                                            error_messages={"invalid": VERSION_MESSAGE})
     prefill = PoolSerializer(required=False)
     decode = PoolSerializer(required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
@@ -157,7 +183,7 @@ class QueryIntegerField(serializers.IntegerField):
 class RenderQuerySerializer(serializers.Serializer):
     apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
     revision = QueryIntegerField(required=False)
-    dynamoVersion = serializers.CharField(required=False)
+    dynamoVersion = serializers.RegexField(DYNAMO_VERSION, required=False, error_messages={"invalid": VERSION_MESSAGE})
 
     def validate_apiVersion(self, value):
         try:
@@ -190,7 +216,7 @@ class DiffQuerySerializer(serializers.Serializer):
 
 class OperationSerializer(serializers.ModelSerializer):
     graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     revision = serializers.SlugRelatedField(slug_field="number", read_only=True)
 
     class Meta:

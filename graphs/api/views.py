@@ -18,6 +18,7 @@ from accounts.roles import Role
 
 from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
+from ..errors import ManifestError
 from ..models import Graph, Operation, Revision
 from ..specio import dump_yaml, load_yaml
 from ..untrusted import query_int
@@ -25,11 +26,23 @@ from ..validation import validate_manifest
 from . import serializers as s
 from .parsers import YAML_PARSERS
 
-YAML_BODY = {"application/yaml": {"type": "string", "description": "A DynamoGraphDeployment manifest (YAML)."}}
+# A manifest is one YAML mapping (text/yaml, application/x-yaml and text/plain are read too); the
+# CRD's schema and the operational checks judge the rest, answering with findings.
+MANIFEST_BODY = {"application/yaml": {"type": "object", "description": "A DynamoGraphDeployment manifest: one YAML "
+                                      "mapping with apiVersion, kind, metadata and spec."}}
+DGD_BODY = {"application/yaml": {
+    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+    "description": "A DynamoGraphDeployment manifest (either API version), as YAML.",
+    "properties": {"apiVersion": {"type": "string", "enum": ["nvidia.com/v1alpha1", "nvidia.com/v1beta1"]},
+                   "kind": {"type": "string", "enum": ["DynamoGraphDeployment"]},
+                   "metadata": {"type": "object", "required": ["name"],
+                                "properties": {"name": {"type": "string", "pattern": s.K8S_NAME, "maxLength": 63}}},
+                   "spec": {"type": "object"}}}}
 
 
-RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int),
-                     OpenApiParameter("dynamoVersion", str)]
+DYNAMO_VERSION_PARAMETER = OpenApiParameter(
+    "dynamoVersion", {"type": "string", "pattern": s.DYNAMO_VERSION}, description="A Dynamo release, e.g. 1.6.1")
+RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int), DYNAMO_VERSION_PARAMETER]
 
 
 def _via(request) -> str:
@@ -157,8 +170,8 @@ class GraphViewSet(viewsets.ModelViewSet):
         return Response({"from": old.number, "to": new.number, "apiVersion": q["apiVersion"],
                          "diff": services.revision_diff(old, new, q["apiVersion"])})
 
-    @extend_schema(request={"application/yaml": {"type": "string"}}, responses={201: s.GraphDetailSerializer},
-                   parameters=[OpenApiParameter("dynamoVersion", str)])
+    @extend_schema(request=DGD_BODY, responses={201: s.GraphDetailSerializer},
+                   parameters=[DYNAMO_VERSION_PARAMETER])
     @action(detail=False, methods=["post"], url_path="import", parser_classes=YAML_PARSERS)
     def import_(self, request):
         """Create a graph from a manifest (either API version), or add a revision to the graph
@@ -253,7 +266,7 @@ class GraphViewSet(viewsets.ModelViewSet):
 
 def _version_param(request) -> str | None:
     value = request.query_params.get("dynamoVersion")
-    if not value:
+    if value is None:
         return None
     from ..dgd.versions import DynamoVersion
 
@@ -269,11 +282,14 @@ class ValidateViewSet(viewsets.ViewSet):
     parser_classes = YAML_PARSERS
     required_roles = {"create": Role.VIEWER}
 
-    @extend_schema(request={"application/yaml": {"type": "string"}}, responses={200: s.ReportSerializer},
-                   parameters=[OpenApiParameter("dynamoVersion", str)])
+    @extend_schema(request=MANIFEST_BODY, responses={200: s.ReportSerializer},
+                   parameters=[DYNAMO_VERSION_PARAMETER])
     def create(self, request):
         text = request.data if isinstance(request.data, str) else ""
         obj = load_yaml(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+        if not isinstance(obj, dict):
+            # Not a manifest at all (a list, a number, a string): nothing to validate.
+            raise ManifestError.single("", "a manifest must be a YAML mapping", "not_a_mapping")
         report = validate_manifest(obj, dynamo_version=_version_param(request))
         body = report.as_dict()
         if report.spec is not None:

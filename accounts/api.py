@@ -28,7 +28,14 @@ class TokenSerializer(serializers.ModelSerializer):
 
 
 class TokenCreateSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and "name" in data and not isinstance(data["name"], str):
+            raise ValidationError({"name": ["must be a string"]})  # DRF would turn 12 into "12"
+        return super().to_internal_value(data)
+
+    # Not blank (a pattern searched, as JSON Schema does); lengths counted on what was sent.
+    name = serializers.RegexField(r"\S", max_length=100, trim_whitespace=False,
+                                  error_messages={"invalid": "give the token a name (what or who uses it)"})
     days = serializers.IntegerField(min_value=1, max_value=tokens.MAX_DAYS, default=tokens.DEFAULT_DAYS)
 
 

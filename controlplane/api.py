@@ -3,12 +3,13 @@ for bad input."""
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from graphs.errors import ManifestError, OperationRefused
 from graphs.services import GraphConflict
-from graphs.untrusted import QueryParameterError
+from graphs.untrusted import QueryParameterError, query_int
 
 
 def exception_handler(exc, context):
@@ -28,3 +29,18 @@ def exception_handler(exc, context):
         return Response({"detail": "the request holds a value the database cannot store or look up "
                                    "(such as a NUL byte)"}, status=400)
     return drf_exception_handler(exc, context)
+
+
+class Pagination(PageNumberPagination):
+    """DRF's page numbers, read like every other integer query parameter: ``?page=abc`` or a
+    30-digit page is a 400 naming ``page``; a page past the end is still a 404."""
+
+    def get_page_number(self, request, paginator):
+        return query_int(request.query_params, self.page_query_param, default=1)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_query_param:
+                parameter["schema"]["minimum"] = 1
+        return parameters

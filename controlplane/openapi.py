@@ -68,8 +68,37 @@ def document_errors(result, generator, request, public):
         schemas[name]["additionalProperties"] = False
     for name, rule in CROSS_FIELD_RULES.items():
         schemas[name].update(rule)
+    schemas["JSONValue"] = JSON_VALUE
+    for name, schema in schemas.items():
+        if name.endswith("Request"):
+            _open_objects_take_json(schema)
+    for path_item in result.get("paths", {}).values():
+        for operation in path_item.values():
+            if isinstance(operation, dict):
+                for media in operation.get("requestBody", {}).get("content", {}).values():
+                    _open_objects_take_json(media.get("schema", {}))
     _bound_integers(result)
     return result
+
+
+# Any JSON the server reads: what an open object's unknown fields may hold.
+_REF = {"$ref": "#/components/schemas/JSONValue"}
+JSON_VALUE = {"description": "Any JSON value within the server's bounds: integers fit in 64 bits.",
+              "not": {"type": "integer", "anyOf": [{"minimum": INT_MAX + 1}, {"maximum": INT_MIN - 1}]},
+              "items": _REF, "additionalProperties": _REF}
+
+
+def _open_objects_take_json(node) -> None:
+    """Request objects that ignore unknown fields still read them within bounds: say so."""
+    if isinstance(node, dict):
+        if node.get("type") == "object" and "additionalProperties" not in node and "$ref" not in node:
+            node["additionalProperties"] = _REF
+        for key, value in node.items():
+            if key != "additionalProperties":
+                _open_objects_take_json(value)
+    elif isinstance(node, list):
+        for value in node:
+            _open_objects_take_json(value)
 
 
 def _bound_integers(node) -> None:

@@ -170,7 +170,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         return Response({"from": old.number, "to": new.number, "apiVersion": q["apiVersion"],
                          "diff": services.revision_diff(old, new, q["apiVersion"])})
 
-    @extend_schema(request=DGD_BODY, responses={201: s.GraphDetailSerializer},
+    @extend_schema(request=DGD_BODY, responses={201: s.GraphDetailSerializer, 200: s.GraphDetailSerializer},
                    parameters=[DYNAMO_VERSION_PARAMETER])
     @action(detail=False, methods=["post"], url_path="import", parser_classes=YAML_PARSERS)
     def import_(self, request):

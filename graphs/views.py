@@ -23,6 +23,7 @@ from .forms import ManifestForm, TemplateForm
 from .manifest import API_VERSIONS, V1BETA1, normalise_api_version
 from .manifest import render as render_manifest
 from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, Pod, Revision
+from .selectors import graph_summaries
 from .specio import dump_yaml, load_yaml
 from .validation import Report, validate_manifest, validate_spec
 
@@ -39,7 +40,7 @@ def _api_version(request) -> str:
 @role_required(Role.VIEWER)
 @require_safe
 def graph_list(request):
-    graphs = Graph.objects.select_related("head", "deployment").order_by("name")
+    graphs = graph_summaries()
     query = request.GET.get("q", "").strip()
     if query:
         graphs = graphs.filter(name__icontains=query)

@@ -86,12 +86,12 @@ def render(spec: GraphSpec, api_version: str = V1BETA1, dynamo_version: str | No
     body: dict[str, Any] = copy.deepcopy(spec.extra)
     if api_version == V1ALPHA1:
         body.update(copy.deepcopy(spec.extra_v1alpha1))
-        if spec.env:
+        if spec.env or "env" in spec.written_empty:
             body["envs"] = copy.deepcopy(spec.env)
         body["services"] = {s.name: _render_alpha_service(s, spec, version) for s in spec.services}
     else:
         body.update(copy.deepcopy(spec.extra_v1beta1))
-        if spec.env:
+        if spec.env or "env" in spec.written_empty:
             body["env"] = copy.deepcopy(spec.env)
         body["components"] = [_render_beta_component(s, spec, version) for s in spec.services]
     return {"apiVersion": api_version, "kind": KIND, "metadata": metadata, "spec": body}
@@ -101,6 +101,8 @@ def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, bet
     container: dict[str, Any] = {}
     if beta:
         container["name"] = MAIN_CONTAINER
+    elif service.main_container_name is not None:
+        container["name"] = service.main_container_name
     source = spec.version
     if service.image is not None:
         container["image"] = retag_image(service.image, source, version)
@@ -116,17 +118,20 @@ def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, bet
         container["args"] = args
     extra = copy.deepcopy(service.container_extra)
     if beta:
-        if service.env:
+        empty = service.written_empty
+        if service.env or "env" in empty:
             container["env"] = copy.deepcopy(service.env)
-        env_from = extra.pop("envFrom", [])
+        env_from = list(extra.pop("envFrom", []))
         if service.hf_token_secret:
-            env_from = [{"secretRef": {"name": service.hf_token_secret}}, *env_from]
-        if env_from:
+            # Back where it was written: a later source wins for a key both define.
+            env_from.insert(min(service.hf_token_secret_index or 0, len(env_from)),
+                            {"secretRef": {"name": service.hf_token_secret}})
+        if env_from or "envFrom" in empty:
             container["envFrom"] = env_from
         resources = extra.pop("resources", {})
         if service.gpus is not None:
             resources.setdefault("limits", {})[GPU_RESOURCE] = _quantity(service, "gpus", service.gpus)
-        if resources:
+        if resources or "resources" in empty:
             container["resources"] = resources
     container.update(extra)
     return container
@@ -149,43 +154,59 @@ def _render_alpha_service(service: Service, spec: GraphSpec, version: DynamoVers
         out["componentType"] = service.role
     if service.hf_token_secret:
         out["envFromSecret"] = service.hf_token_secret
-    if service.env:
+    empty = service.written_empty
+    if service.env or "env" in empty:
         out["envs"] = copy.deepcopy(service.env)
     if service.replicas is not None:
         out["replicas"] = service.replicas
     resources = out.pop("resources", {})
     if service.gpus is not None:
         resources.setdefault("limits", {})["gpu"] = _quantity(service, "gpus", service.gpus)
-    if resources:
+    if resources or "resources" in empty:
         out["resources"] = resources
     if service.shared_memory is not None:
-        out["sharedMemory"] = _alpha_shm(service.shared_memory, out.pop("sharedMemory", None))
-        if "size" in out["sharedMemory"]:
-            out["sharedMemory"]["size"] = _quantity(service, "shared_memory", service.shared_memory)
+        out["sharedMemory"] = _alpha_shm(service, out.pop("sharedMemory", None))
     if service.scaling_adapter:
         out["scalingAdapter"] = {"enabled": True}
+    # extraPodSpec is a whole PodSpec: its own containers (sidecars) stay beside mainContainer.
     pod = copy.deepcopy(service.pod_extra)
-    pod.pop("containers", None)
     container = _container(service, spec, version, beta=False)
-    if container:
+    if container or "container" in empty:
         pod["mainContainer"] = container
-    if pod:
+    if pod or "pod" in empty:
         out["extraPodSpec"] = pod
-    if service.pod_metadata:
+    if service.pod_metadata or "pod_metadata" in empty:
         out["extraPodMetadata"] = copy.deepcopy(service.pod_metadata)
     return out
 
 
 def _quantity(service: Service, field: str, value: Any) -> Any:
+    """A modelled quantity as the manifest spelled it while its value is unchanged."""
+    written = service.spelled.get(field)
+    if written is not None and _same_quantity(field, written, value):
+        return written
     if field in service.int_quantities and str(value).isdigit():
         return int(value)
     return str(value)
 
 
-def _alpha_shm(size: str, original: Any) -> dict[str, Any]:
-    if str(size) == "0":
-        return original if isinstance(original, dict) and original.get("disabled") else {"disabled": True}
-    return {"size": size}
+def _same_quantity(field: str, written: Any, value: Any) -> bool:
+    if field == "gpus":
+        try:
+            return int(str(written)) == value
+        except ValueError:
+            return False
+    return str(written) == str(value)
+
+
+def _alpha_shm(service: Service, original: Any) -> dict[str, Any]:
+    """sharedMemory {disabled, size} for the modelled size, keeping what else was written."""
+    original = original if isinstance(original, dict) else {}
+    if str(service.shared_memory) == "0":
+        return original if original.get("disabled") else {"disabled": True}
+    out = {k: v for k, v in original.items() if k != "size" and not (k == "disabled" and v)}
+    out["size"] = _quantity(service, "shared_memory", service.shared_memory)
+    return out
 
 
 def _render_beta_component(service: Service, spec: GraphSpec, version: DynamoVersion) -> dict[str, Any]:
@@ -206,11 +227,16 @@ def _render_beta_component(service: Service, spec: GraphSpec, version: DynamoVer
         index = min(service.main_container_index, len(containers))
         containers.insert(index, _container(service, spec, version, beta=True))
     pod_spec["containers"] = containers
+    # An imported component renders the podTemplate keys it was written with (and any that an
+    # edit filled in); a spec built here always has podTemplate.spec.
+    keys = service.pod_template_keys
     template: dict[str, Any] = {}
-    if service.pod_metadata:
+    if service.pod_metadata or (keys is not None and "metadata" in keys):
         template["metadata"] = copy.deepcopy(service.pod_metadata)
-    template["spec"] = pod_spec
-    out["podTemplate"] = template
+    if keys is None or "spec" in keys or pod_spec != {"containers": []}:
+        template["spec"] = pod_spec
+    if template or keys is None or "podTemplate" in keys:
+        out["podTemplate"] = template
     return out
 
 
@@ -238,7 +264,7 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
     if alpha:
         raw_services = _mapping(body.get("services"), "spec.services", hint="a map keyed by service name")
         services = [_import_alpha(n, _mapping(s, f"spec.services.{n}"), n) for n, s in raw_services.items()]
-        env = body.get("envs") or []
+        env_key = "envs"
     else:
         raw = body.get("components")
         if not isinstance(raw, list):
@@ -246,7 +272,8 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
                 "spec.components", f"spec.components must be a list of components, not {_kind(raw)}", "type"
             )
         services = [_import_beta(_mapping(c, f"spec.components[{i}]"), i) for i, c in enumerate(raw)]
-        env = body.get("env") or []
+        env_key = "env"
+    env = body.get(env_key) or []
     extra = {k: v for k, v in body.items() if k not in ("services", "components", "envs", "env")}
     common, only = _split_extra(extra, alpha_only={"pvcs"}, beta_only=set())
     backend = _infer_backend(services, body)
@@ -259,6 +286,7 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
         "dynamo_version": version,
         "services": services,
         "env": copy.deepcopy(env),
+        "written_empty": ["env"] if body.get(env_key, None) == [] else [],
         "metadata_extra": {k: copy.deepcopy(v) for k, v in metadata.items() if k not in ("name", "namespace")},
         "extra": common,
         "extra_v1alpha1": only if alpha else {},
@@ -323,16 +351,21 @@ def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
     elif ctype in ("prefill", "decode"):
         role = ctype
         extra_alpha["componentType"] = ctype
+        if sub is not None:
+            extra_alpha["subComponentType"] = sub
     else:
         role = "other"
         if ctype is not None:
             extra_alpha["componentType"] = ctype
         if sub is not None:
             extra_alpha["subComponentType"] = sub
+    written_empty = [field for field, key in (("env", "envs"), ("resources", "resources"), ("pod", "extraPodSpec"),
+                                              ("pod_metadata", "extraPodMetadata")) if raw.get(key, None) in ([], {})]
     resources = _mapping(raw.pop("resources", {}) or {}, f"spec.services.{path}.resources")
-    int_quantities = _int_quantities(resources.get("limits", {}).get("gpu"),
-                                     (raw.get("sharedMemory") or {}).get("size") if isinstance(raw.get("sharedMemory"),
-                                                                                               dict) else None)
+    shm_raw = raw.get("sharedMemory")
+    shm_size = shm_raw.get("size") if isinstance(shm_raw, dict) and not shm_raw.get("disabled") else None
+    gpu_raw = (resources.get("limits") or {}).get("gpu") if isinstance(resources.get("limits"), dict) else None
+    int_quantities = _int_quantities(gpu_raw, shm_size)
     gpus = _pop_gpu(resources, "gpu", f"spec.services.{path}.resources.limits.gpu")
     if resources:
         extra_alpha["resources"] = resources
@@ -356,6 +389,8 @@ def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
     if adapter is not None and not scaling_adapter:
         extra_alpha["scalingAdapter"] = adapter
     pod = _mapping(raw.pop("extraPodSpec", {}) or {}, f"spec.services.{path}.extraPodSpec")
+    if pod.get("mainContainer", None) == {}:
+        written_empty.append("container")
     container = _mapping(pod.pop("mainContainer", {}) or {}, f"spec.services.{path}.extraPodSpec.mainContainer")
     service = {
         "name": name,
@@ -367,6 +402,9 @@ def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
         "env": raw.pop("envs", None) or [],
         "scaling_adapter": scaling_adapter,
         "int_quantities": int_quantities,
+        "spelled": _spelled(gpu_raw, shm_size),
+        "main_container_name": container.get("name"),
+        "written_empty": written_empty,
         "pod_extra": pod,
         "pod_metadata": raw.pop("extraPodMetadata", None) or {},
         **_import_container(container),
@@ -397,7 +435,10 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
     if adapter is not None and not scaling_adapter:
         extra_beta["scalingAdapter"] = adapter
     shm = raw.pop("sharedMemorySize", None)
-    template = _mapping(raw.pop("podTemplate", {}) or {}, f"{path}.podTemplate")
+    template_raw = raw.pop("podTemplate", None)
+    template = _mapping(copy.deepcopy(template_raw) or {}, f"{path}.podTemplate")
+    pod_template_keys = [] if template_raw is None else ["podTemplate", *(k for k in ("metadata", "spec")
+                                                                         if k in template)]
     pod_metadata = template.pop("metadata", None) or {}
     pod = _mapping(template.pop("spec", {}) or {}, f"{path}.podTemplate.spec")
     if template:
@@ -418,17 +459,20 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
     elif containers:
         pod["containers"] = containers
     container.pop("name", None)
+    written_empty = [key for key in ("env", "envFrom", "resources") if container.get(key, None) in ([], {})]
     env_from = container.pop("envFrom", None) or []
-    secret = None
+    secret, secret_index = None, None
     rest = []
-    for entry in env_from:
+    for i, entry in enumerate(env_from):
         ref = entry.get("secretRef") if isinstance(entry, dict) else None
         if secret is None and isinstance(ref, dict) and set(entry) == {"secretRef"} and set(ref) == {"name"}:
-            secret = ref["name"]
+            secret, secret_index = ref["name"], i
         else:
             rest.append(entry)
     resources = _mapping(container.pop("resources", {}) or {}, f"{path}.podTemplate.spec.containers[main].resources")
-    int_quantities = _int_quantities((resources.get("limits") or {}).get(GPU_RESOURCE), shm)
+    limits = resources.get("limits")
+    gpu_raw = limits.get(GPU_RESOURCE) if isinstance(limits, dict) else None
+    int_quantities = _int_quantities(gpu_raw, shm)
     gpus = _pop_gpu(resources, GPU_RESOURCE, f"{path}.podTemplate.spec.containers[main].resources.limits")
     fields = _import_container(container, take_env=True)
     extra_container = fields.pop("container_extra")
@@ -446,9 +490,13 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
         "gpus": gpus,
         "shared_memory": None if shm is None else str(shm),
         "hf_token_secret": secret,
+        "hf_token_secret_index": secret_index or None,
         "scaling_adapter": scaling_adapter,
         "main_container_index": main_container_index,
         "int_quantities": int_quantities,
+        "spelled": _spelled(gpu_raw, shm),
+        "written_empty": written_empty,
+        "pod_template_keys": pod_template_keys,
         "pod_extra": pod,
         "pod_metadata": pod_metadata,
         "container_extra": extra_container,
@@ -471,6 +519,11 @@ def _import_container(container: dict[str, Any], *, take_env: bool = False) -> d
     container.pop("name", None)
     fields["container_extra"] = container
     return fields
+
+
+def _spelled(gpu: Any, shm: Any) -> dict[str, Any]:
+    return {k: v for k, v in (("gpus", gpu), ("shared_memory", shm)) if isinstance(v, (str, int))
+            and not isinstance(v, bool)}
 
 
 def _int_quantities(gpu: Any, shm: Any) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .commandline import engine_of, flag_value, tokens
+from .dgd.commandline import engine_of, flag_value, tokens
 from .spec import GraphSpec, Service
 
 MOCKER_LABEL = "simulated with Dynamo's mocker"

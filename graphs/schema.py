@@ -53,7 +53,7 @@ def schema_used(api_version: str | None, target_release: str | None) -> dict[str
         "summary": (f"{api_version} schema of the DynamoGraphDeployment CRD from {source['repository']} "
                     f"{source['ref']} at {source['commit'][:7]} ({source['date']}, declaring {source['declares']})"),
     }
-    from .versions import DynamoVersion
+    from .dgd.versions import DynamoVersion
 
     try:
         target = DynamoVersion.parse(target_release) if target_release else None

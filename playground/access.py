@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controlplane.roles import Role, user_role
+from accounts.roles import Role, user_role
 from graphs.engines import graph_simulation
 from graphs.models import Graph, GraphState
 

@@ -28,8 +28,8 @@ from graphs.engines import (
 )
 from graphs.models import Deployment
 from graphs.runtimes.base import PodStatus
-from graphs.runtimes.localoperator import LocalOperator
-from graphs.runtimes.localproc import build_process_env
+from graphs.runtimes.local.argv import build_process_env
+from graphs.runtimes.local.operator import LocalOperator
 from graphs.services import graph_create
 
 GPU_HOST = Host(gpu=True, vllm=True)

@@ -21,7 +21,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 
 from graphs.checks import operational_findings
-from graphs.manifest import V1ALPHA1, V1BETA1, import_manifest, render
+from graphs.dgd.parse import import_manifest
+from graphs.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs.schema import structural_findings
 from graphs.spec import GraphSpec
 from tests.dgd_strategies import manifests

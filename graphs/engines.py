@@ -111,6 +111,13 @@ def graph_simulation(spec: GraphSpec, runtime: str, host: Host | None = None) ->
     return Simulation(MOCKER_LABEL, "; ".join(reasons), [c.service for c in simulated])
 
 
+def deployment_simulation(deployment: Any) -> Simulation | None:
+    """For a Deployment row (or None): its running revision on its runtime, if it is active."""
+    if deployment is None or not deployment.active or deployment.revision is None:
+        return None
+    return graph_simulation(deployment.revision.graph_spec, deployment.runtime)
+
+
 # ------------------------------------------------------------------------- the real model
 
 

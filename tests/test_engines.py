@@ -31,6 +31,7 @@ from graphs.runtimes.base import PodStatus
 from graphs.runtimes.local.argv import build_process_env
 from graphs.runtimes.local.operator import LocalOperator
 from graphs.services import graph_create
+from tests.metrics_fixtures import free_port, fresh_cache  # noqa: F401
 
 GPU_HOST = Host(gpu=True, vllm=True)
 CPU_HOST = Host(gpu=False, vllm=False)
@@ -272,3 +273,29 @@ def test_every_derived_number_of_a_simulated_run_carries_the_label_in_tables_csv
     assert [line.split(",")[3] for line in csv_lines[1:]] == [MOCKER_LABEL, "real engine"]
     assert [s["label"].endswith("· simulated") for s in reports.series(runs)] == [True, False]
     assert json.dumps(reports.series(runs))  # chart data stays JSON
+
+
+# ------------------------------------------------------------------- latency charts
+
+
+@pytest.fixture
+def no_prometheus(settings, fresh_cache):  # noqa: F811
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{free_port()}"
+
+
+@pytest.mark.django_db
+def test_the_metrics_panel_says_its_numbers_come_from_the_mocker(client_for):
+    deploy(mocker_spec("simpanel"))
+    page = html.unescape(client_for("viewer").get("/metrics/graphs/simpanel/panel/").content.decode())
+    assert ("Every number in this panel comes from workers simulated with Dynamo's mocker "
+            "(the graph's workers are Dynamo's mocker)") in page
+
+
+@pytest.mark.django_db
+def test_chart_data_and_summaries_carry_the_simulation_even_without_prometheus(api_for, no_prometheus):
+    deploy(mocker_spec("simchart"))
+    api = api_for("viewer")
+    chart = api.get("/api/metrics/graphs/simchart/chart/").json()
+    assert chart["state"] == "unreachable"
+    assert chart["simulation"]["label"] == MOCKER_LABEL
+    assert api.get("/api/metrics/graphs/simchart/").json()["simulation"]["label"] == MOCKER_LABEL

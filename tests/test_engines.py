@@ -299,3 +299,24 @@ def test_chart_data_and_summaries_carry_the_simulation_even_without_prometheus(a
     assert chart["state"] == "unreachable"
     assert chart["simulation"]["label"] == MOCKER_LABEL
     assert api.get("/api/metrics/graphs/simchart/").json()["simulation"]["label"] == MOCKER_LABEL
+
+
+@pytest.mark.django_db
+def test_a_recommendation_from_simulated_runs_says_so_first():
+    from django.utils import timezone
+
+    from benchmarks.models import RunState
+    from benchmarks.profiles import resolve
+    from benchmarks.sizing import recommendation_create
+
+    dep = deploy(mocker_spec("simrec"))
+    config, _model = _snapshot(dep)
+    stats = {"unit": "ms", "p50": 80.0, "p90": 100.0, "p99": 120.0}
+    run = BenchmarkRun.objects.create(
+        graph=dep.graph, revision=dep.revision, profile="custom", state=RunState.SUCCEEDED, progress=100,
+        params=resolve("custom", {"concurrency": 4, "request_count": 40}).model_dump(mode="json"),
+        config=config.model_dump(), finished_at=timezone.now(),
+        results={"steps": [{"index": 0, "concurrency": 4, "artifact": "01-c4", "ttft": stats, "itl": stats,
+                            "output_token_throughput": 900.0, "completed": 40}]})
+    rec = recommendation_create(graph=dep.graph, ttft_ms=500.0)
+    assert rec.reasons[0].startswith(f"Evidence #{run.pk} was {MOCKER_LABEL}, not a real engine")

@@ -25,6 +25,7 @@ from graphs.dgd.parse import import_manifest
 from graphs.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs.schema import structural_findings
 from graphs.spec import GraphSpec
+from graphs.specio import dump_yaml, load_yaml
 from tests.dgd_strategies import manifests
 
 CORPUS = sorted((Path(__file__).resolve().parent / "fixtures" / "operator-manifests").glob("*.yaml"))
@@ -65,6 +66,9 @@ def test_any_manifest_the_crd_accepts_comes_back_equal_after_import_and_render(a
         # The generator's own promise first: the CRD accepts what it makes.
         assert structural_findings(manifest) == []
         assert round_trip(manifest) == manifest
+        # As users paste it: YAML text in, YAML text out (the export), the same object.
+        text = dump_yaml(manifest)
+        assert load_yaml(dump_yaml(round_trip(load_yaml(text, max_bytes=1 << 20))), max_bytes=1 << 20) == manifest
 
     check()
 

@@ -301,22 +301,42 @@ def test_chart_data_and_summaries_carry_the_simulation_even_without_prometheus(a
     assert api.get("/api/metrics/graphs/simchart/").json()["simulation"]["label"] == MOCKER_LABEL
 
 
-@pytest.mark.django_db
-def test_a_recommendation_from_simulated_runs_says_so_first():
+def finished_run(dep) -> BenchmarkRun:
+    """A succeeded run of ``dep``'s graph, its config snapshotted as a real run's is."""
     from django.utils import timezone
 
     from benchmarks.models import RunState
     from benchmarks.profiles import resolve
-    from benchmarks.sizing import recommendation_create
 
-    dep = deploy(mocker_spec("simrec"))
     config, _model = _snapshot(dep)
     stats = {"unit": "ms", "p50": 80.0, "p90": 100.0, "p99": 120.0}
-    run = BenchmarkRun.objects.create(
+    return BenchmarkRun.objects.create(
         graph=dep.graph, revision=dep.revision, profile="custom", state=RunState.SUCCEEDED, progress=100,
         params=resolve("custom", {"concurrency": 4, "request_count": 40}).model_dump(mode="json"),
         config=config.model_dump(), finished_at=timezone.now(),
         results={"steps": [{"index": 0, "concurrency": 4, "artifact": "01-c4", "ttft": stats, "itl": stats,
                             "output_token_throughput": 900.0, "completed": 40}]})
+
+
+@pytest.mark.django_db
+def test_a_recommendation_from_simulated_runs_says_so_first():
+    from benchmarks.sizing import recommendation_create
+
+    dep = deploy(mocker_spec("simrec"))
+    run = finished_run(dep)
     rec = recommendation_create(graph=dep.graph, ttft_ms=500.0)
     assert rec.reasons[0].startswith(f"Evidence #{run.pk} was {MOCKER_LABEL}, not a real engine")
+
+
+@pytest.mark.django_db
+def test_every_benchmark_page_and_export_of_a_simulated_run_carries_the_label(client_for):
+    run = finished_run(deploy(mocker_spec("simruns")))
+    viewer = client_for("viewer")
+    for url in ("/benchmarks/", f"/benchmarks/runs/{run.pk}/", f"/benchmarks/compare/?runs={run.pk}",
+                f"/benchmarks/runs/{run.pk}/report/?type=html", "/benchmarks/graphs/simruns/sizing/"):
+        page = html.unescape(viewer.get(url).content.decode())
+        assert "simulated with Dynamo's mocker" in page, url
+    assert "Every number of this run was measured on workers simulated with Dynamo's mocker" in html.unescape(
+        viewer.get(f"/benchmarks/runs/{run.pk}/").content.decode())
+    csv_text = viewer.get(f"/benchmarks/runs/{run.pk}/report/?type=csv").content.decode()
+    assert csv_text.splitlines()[1].split(",")[3] == MOCKER_LABEL

@@ -91,3 +91,27 @@ def test_the_live_check_on_the_import_page_says_which_schema_it_used(client_for)
     assert "nvidia.com/v1alpha1 schema of the DynamoGraphDeployment CRD" in page
     assert "2a6da14" in page and "declaring 1.5.0" in page
     assert "The CRD shipped with 1.6.1 could not be obtained here" in page
+
+
+@pytest.mark.django_db
+def test_validating_a_stored_graph_names_the_schema_of_the_rendered_api_version(api_for):
+    from graphs.catalog import build_spec
+    from graphs.services import graph_create
+
+    graph_create(spec=build_spec(template="vllm-disagg", name="stored", dynamo_version="0.5.1"))
+    api = api_for("viewer")
+    beta = api.get("/api/graphs/stored/validate/").json()["schema"]
+    alpha = api.get("/api/graphs/stored/validate/?apiVersion=v1alpha1").json()["schema"]
+    assert (beta["api_version"], alpha["api_version"]) == ("nvidia.com/v1beta1", "nvidia.com/v1alpha1")
+    assert beta["target_release"] == alpha["target_release"] == "0.5.1"
+    assert "newer than 0.5.1" in alpha["note"]
+
+
+@pytest.mark.django_db
+def test_the_graph_page_says_which_schema_checked_its_manifest(client_for):
+    from graphs.catalog import build_spec
+    from graphs.services import graph_create
+
+    graph_create(spec=build_spec(template="vllm-disagg", name="shown"))
+    page = client_for("viewer").get("/graphs/shown/?apiVersion=v1alpha1").content.decode()
+    assert "Structure checked against the" in page and "nvidia.com/v1alpha1 schema" in page

@@ -20,6 +20,7 @@ from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
 from ..errors import ManifestError
 from ..models import Graph, Operation, Revision
+from ..selectors import graph_summaries
 from ..specio import dump_yaml, load_yaml
 from ..untrusted import query_int
 from ..validation import validate_manifest
@@ -58,6 +59,8 @@ class GraphViewSet(viewsets.ModelViewSet):
     http_method_names = ["get", "post", "put", "delete", "head", "options"]
 
     def get_queryset(self):
+        if self.action == "list":
+            return graph_summaries()
         return Graph.objects.select_related("head", "deployment").order_by("name")
 
     def get_serializer_class(self):

@@ -44,17 +44,19 @@ class TemplateForm(forms.Form):
             help_text="It scales the prefill and decode pools from live load; on the local runtime the control "
                       "plane executes its decisions")
         self.fields["planner_optimization_target"] = forms.ChoiceField(
-            choices=[(t, t) for t in TARGETS], initial="throughput", label="Optimization target",
+            choices=[(t, t) for t in TARGETS], required=False, initial="throughput", label="Optimization target",
             help_text="sla scales for the TTFT/ITL targets; the others react to queue depth and KV-cache load")
-        self.fields["planner_ttft_ms"] = forms.FloatField(min_value=0.001, initial=500.0, label="TTFT target (ms)")
-        self.fields["planner_itl_ms"] = forms.FloatField(min_value=0.001, initial=50.0, label="ITL target (ms)")
+        self.fields["planner_ttft_ms"] = forms.FloatField(min_value=0.001, required=False, initial=500.0,
+                                                          label="TTFT target (ms)")
+        self.fields["planner_itl_ms"] = forms.FloatField(min_value=0.001, required=False, initial=50.0,
+                                                         label="ITL target (ms)")
         self.fields["planner_adjustment_interval_seconds"] = forms.IntegerField(
-            min_value=1, max_value=86400, initial=5, label="Adjustment interval (s)",
+            min_value=1, max_value=86400, required=False, initial=5, label="Adjustment interval (s)",
             help_text="How often it decides (the throughput loop for sla, the load loop otherwise)")
-        self.fields["planner_min_replicas"] = forms.IntegerField(min_value=0, max_value=MAX_REPLICAS, initial=1,
-                                                                 label="Minimum replicas per pool")
-        self.fields["planner_max_gpu_budget"] = forms.IntegerField(min_value=-1, max_value=100000, initial=8,
-                                                                   label="GPU budget", help_text="-1: none")
+        self.fields["planner_min_replicas"] = forms.IntegerField(
+            min_value=0, max_value=MAX_REPLICAS, required=False, initial=1, label="Minimum replicas per pool")
+        self.fields["planner_max_gpu_budget"] = forms.IntegerField(
+            min_value=-1, max_value=100000, required=False, initial=8, label="GPU budget", help_text="-1: none")
 
     PLANNER_FIELDS = ("planner_enabled", "planner_optimization_target", "planner_ttft_ms", "planner_itl_ms",
                       "planner_adjustment_interval_seconds", "planner_min_replicas", "planner_max_gpu_budget")
@@ -65,7 +67,9 @@ class TemplateForm(forms.Form):
         if not d.get("planner_enabled"):
             return None
         try:
-            return PlannerSettings(**{f.removeprefix("planner_"): d[f] for f in self.PLANNER_FIELDS[1:]})
+            # Fields left empty take 1.6.1's defaults (the model's).
+            return PlannerSettings(**{f.removeprefix("planner_"): d[f] for f in self.PLANNER_FIELDS[1:]
+                                      if d.get(f) not in (None, "")})
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])

@@ -68,7 +68,7 @@ class Publisher:
 
     def __init__(self, env: dict, *decisions: str):
         self.proc = subprocess.Popen([sys.executable, str(PUBLISHER), "dynamo", *decisions], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # noqa: S603
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.lines: list[dict] = []
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()

@@ -92,7 +92,7 @@ def timeline_data(graph: Graph, window_text: str | None = None, *, now: float | 
     out = {
         "graph": graph.name, "runtime": source.runtime, "prometheus": source.url, "state": "ok", "message": "",
         "window": window_label(window), "window_seconds": window, "start": res.start, "end": res.end,
-        "step": res.step, "timestamps": res.timestamps,
+        "step": res.step, "timestamps": res.timestamps, "now": now_ts,
         "planner": {"component": service.name if service else None,
                     "settings": settings.model_dump() if settings else None},
         "targets": targets_for(graph, settings),
@@ -162,6 +162,7 @@ def health(graph: Graph, service, settings, rates: list, timestamps: list[int], 
         message = "The Planner has made no decision yet."
     else:
         which = f"decision {last.decision_id}" if last.decision_id is not None else "a decision"
-        message = f"Last decision {_ago(now - last.at)}: {which}, {last.reason} ({last.get_state_display().lower()})."
+        message = (f"Last decision {_ago(now - last.at)}: {which} ({last.reason}), "
+                   f"{last.get_state_display().lower()}.")
     return {"level": "warning" if warnings else "ok", "message": message, "warnings": warnings,
             "last_decision_at": last.at.timestamp() if last else None}

@@ -161,7 +161,7 @@ class PlannerExecutor:
                 continue
             services.decision_record(
                 graph=graph, source=services.SOURCE_VIRTUAL, desired=desired, decision_id=line["decision_id"],
-                reason=f"published by the Planner through the virtual connector (decision {line['decision_id']})")
+                reason="")  # decision_record describes it: "prefill 1→2, decode 1→1"
         ready: dict[str, int] = {}
         for pod in pods:
             ready[pod.service] = ready.get(pod.service, 0) + int(bool(pod.ready))

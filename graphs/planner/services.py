@@ -81,7 +81,7 @@ def decision_record(*, graph: Graph, source: str, desired: dict[str, int], reaso
 
 def describe(before: dict[str, int], desired: dict[str, int]) -> str:
     parts = [f"{name} {before.get(name, '?')}→{count}" for name, count in desired.items()]
-    return "Planner decision: " + ", ".join(parts)
+    return ", ".join(parts)
 
 
 def decision_advance(*, deployment: Deployment, ready: dict[str, int]) -> list[int]:

@@ -75,7 +75,7 @@
     const opts = {
       width: Math.max(300, box.clientWidth || 640), height: 150,
       series: [{}].concat(series),
-      scales: { x: { time: true, range: [data.start, data.end] }, y: { range: yRange }, y2: { range: (u, mn, mx) => [0, Math.max(mx || 0, 1) * 1.1] } },
+      scales: { x: { time: true, range: [data.start, Math.max(data.end, data.now || data.end)] }, y: { range: yRange }, y2: { range: (u, mn, mx) => [0, Math.max(mx || 0, 1) * 1.1] } },
       axes: [{}, { size: 60 }].concat(series.some((s) => s.scale === "y2") ? [{ scale: "y2", side: 1, size: 60, grid: { show: false } }] : []),
       legend: { live: true },
       cursor: { sync: { key: section._syncKey }, drag: { x: false, y: false } },
@@ -154,9 +154,10 @@
     data.decisions.forEach((d) => {
       const li = document.createElement("li");
       li.className = "decision decision-" + d.state;
-      const pools = Object.keys(d.desired).map((p) => p + " " + (d.before[p] !== undefined ? d.before[p] : "?") + "→" + d.desired[p]).join(", ");
-      li.textContent = new Date(d.at * 1000).toLocaleTimeString() + ": " + pools + " · " + d.reason + " · " + d.state +
-        (d.acknowledged_at ? " after " + (d.acknowledged_at - d.at).toFixed(1) + " s" : "") + " (" + d.source + ")";
+      const who = d.decision_id !== null ? "decision " + d.decision_id : "decision";
+      li.textContent = new Date(d.at * 1000).toLocaleTimeString() + ": " + who + ": " + d.reason + " · " + d.state +
+        (d.acknowledged_at ? " after " + (d.acknowledged_at - d.at).toFixed(1) + " s" : "") + (d.message && d.state === "failed" ? " (" + d.message + ")" : "") +
+        " · " + (d.source === "virtual-connector" ? "virtual connector" : d.source) + (d.actor && d.actor !== "planner" ? ", by " + d.actor : "");
       list.appendChild(li);
     });
     const status = section.querySelector("[data-status]");

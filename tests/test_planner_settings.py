@@ -165,3 +165,22 @@ def test_the_graph_form_adds_the_planner_with_its_settings(client_for):
             got.max_gpu_budget) == ("sla", 180, 15, 45, -1)
     page = client.get("/graphs/new/?template=mocker-disagg").content.decode()
     assert "Optimization target" in page and "GPU budget" in page
+
+
+@pytest.mark.django_db
+def test_the_local_runtime_starts_the_real_planner_with_a_config_it_accepts(tmp_path):
+    from graphs.models import Deployment
+    from graphs.planner.executor import PlannerExecutor
+
+    graph = services.graph_create(spec=_spec(optimization_target="sla", ttft_ms=120, itl_ms=9,
+                                             adjustment_interval_seconds=20))
+    dep = Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True)
+    ports = iter(range(24500, 24600))
+    executor = PlannerExecutor(root=tmp_path, python=sys.executable, port=lambda key: next(ports),
+                               release=lambda key: None)
+    argv = executor.planner_argv(dep, graph.head.graph_spec.service("Planner"), model_name="m", metrics_port=24999)
+    assert argv[1:4] == ["-m", "dynamo.planner", "--config"]
+    config = json.loads(argv[4])
+    assert (config["environment"], config["backend"], config["mode"], config["ttft_ms"],
+            config["metric_reporting_prometheus_port"]) == ("virtual", "mocker", "disagg", 120.0, 24999)
+    assert _real_verdicts([config]) == ["ok"]

@@ -338,3 +338,7 @@ class LocalOperator:
         # Stale discovery records of stopped workers would make a re-applied frontend route to
         # dead addresses: start the next apply from an empty folder.
         shutil.rmtree(graph_dir(dep.graph.name) / "discovery", ignore_errors=True)
+        # Likewise the virtual connector's etcd (stopped earlier in this pass): a re-applied graph
+        # must not execute a decision its previous life left unacknowledged.
+        shutil.rmtree(graph_dir(dep.graph.name) / "planner", ignore_errors=True)
+        self.planner.offsets.pop(dep.pk, None)

@@ -32,8 +32,8 @@ def main(count: int = 6) -> dict:
     from graphs.catalog import PoolFields, build_spec
     from graphs.models import Deployment
     from graphs.planner.settings import PlannerSettings
-    from graphs.runtimes.localoperator import LocalOperator
-    from graphs.runtimes.localproc import wait_until
+    from graphs.runtimes.local.operator import LocalOperator
+    from graphs.runtimes.processes import wait_until
 
     app.conf.task_always_eager = True
     root = Path(tempfile.mkdtemp(prefix="cp-bench-planner-"))

@@ -6,11 +6,11 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .commandline import build_frontend_command, build_worker_command
+from .dgd.commandline import build_frontend_command, build_worker_command
+from .dgd.versions import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
 from .planner.settings import PlannerSettings, graph_mode, planner_args
 from .spec import GraphSpec, Service
 from .specio import spec_from_data
-from .versions import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from .catalog import TEMPLATES
+from .dgd.versions import KNOWN_RELEASES, LATEST, DynamoVersion
 from .planner.settings import TARGETS, PlannerSettings
 from .spec import MAX_GPUS_PER_REPLICA, MAX_REPLICAS, quantity_bytes
-from .versions import KNOWN_RELEASES, LATEST, DynamoVersion
 
 
 class TemplateForm(forms.Form):

@@ -91,7 +91,7 @@ class Deployment(models.Model):
     endpoint = models.CharField(max_length=200, blank=True)
     ports = models.JSONField(default=dict)  # local runtime: name -> port
     # What a Dynamo tool needs to attach to the graph (its Dynamo namespace, discovery store,
-    # the virtual connector's etcd) and whether the Planner runs: graphs.planner.schema.RuntimeInfo.
+    # the virtual connector's etcd) and whether the Planner runs (graphs/runtimes/local/planner.py).
     runtime_info = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
 

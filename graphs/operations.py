@@ -25,9 +25,9 @@ from django.utils import timezone
 
 from audit.services import audit_record
 
+from .dgd.render import normalise_api_version, render
 from .errors import OperationRefused, RuntimeFailure
 from .findings import Severity
-from .manifest import normalise_api_version, render
 from .models import (
     ACTIVE_STATES,
     Deployment,
@@ -288,7 +288,7 @@ def status_snapshot(graph: Graph) -> dict:
         "message": deployment.message if deployment else "",
         "endpoint": deployment.endpoint if deployment else "",
         # Local graphs: the Dynamo namespace, discovery store and environment a Planner or any
-        # Dynamo tool needs to attach, and whether the Planner runs (graphs/planner/executor.py).
+        # Dynamo tool needs to attach, and whether the Planner runs (graphs/runtimes/local/planner.py).
         "attach": deployment.runtime_info if deployment and deployment.active else {},
         "replicas": deployment.desired_replicas(deployment.revision.graph_spec)
         if deployment and deployment.revision else {},

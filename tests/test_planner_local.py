@@ -22,8 +22,8 @@ from graphs.catalog import PoolFields, build_spec
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Operation, PlannerDecision, Pod
 from graphs.planner.settings import PlannerSettings
-from graphs.runtimes.localoperator import LocalOperator
-from graphs.runtimes.localproc import wait_until
+from graphs.runtimes.local.operator import LocalOperator
+from graphs.runtimes.processes import wait_until
 
 # 1.6.1's virtual connector needs etcd: scripts/services.sh installs Debian's etcd-server.
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]

@@ -14,8 +14,8 @@ import pytest
 
 from graphs import services
 from graphs.catalog import PoolFields, build_spec
+from graphs.dgd.render import render
 from graphs.errors import ManifestError
-from graphs.manifest import render
 from graphs.planner.settings import (
     PlannerSettings,
     PlannerSettingsError,
@@ -170,7 +170,7 @@ def test_the_graph_form_adds_the_planner_with_its_settings(client_for):
 @pytest.mark.django_db
 def test_the_local_runtime_starts_the_real_planner_with_a_config_it_accepts(tmp_path):
     from graphs.models import Deployment
-    from graphs.planner.executor import PlannerExecutor
+    from graphs.runtimes.local.planner import PlannerExecutor
 
     graph = services.graph_create(spec=_spec(optimization_target="sla", ttft_ms=120, itl_ms=9,
                                              adjustment_interval_seconds=20))

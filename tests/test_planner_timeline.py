@@ -7,6 +7,7 @@ warns when decisions stop while the load changes."""
 from __future__ import annotations
 
 import datetime as dt
+import statistics
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -98,10 +99,12 @@ def test_the_timeline_has_load_latency_estimates_and_decisions_from_both_runtime
     body = api_for("viewer").get(f"/api/graphs/{KNOWN}/planner/?window=15m").json()
     assert body["state"] == "ok", body["message"]
     last = lambda name: next(v for v in reversed(body["series"][name]) if v is not None)  # noqa: E731
-    assert last("request_rate") == pytest.approx(REQUESTS_PER_S, rel=0.05)
-    assert last("input_tokens") == pytest.approx(INPUT_TOKENS_PER_S, rel=0.05)
+    # The median over the window: one 8 s rate can be off by a scrape on a loaded machine.
+    typical = lambda name: statistics.median(v for v in body["series"][name] if v is not None)  # noqa: E731
+    assert typical("request_rate") == pytest.approx(REQUESTS_PER_S, rel=0.05)
+    assert typical("input_tokens") == pytest.approx(INPUT_TOKENS_PER_S, rel=0.05)
     assert 100 <= last("ttft_p90") <= 200  # the known histogram's p90 is 160 ms
-    assert body["estimates_reported"] is True
+    assert body["estimates_reported"] is True, {k: v[-5:] for k, v in body["series"].items()}
     assert last("planner_predicted_requests_per_second") == 3.5
     assert last("planner_estimated_ttft_ms") == 140.0
     assert body["targets"]["ttft_ms"] == 150 and body["targets"]["from"] == "planner"

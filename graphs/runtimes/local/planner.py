@@ -4,11 +4,11 @@ For each local graph with a Planner component the local operator runs, beside th
 
 * an etcd on loopback: 1.6.1's ``VirtualConnectorCoordinator`` keeps its decisions in etcd even
   when discovery is the file backend (measured: without one it retries localhost:2379 forever);
-* the bridge (bridge.py), the ``VirtualConnectorClient`` that receives each decision;
+* the connector (connector.py), the ``VirtualConnectorClient`` that receives each decision;
 * the real Planner (``python -m dynamo.planner --config …``) where ``dynamo.planner`` imports.
 
 Each operator pass reads the decisions the bridge received, records them, turns them into scale
-operations made via ``planner`` (services.decision_advance), and hands the acknowledged ids back
+operations made via ``planner`` (graphs.planner.services.decision_advance), and hands the acknowledged ids back
 to the bridge, which completes them with the coordinator."""
 
 from __future__ import annotations
@@ -22,17 +22,19 @@ from pathlib import Path
 
 from django.conf import settings
 
-from ..models import Deployment
-from ..runtimes.base import EventRecord
-from ..runtimes.localproc import LOOPBACK, Supervisor, build_process_env
-from . import services
-from .bridge import read_decisions, write_acks
-from .settings import PlannerSettingsError, graph_mode, local_config, planner_settings
+from ...models import Deployment
+from ...planner import services
+from ...planner.settings import PlannerSettingsError, graph_mode, local_config, planner_settings
+from ..base import EventRecord
+from ..processes import LOOPBACK
+from .argv import build_process_env
+from .connector import read_decisions, write_acks
+from .supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
 DYNAMO_NAMESPACE = "dynamo"  # what every local process uses (the DYN_NAMESPACE default)
-BRIDGE = Path(__file__).with_name("bridge.py")
+BRIDGE = Path(__file__).with_name("connector.py")
 IMPORT_TIMEOUT = 90
 
 

@@ -194,7 +194,7 @@ def _status_context(graph: Graph) -> dict:
     desired = deployment.desired_replicas(spec) if spec and deployment.active else {}
     pools = [
         {"name": s.name, "role": s.role, "replicas": desired.get(s.name, s.effective_replicas),
-         "max": max(8, desired.get(s.name, 0) * 2)}
+         "max": max(8, desired.get(s.name, 0) * 2), "planner": bool(spec.pools("planner"))}
         for s in (spec.services if spec else []) if s.role in ("prefill", "decode", "worker")
     ]
     from .diagnosis import diagnose

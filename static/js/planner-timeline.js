@@ -76,7 +76,11 @@
       width: Math.max(300, box.clientWidth || 640), height: 150,
       series: [{}].concat(series),
       scales: { x: { time: true, range: [data.start, Math.max(data.end, data.now || data.end)] }, y: { range: yRange }, y2: { range: (u, mn, mx) => [0, Math.max(mx || 0, 1) * 1.1] } },
-      axes: [{}, { size: 60 }].concat(series.some((s) => s.scale === "y2") ? [{ scale: "y2", side: 1, size: 60, grid: { show: false } }] : []),
+      // Every panel has a right axis of the same width (empty where there is no second
+      // scale), so the three plot areas line up on the shared time axis.
+      axes: [{}, { size: 60 }, series.some((s) => s.scale === "y2")
+        ? { scale: "y2", side: 1, size: 60, grid: { show: false } }
+        : { scale: "y", side: 1, size: 60, grid: { show: false }, ticks: { show: false }, values: (u, ticks) => ticks.map(() => "") }],
       legend: { live: true },
       cursor: { sync: { key: section._syncKey }, drag: { x: false, y: false } },
       hooks: { draw: [drawDecisions(data.decisions)] },

@@ -1,7 +1,7 @@
 """Pure functions between a typed GraphSpec and a DynamoGraphDeployment object.
 
 ``render(spec, api_version)`` builds the DGD for nvidia.com/v1alpha1 (``spec.services``, a
-map keyed by service name: the seed article's shape) or nvidia.com/v1beta1
+map keyed by service name: the shape of Dynamo's first releases) or nvidia.com/v1beta1
 (``spec.components``, a list: the storage version since Dynamo 1.4). ``import_manifest``
 parses either shape back into a spec, keeping every field the spec does not model, so that
 import then render gives the same object back. No database, no network."""

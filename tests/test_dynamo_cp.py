@@ -306,3 +306,19 @@ def test_benchmarks_show_prints_each_load_point(cli):
     assert row.split() == ["0", "50", "11.5", "20.2", "1.50", "2.75", "40.00", "1200.0", "200", "0"]
     listed = json.loads(out(cli("benchmarks", "list", "-o", "json")))
     assert [r["id"] for r in listed] == [run.pk]
+
+
+def test_the_console_script_is_declared_and_packaged(db):
+    import importlib
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    module, _, function = project["project"]["scripts"]["dynamo-cp"].partition(":")
+    assert callable(getattr(importlib.import_module(module), function))
+    assert any(module.startswith(p.rstrip("*")) for p in project["tool"]["setuptools"]["packages"]["find"]["include"])
+    # It speaks HTTP only: nothing of the server is imported (pip install of the project, no settings).
+    probe = subprocess.run([sys.executable, "-c", "import sys, dynamo_cp.main; "
+                            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                            "{'django', 'graphs', 'controlplane', 'rest_framework'}))"],
+                           capture_output=True, text=True, cwd=ROOT, env={"PATH": os.environ["PATH"]})
+    assert probe.stdout.strip() == "[]", probe.stderr

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from graphs.runtimes.localproc import allocate_ports
+from graphs.runtimes.processes import allocate_ports
 
 pytestmark = [pytest.mark.dynamo]
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,6 +11,7 @@ from graphs import operations
 from graphs.diagnosis import diagnose
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Graph, GraphState, Pod
+from graphs.runtimes.local.argv import MAX_SYSTEM_PORT
 
 NAME = "demo"
 READY_WITHIN = 180  # seconds; a mocker graph serves in a few
@@ -78,9 +79,13 @@ def advice(message: str) -> str:
     text = message.lower()
     if "free port" in text:
         lo, hi = settings.LOCAL_RUNTIME_PORT_MIN, settings.LOCAL_RUNTIME_PORT_MAX
-        return (f"local graphs take their ports from LOCAL_RUNTIME_PORT_MIN-LOCAL_RUNTIME_PORT_MAX, now {lo}-{hi}, "
-                "and none is free: stop what holds them (ss -ltnp), or set a wider or other range in the "
-                "environment and start `make up` again")
+        if lo > MAX_SYSTEM_PORT:
+            return (f"LOCAL_RUNTIME_PORT_MIN is {lo}, above {MAX_SYSTEM_PORT}, the highest port Dynamo accepts for "
+                    "a worker's system port: set LOCAL_RUNTIME_PORT_MIN and LOCAL_RUNTIME_PORT_MAX to a range within "
+                    f"1024-{MAX_SYSTEM_PORT} and start `make up` again")
+        return (f"local graphs take their ports from LOCAL_RUNTIME_PORT_MIN-LOCAL_RUNTIME_PORT_MAX, now "
+                f"{lo}-{min(hi, MAX_SYSTEM_PORT)}, and none is free: stop what holds them (ss -ltnp), or set a wider "
+                "or other range in the environment and start `make up` again")
     if "at most" in text and "processes" in text:
         return "delete or scale down another local graph, or raise LOCAL_RUNTIME_MAX_PROCESSES"
     if "crash" in text:

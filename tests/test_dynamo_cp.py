@@ -322,3 +322,28 @@ def test_the_console_script_is_declared_and_packaged(db):
                             "{'django', 'graphs', 'controlplane', 'rest_framework'}))"],
                            capture_output=True, text=True, cwd=ROOT, env={"PATH": os.environ["PATH"]})
     assert probe.stdout.strip() == "[]", probe.stderr
+
+
+def test_status_wait_ready_follows_the_status_cache_to_ready_or_failed(cli):
+    graph = mocker_graph()
+    deployment = Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True,
+                                           state="progressing", message="1/3 pods ready",
+                                           observed_at=timezone.now())
+
+    def ready_soon():
+        time.sleep(1.5)
+        Deployment.objects.filter(pk=deployment.pk).update(state="ready", message="3/3 pods ready",
+                                                           endpoint="http://127.0.0.1:1")
+
+    thread = threading.Thread(target=ready_soon)
+    thread.start()
+    ready = cli("graphs", "status", "cpdemo", "--wait-ready", "--timeout", "30")
+    thread.join()
+    assert ready.returncode == exits.OK, err(ready)
+    assert "cpdemo: progressing, 0/0 pods ready" in err(ready)
+    assert out(ready).startswith("cpdemo: ready")
+
+    Deployment.objects.filter(pk=deployment.pk).update(state="failed", message="need 1 free ports in 1-2")
+    failed = cli("graphs", "status", "cpdemo", "--wait-ready", "-o", "json")
+    assert failed.returncode == exits.FAILED
+    assert json.loads(out(failed))["message"] == "need 1 free ports in 1-2"

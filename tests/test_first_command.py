@@ -6,6 +6,7 @@ charts holding data; when the example graph cannot start, it says why and what t
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
@@ -18,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from graphs.runtimes.processes import allocate_ports
+from tests.playground_fixtures import free_port  # an OS-assigned port: no race with other runs
 
 pytestmark = [pytest.mark.dynamo]
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ class Up:
     """`manage.py up` as a process, its output collected line by line."""
 
     def __init__(self, tmp: Path, extra_env: dict, *args: str):
-        self.port = allocate_ports(1, 26000, 26999, set())[0]
+        self.port = free_port()
         env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
         env.update(CONTROLPLANE_VAR_DIR=str(tmp / "var"), DJANGO_DEBUG="1", **extra_env)
         self.lines: list[str] = []
@@ -67,7 +68,8 @@ class Up:
                 return found
             assert self.proc.poll() is None, f"up exited ({self.proc.returncode}):\n{self.text()[-4000:]}"
             time.sleep(0.5)
-        raise AssertionError(f"no {pattern!r} after {timeout}s:\n{self.text()[-4000:]}")
+        interesting = [line for line in self.lines if "worker |" not in line]
+        raise AssertionError(f"no {pattern!r} after {timeout}s:\n" + "\n".join(interesting)[-6000:])
 
     def stop(self):
         if self.proc.poll() is None:
@@ -104,11 +106,13 @@ def login(base: str) -> httpx.Client:
 
 def test_up_provisions_prometheus_into_an_empty_prefix_and_ends_with_charts_that_have_data(up_factory, tmp_path):
     tools = tmp_path / "tools"
-    prom_port = allocate_ports(1, 27000, 27999, set())[0]
+    prom_port = free_port()
+    # Local graphs' ports: a random window below 32767 (Dynamo's limit), so that parallel runs rarely meet.
+    lo = random.randrange(20000, 31000, 100)
     up = up_factory({"PATH": path_without_prometheus(tmp_path / "bin"), "CONTROLPLANE_TOOLS_DIR": str(tools),
+                     "LOCAL_RUNTIME_PORT_MIN": str(lo), "LOCAL_RUNTIME_PORT_MAX": str(lo + 199),
                      "PROMETHEUS_LOCAL_PORT": str(prom_port), "PROMETHEUS_URL": f"http://127.0.0.1:{prom_port}",
-                     "PROMETHEUS_SCRAPE_INTERVAL": "1", "LOCAL_RUNTIME_PORT_MIN": "25000",
-                     "LOCAL_RUNTIME_PORT_MAX": "25999"})
+                     "PROMETHEUS_SCRAPE_INTERVAL": "1"})
     up.wait_for(r"provisioning it with .*services\.sh prometheus", 60)
     up.wait_for(r"installed prometheus, version", 120)
     assert (tools / "usr" / "bin" / "prometheus").is_file()
@@ -142,13 +146,16 @@ def test_up_provisions_prometheus_into_an_empty_prefix_and_ends_with_charts_that
 
 
 def test_up_says_why_the_example_graph_is_not_serving_and_what_to_do(up_factory, tmp_path):
-    # Occupy the whole (two-port) range local graphs may use.
-    holders, ports = [], allocate_ports(2, 28000, 28999, set())
-    for port in ports:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", port))
-        sock.listen()
-        holders.append(sock)
+    # Occupy the whole range local graphs may use: one port (at most 32767, Dynamo's limit), held here.
+    holder = socket.socket()
+    for port in random.sample(range(20000, 32000), 200):
+        try:
+            holder.bind(("127.0.0.1", port))
+            break
+        except OSError:
+            continue
+    holder.listen()
+    ports = [holder.getsockname()[1]] * 2
     try:
         up = up_factory({"LOCAL_RUNTIME_PORT_MIN": str(ports[0]), "LOCAL_RUNTIME_PORT_MAX": str(ports[1]),
                          "PROMETHEUS_BINARY": "/nonexistent/prometheus"}, "--no-provision")
@@ -156,11 +163,10 @@ def test_up_says_why_the_example_graph_is_not_serving_and_what_to_do(up_factory,
         up.wait_for(r"then apply it again from", 10)
         text = up.text()
         assert re.search(r"state: +Failed", text), text
-        assert re.search(r"message: need 1 free ports on 127\.0\.0\.1 in \d+-\d+", text), text
+        assert f"message: need 1 free ports on 127.0.0.1 in {ports[0]}-{ports[1]}" in text, text
         assert f"now {ports[0]}-{ports[1]}, and none is free" in text
         assert "python manage.py graphs status demo" in text
         assert "Prometheus is not installed" in text  # --no-provision: said, not hidden
         assert up.proc.poll() is None  # the rest keeps running: the user can fix it and apply again
     finally:
-        for sock in holders:
-            sock.close()
+        holder.close()

@@ -115,7 +115,10 @@ class Command(BaseCommand):
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
-                if name != "worker" or "ERROR" in line or "succeeded" in line:
+                # The worker's periodic reconcile tasks would print a line every few seconds:
+                # show only what users act on (operations, benchmark runs) and problems.
+                if name != "worker" or "ERROR" in line or "WARNING" in line or any(
+                        task in line for task in ("operation_run", "benchmark_run", "study_step")):
                     sys.stdout.write(f"{name:>8} | {line}")
 
     def _wait_http(self, url: str, timeout: float) -> None:

@@ -58,8 +58,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "controlplane.streaming.AsyncStreamingMiddleware",  # first: sees every response
     "django.middleware.security.SecurityMiddleware",
-    "controlplane.staticfiles.StaticFilesMiddleware",  # WhiteNoise, async under ASGI
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

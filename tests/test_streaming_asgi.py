@@ -1,6 +1,6 @@
-"""Static files under the ASGI server (uvicorn, the full middleware stack): the whole file,
-ranges and conditional requests as WhiteNoise serves them, and no "StreamingHttpResponse must
-consume synchronous iterators" warning on each one."""
+"""Streaming responses under the ASGI server (uvicorn, the full middleware stack): static files
+(whole, ranges, conditional, HEAD) and file downloads arrive intact, without the "StreamingHttpResponse
+must consume synchronous iterators" warning for each one."""
 
 from __future__ import annotations
 
@@ -10,14 +10,19 @@ from pathlib import Path
 import httpx
 import pytest
 
+from benchmarks.models import BenchmarkRun
+from graphs import services
+from graphs.catalog import build_spec
 from tests.playground_fixtures import AsgiServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[1]
 ASSET = "js/app.js"
 
 
 @pytest.fixture
-def server(db):
+def server():
     srv = AsgiServer().start()
     yield srv
     srv.stop()
@@ -40,6 +45,23 @@ def test_static_files_stream_asynchronously_under_asgi(server):
     assert head.status_code == 200 and head.content == b""
     messages = [str(w.message) for w in caught]
     assert not [m for m in messages if "StreamingHttpResponse" in m], messages
+
+
+def test_a_file_download_streams_asynchronously_under_asgi(server, users, tmp_path):
+    from rest_framework.authtoken.models import Token
+
+    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="logs"))
+    log = tmp_path / "aiperf.log"
+    log.write_bytes(b"aiperf line\n" * 20_000)  # several chunks
+    run = BenchmarkRun.objects.create(graph=graph, profile="custom", params={}, state="failed", log_path=str(log))
+    token = "Token " + Token.objects.get_or_create(user=users["viewer"])[0].key
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        response = httpx.get(f"{server.url}/api/benchmarks/runs/{run.pk}/log/", headers={"Authorization": token},
+                             timeout=10)
+    assert response.status_code == 200
+    assert response.content == log.read_bytes()
+    assert not [str(w.message) for w in caught if "StreamingHttpResponse" in str(w.message)]
 
 
 def test_the_test_client_still_gets_the_file(client):

@@ -4,6 +4,7 @@ terminal one line that updates in place; otherwise (CI logs) a line per change a
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from .exits import CliError
 OPERATION_DONE = {"succeeded": exits.OK, "failed": exits.FAILED}
 RUN_DONE = {"succeeded": exits.OK, "failed": exits.FAILED, "cancelled": exits.FAILED}
 HEARTBEAT = 10.0
+ELAPSED = re.compile(r" \(\d+s\)")  # "(12s)": a new second alone is no news
 
 
 class Progress:
@@ -21,21 +23,22 @@ class Progress:
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.last = ""
+        self.last = ""  # the last line written, without its elapsed time
         self.last_at = 0.0
 
     def update(self, text: str) -> None:
         if self.quiet:
             return
         now = time.monotonic()
+        key = ELAPSED.sub("", text)
         if self.tty:
             self.stream.write("\r\033[K" + text)
-        elif text != self.last or now - self.last_at >= HEARTBEAT:
+        elif key != self.last or now - self.last_at >= HEARTBEAT:
             self.stream.write(text + "\n")
         else:
             return
         self.stream.flush()
-        self.last, self.last_at = text, now
+        self.last, self.last_at = key, now
 
     def done(self) -> None:
         if self.tty and self.last and not self.quiet:

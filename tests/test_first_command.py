@@ -168,5 +168,8 @@ def test_up_says_why_the_example_graph_is_not_serving_and_what_to_do(up_factory,
         assert "python manage.py graphs status demo" in text
         assert "Prometheus is not installed" in text  # --no-provision: said, not hidden
         assert up.proc.poll() is None  # the rest keeps running: the user can fix it and apply again
+        # The worker's broker connection names its host: no kombu "No hostname was supplied" warning.
+        worker_log = (tmp_path / "var" / "logs" / "worker.log").read_text()
+        assert "ready." in worker_log and "No hostname was supplied" not in worker_log
     finally:
         holder.close()

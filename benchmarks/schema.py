@@ -88,6 +88,9 @@ class RunConfig(BaseModel):
     # studies and sizing, and there are no tokens per GPU to report.
     gpu_free: bool = False
     shape: str = ""  # p1d1, agg2: see benchmarks.shapes
+    # Set when the measured workers were Dynamo's mocker: "simulated with Dynamo's mocker: <why>".
+    # Every number of the run carries it (pages, CSV, reports, recommendations).
+    simulated: str = ""
 
     @property
     def disaggregated(self) -> bool:

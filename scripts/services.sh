@@ -93,6 +93,9 @@ case "$WHAT" in
     # tests/test_deploy.py renders deploy/kustomize with `kubectl kustomize`: any kubectl >= 1.20
     # will do (the manifests stay within the kustomize 2.0.3 that Debian's kubectl 1.20 embeds).
     ensure_debian_package kubectl kubernetes-client "tests/test_deploy.py"
+    # Dynamo 1.6.1's Planner virtual connector keeps its decisions in etcd
+    # (graphs/runtimes/local/planner.py runs one on loopback per graph with a Planner).
+    ensure_debian_package etcd etcd-server "tests/test_planner_local.py"
     ;;
   *)
     echo "usage: $0 [prometheus|all]" >&2

@@ -292,3 +292,20 @@ def test_a_benchmark_of_an_unknown_graph_is_a_404_naming_it(api_for):
     response = api_for("operator").post("/api/benchmarks/runs/", {"graph": "nope"}, format="json")
     assert response.status_code == 404
     assert "no graph named 'nope'" in response.json()["detail"]
+
+
+def test_a_mocker_run_reports_no_gpus_and_no_tokens_per_gpu(client_for):
+    graph = _graph()
+    runs = [_finished_run(graph, shape="p1d1"), _finished_run(graph, shape="p2d1", tput=1500.0)]
+    for run in runs:
+        step = run.results["steps"][0]
+        step["tokens_per_gpu"] = None  # what a GPU-free graph's run records
+        run.results["steps"][0] = step
+        run.config["gpu_free"] = True
+        run.save()
+    ids = ",".join(str(r.pk) for r in runs)
+    page = client_for("viewer").get(f"/benchmarks/compare/?runs={ids}").content.decode()
+    assert "per GPU)" not in page
+    assert page.count("none (mocker)") == 2
+    detail = client_for("viewer").get(f"/benchmarks/runs/{runs[0].pk}/").content.decode()
+    assert "none (mocker)" in detail

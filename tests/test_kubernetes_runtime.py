@@ -114,7 +114,7 @@ def test_a_conflict_with_another_field_manager_fails_with_the_servers_message(cl
     op = apply(graph)
     assert op.state == "failed"
     assert 'Apply failed with 1 conflict: conflict with "kubectl"' in op.result
-    assert '.spec.components[{"name":"decode"}].replicas' in op.result
+    assert '.spec.components[name="decode"].replicas' in op.result
     assert "(HTTP 409)" in op.result and "never forces" in op.result
     assert all(r.param("force") is None for r in kube.find_requests("PATCH", dgd_path()) if r.param("fieldManager")
                == "dynamo-control-plane")

@@ -253,7 +253,12 @@ def _drop_empty_parents(obj: dict[str, Any], path: Path, owned: _Index) -> None:
 
 
 def _dotted(path: Path) -> str:
+    """structured-merge-diff's ``Path.String()``: ``.spec.components[name="decode"].replicas``."""
     text = ""
     for seg in path:
-        text += f"[{seg[2:]}]" if seg.startswith("k:") else f".{seg[2:]}"
+        if seg.startswith("k:"):
+            keys = json.loads(seg[2:])
+            text += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(keys.items())) + "]"
+        else:
+            text += f".{seg[2:]}"
     return text

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 
+from . import topology
 from .errors import OperationRefused, RuntimeFailure
 from .findings import Severity
 from .manifest import normalise_api_version, render
@@ -78,7 +79,11 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
 @transaction.atomic
 def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "local",
                   revision_number: int | None = None, api_version: str = "nvidia.com/v1beta1",
-                  dry_run: bool = False, cluster: str = "", namespace: str = "") -> Operation:
+                  dry_run: bool = False, cluster: str = "", namespace: str = "", force: bool = False,
+                  recreate: bool = False, confirm: str = "") -> Operation:
+    """``force``: take fields other field managers own on the cluster (the result names each);
+    ``recreate``: delete and recreate the DGD when the revision adds or removes components,
+    which the Dynamo operator refuses on an update; ``confirm`` must then be the graph's name."""
     revision = graph.head if revision_number is None else graph.revisions.filter(number=revision_number).first()
     if revision is None:
         raise OperationRefused(f"{graph.name} has no revision {revision_number}")
@@ -92,10 +97,28 @@ def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "l
     if deployment and deployment.active and deployment.runtime != runtime:
         raise OperationRefused(f"{graph.name} runs on the {deployment.runtime} runtime; delete it there first")
     target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
+    options = {}
+    if runtime == "kubernetes":
+        options = _cluster_options(graph, deployment, revision, force=force, recreate=recreate, confirm=confirm,
+                                   dry_run=dry_run)
     return _record(graph=graph, kind=OperationKind.APPLY, user=user, via=via, revision=revision,
-                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run, **target},
+                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run, **target, **options},
                    before={"revision": deployment.revision.number if deployment and deployment.revision else None},
                    after={"revision": revision.number})
+
+
+def _cluster_options(graph: Graph, deployment, revision, *, force: bool, recreate: bool, confirm: str,
+                     dry_run: bool) -> dict:
+    """Refuse, before anything reaches the cluster, a revision that adds or removes components of
+    a deployed DGD unless the user chose to delete and recreate it (and confirmed the downtime)."""
+    live = topology.components(deployment.manifest) if deployment and deployment.active else None
+    change = topology.change(live, [s.name for s in revision.graph_spec.services]) if live is not None else None
+    if change is not None and not recreate:
+        raise OperationRefused(change.refusal(graph.name, revision.number))
+    if change is not None and not dry_run and confirm != graph.name:
+        raise OperationRefused(f"{change.downtime(graph.name)} To go ahead, confirm with the graph's name "
+                               f"({graph.name}).")
+    return {**({"force": True} if force else {}), **({"recreate": True} if change is not None else {})}
 
 
 def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, namespace: str) -> dict:
@@ -231,8 +254,11 @@ def _execute_apply(op: Operation, graph: Graph) -> tuple[str, str]:
     if runtime.kind == "kubernetes":  # the operation names its cluster and namespace; the row follows on success
         target = Target(kind=runtime.kind, cluster=op.params.get("cluster", ""),
                         namespace=op.params.get("namespace", ""))
+    options = {}
+    if runtime.kind == "kubernetes":
+        options = {"force": bool(op.params.get("force")), "recreate": bool(op.params.get("recreate"))}
     result = runtime.apply(target=target, spec=spec, manifest=manifest, dry_run=bool(op.params.get("dryRun")),
-                           deployment=deployment, revision=revision)
+                           deployment=deployment, revision=revision, **options)
     if op.params.get("dryRun"):
         return ("dry run: no change" if not result.changed else "dry run: would change the live graph"), result.diff
     _event(graph, "Applied", graph.name, f"revision {revision.number} applied to the {runtime.kind} runtime")

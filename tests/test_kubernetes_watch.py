@@ -80,7 +80,8 @@ def test_watch_events_update_pods_state_and_events(cluster, kube, watcher):
     kube.add_event(kube.get("pods", name, namespace=NS), "Failed", 'Failed to pull image "vllm-runtime:9.9.9"')
     assert watcher.watch_once(timeout=1) is True
     watches = [r for r in kube.find_requests("GET", rf"/namespaces/{NS}/") if r.param("watch") == "true"]
-    assert {r.path.rsplit("/", 1)[1] for r in watches} == {"dynamographdeployments", "pods", "events"}
+    assert {r.path.rsplit("/", 1)[1] for r in watches} == {"dynamographdeployments",
+                                                             "dynamographdeploymentscalingadapters", "pods", "events"}
     assert all(r.param("resourceVersion") not in (None, "0") for r in watches)
     pod = _pods(graph)[name]
     assert (pod.phase, pod.reason, pod.ready) == ("ImagePullBackOff", "ImagePullBackOff", False)

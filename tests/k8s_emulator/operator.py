@@ -115,11 +115,13 @@ class FakeOperator:
             adapter_name = f"{name}-{cname.lower()}"
             adapter = emu.store.get(DGDSA, namespace, adapter_name)
             if "scalingAdapter" in comp:
-                if adapter is None:
-                    emu.put({"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeploymentScalingAdapter",
-                             "metadata": {"name": adapter_name, "namespace": namespace, "ownerReferences": [owner],
-                                          "labels": {DGD_LABEL: name}},
-                             "spec": {"dgdRef": {"name": name, "componentName": cname}, "replicas": replicas}})
+                if adapter is None:  # a write as the operator's, so its managedFields name it
+                    emu.internal_write(DGDSA, "v1beta1", {
+                        "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeploymentScalingAdapter",
+                        "metadata": {"name": adapter_name, "namespace": namespace, "ownerReferences": [owner],
+                                     "labels": {DGD_LABEL: name}},
+                        "spec": {"dgdRef": {"name": name, "componentName": cname}, "replicas": replicas}},
+                        manager=MANAGER, user=webhook.OPERATOR_PRINCIPAL)
                 else:
                     desired = (adapter.get("spec") or {}).get("replicas", replicas)
                     if desired != replicas:

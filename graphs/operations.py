@@ -331,3 +331,18 @@ def pod_log(*, graph: Graph, pod: str, lines: int = 200) -> str:
     if deployment is None or not Pod.objects.filter(deployment=deployment, name=pod).exists():
         raise OperationRefused(f"{graph.name} has no pod {pod!r}")
     return get_runtime(deployment.runtime).pod_log(deployment=deployment, pod=pod, lines=lines)
+
+
+def ownership_snapshot(graph: Graph) -> dict:
+    """Who owns each pool's replicas on the cluster, the drift, and the scaling decisions others
+    made (ReplicaChange rows: ``at``, ``service``, ``before``, ``after``, ``manager``, ``actor``,
+    ``via``): from the status cache only."""
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
+    view = dict(deployment.ownership or {}) if deployment and deployment.runtime == "kubernetes" else {}
+    changes = graph.replica_changes.all()[:200]
+    return {"graph": graph.name, "revision": deployment.revision.number if deployment and deployment.revision
+            else None, "pools": view.get("pools", []), "drift": view.get("drift", []),
+            "drift_count": view.get("drift_count", 0), "ignored": view.get("ignored", []),
+            "ignored_count": view.get("ignored_count", 0),
+            "replica_changes": [{"at": c.at.isoformat(), "service": c.service, "before": c.before, "after": c.after,
+                                 "manager": c.manager, "actor": c.actor, "via": c.via} for c in changes]}

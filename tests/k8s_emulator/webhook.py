@@ -78,10 +78,11 @@ def update_errors(old: dict[str, Any], new: dict[str, Any], username: str) -> li
 
 def denial(name: str, errors: list[str], status: int) -> ApiError:
     """The API server's answer when the webhook refuses (422 Invalid, or 403 from older releases)."""
-    if status == 422:
+    if status == 422:  # NewInvalid keeps its details, and the API server passes them on (ToStatusErr)
         text = f'DynamoGraphDeployment.nvidia.com "{name}" is invalid: '
         text += errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-        reason = "Invalid"
-    else:
-        text, reason = "; ".join(errors), "Forbidden"
-    return ApiError(status, f'admission webhook "{WEBHOOK}" denied the request: {text}', reason)
+        causes = [{"reason": "FieldValueForbidden", "message": e.split(": ", 1)[1], "field": e.split(": ", 1)[0]}
+                  for e in errors]
+        details = {"name": name, "group": "nvidia.com", "kind": "DynamoGraphDeployment", "causes": causes}
+        return ApiError(status, f'admission webhook "{WEBHOOK}" denied the request: {text}', "Invalid", details)
+    return ApiError(status, f'admission webhook "{WEBHOOK}" denied the request: {"; ".join(errors)}', "Forbidden")

@@ -191,7 +191,13 @@ def autoscalers(objects: list[dict], *, planner: bool) -> set[str]:
              if e.get("subresource") == "scale"}
     if planner:
         found.add(PLANNER_CLIENT)
-    return found - {CONTROL_PLANE}
+    return {m for m in found - {CONTROL_PLANE} if not is_person(m)}
+
+
+def is_person(manager: str) -> bool:
+    """kubectl's field managers (``kubectl``, ``kubectl-edit``, ``kubectl-scale``...) are people at a
+    terminal, even when they write ``/scale``."""
+    return manager == "kubectl" or manager.startswith("kubectl-")
 
 
 def describe(manager: str, *, scalers: set[str], planner: bool) -> str:
@@ -259,8 +265,7 @@ def pools(*, services: list[str], manifest: dict | None, live: dict | None, adap
             live=component_spec(live, service).get("replicas") if live else None,
             ready=(per.get(service) or {}).get("readyReplicas"),
             owner=manager, owner_is=describe(manager, scalers=scalers, planner=planner) if manager else "",
-            via=via, autoscaled=manager in scalers or (adapter is not None and manager not in (CONTROL_PLANE, "")
-                                                        and manager not in OPERATOR_MANAGERS),
+            via=via, autoscaled=manager in scalers,
         ))
     return out
 

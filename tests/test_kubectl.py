@@ -149,3 +149,20 @@ def test_the_products_apply_leaves_what_kubectl_owns_and_takes_it_when_forced(cl
     assert 'took .spec.components[name="prefill"].replicas from kubectl (Apply): 4 -> 1' in forced.result
     back = kubectl("get", "dgd", "g", "-o", "jsonpath={.spec.components[?(@.name==\"prefill\")].replicas}")
     assert back.stdout == "1", back.stderr
+
+
+def test_a_kubectl_scale_reaches_the_status_cache_as_a_persons_decision(cluster, kube, kubectl):
+    from graphs.models import Deployment, ReplicaChange
+    from graphs.runtimes.kubewatch import ClusterWatcher
+
+    graph = make_graph(adapter=True)
+    apply(graph)
+    watcher = ClusterWatcher(cluster.pk)
+    watcher.watch_once(timeout=0)
+    assert kubectl("scale", "dgdsa/g-decode", "--replicas=2").returncode == 0
+    watcher.watch_once(timeout=1)
+    [change] = ReplicaChange.objects.filter(graph=graph)
+    assert (change.service, change.before, change.after, change.via) == ("decode", 1, 2, "adapter")
+    assert change.manager.startswith("kubectl") and change.actor == change.manager  # a person, not an autoscaler
+    pool = next(p for p in Deployment.objects.get(graph=graph).ownership["pools"] if p["service"] == "decode")
+    assert (pool["adapter"], pool["live"], pool["autoscaled"]) == (2, 2, False)

@@ -37,8 +37,7 @@ def record_ownership(dep: Deployment, dgd: dict | None, adapters: dict[str, dict
     view = {"pools": [p.as_dict() for p in pools],
             "drift": [d.as_dict() for d in shown[:MAX_DRIFT]], "drift_count": len(shown),
             "ignored": [d.as_dict() for d in ignored[:MAX_DRIFT]], "ignored_count": len(ignored),
-            "generation": (dgd.get("metadata") or {}).get("generation"),
-            "resource_version": (dgd.get("metadata") or {}).get("resourceVersion")}
+            "generation": (dgd.get("metadata") or {}).get("generation")}
     if view != dep.ownership:
         Deployment.objects.filter(pk=dep.pk).update(ownership=view)
         dep.ownership = view

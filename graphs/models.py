@@ -92,7 +92,7 @@ class Deployment(models.Model):
     ports = models.JSONField(default=dict)  # local runtime: name -> port
     observed_at = models.DateTimeField(null=True, blank=True)
     # Kubernetes: per pool the revision's, the adapter's and the live replicas and who owns the
-    # count; drift between the stored revision and the live DGD (graphs/ownership.py shapes)
+    # count; drift between the stored revision and the live DGD (graphs/dgd/ownership.py shapes)
     ownership = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:

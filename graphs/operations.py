@@ -25,10 +25,10 @@ from django.utils import timezone
 
 from audit.services import audit_record
 
-from . import topology
+from .dgd import topology
+from .dgd.render import normalise_api_version, render
 from .errors import OperationRefused, RuntimeFailure
 from .findings import Severity
-from .manifest import normalise_api_version, render
 from .models import (
     ACTIVE_STATES,
     Deployment,

@@ -153,7 +153,7 @@ def test_the_products_apply_leaves_what_kubectl_owns_and_takes_it_when_forced(cl
 
 def test_a_kubectl_scale_reaches_the_status_cache_as_a_persons_decision(cluster, kube, kubectl):
     from graphs.models import Deployment, ReplicaChange
-    from graphs.runtimes.kubewatch import ClusterWatcher
+    from graphs.runtimes.kubernetes.watch import ClusterWatcher
 
     graph = make_graph(adapter=True)
     apply(graph)

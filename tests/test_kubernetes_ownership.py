@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 
 from graphs.models import Deployment, ReplicaChange
-from graphs.runtimes.kubewatch import ClusterWatcher
+from graphs.runtimes.kubernetes.watch import ClusterWatcher
 from tests.k8s_helpers import NS, apply, make_graph
 
 pytestmark = pytest.mark.django_db

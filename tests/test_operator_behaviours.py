@@ -12,8 +12,8 @@ from kubernetes.client.rest import ApiException
 from graphs import operations
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Pod
-from graphs.runtimes.kubernetes import service_name
-from graphs.runtimes.kubewatch import ClusterWatcher
+from graphs.runtimes.kubernetes.client import service_name
+from graphs.runtimes.kubernetes.watch import ClusterWatcher
 from graphs.services import graph_update
 from graphs.specio import spec_from_data
 from tests.k8s_helpers import CLUSTER, NS, apply, make_graph, run, scale

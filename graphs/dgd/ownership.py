@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
-from .schema import load_crd
+from ..schema import load_crd
 
 Path = tuple[str, ...]
-CONTROL_PLANE = "dynamo-control-plane"  # our field manager (runtimes/kubernetes.py FIELD_MANAGER)
+CONTROL_PLANE = "dynamo-control-plane"  # our field manager (runtimes/kubernetes/client.py FIELD_MANAGER)
 OPERATOR_MANAGERS = ("dynamo-operator", "manager")  # kubebuilder's binary name, the default manager
 PLANNER_CLIENT = "OpenAPI-Generator"
 _SKIP_TOP = ("apiVersion", "kind", "metadata", "status")

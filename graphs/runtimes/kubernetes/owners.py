@@ -1,9 +1,9 @@
 """The ownership part of the status cache of a Kubernetes graph, written by the watchers
-(kubewatch.py) after every change they see:
+(watch.py) after every change they see:
 
 * ``Deployment.ownership``: per pool the revision's, the adapter's and the live replicas and who
   owns the count (from ``managedFields``), and the drift between the stored revision and the live
-  DGD with autoscaler-owned fields set apart (graphs/ownership.py decides);
+  DGD with autoscaler-owned fields set apart (graphs/dgd/ownership.py decides);
 * a ``ReplicaChange`` row each time a pool's desired count moves and the writer is not the
   control plane: the Planner's decisions (its field manager on the adapter's replicas through
   ``/scale``), an HPA's, a person's with kubectl. Shape for a timeline: ``at``, ``service``,
@@ -16,9 +16,9 @@ import datetime as dt
 
 from django.utils import timezone
 
-from .. import ownership
-from ..models import Deployment, ReplicaChange
-from .kubestatus import parse_time
+from ...dgd import ownership
+from ...models import Deployment, ReplicaChange
+from .status import parse_time
 
 MAX_DRIFT = 200  # fields listed per graph; the count says how many there were
 

@@ -296,3 +296,23 @@ def test_services_of_a_dgd_with_a_dot_in_its_name_are_normalised(kube):
     assert names == {"qwen3-5-frontend", "qwen3-5-decode"}
     assert service_name("qwen3.5", "Frontend") == "qwen3-5-frontend"
     assert kube.get("dgdsa", "qwen3.5-decode", namespace=NS) is None  # adapters keep the dot: no adapter here
+
+
+def test_an_imported_dgd_with_a_dot_keeps_its_name_and_gets_the_right_frontend_url(cluster, kube):
+    import copy
+
+    from graphs import services
+    from graphs.dgd.render import render
+    from graphs.runtimes.kubernetes.watch import ClusterWatcher
+
+    dotted = copy.deepcopy(render(make_graph().head.graph_spec, "nvidia.com/v1beta1"))
+    dotted["metadata"]["name"] = "qwen3.5-disagg"
+    imported, _revision, _report = services.graph_import(obj=dotted)
+    assert imported.name == "qwen3-5-disagg"  # graph names are DNS labels (they are in URLs)
+    assert render(imported.head.graph_spec, "nvidia.com/v1beta1")["metadata"]["name"] == "qwen3.5-disagg"
+    assert apply(imported).state == "succeeded"
+    assert kube.get("dgd", "qwen3.5-disagg", namespace=NS) is not None
+    ClusterWatcher(cluster.pk).watch_once(timeout=0)
+    dep = Deployment.objects.get(graph=imported)
+    assert dep.endpoint == f"http://qwen3-5-disagg-frontend.{NS}.svc.cluster.local:8000"
+    assert kube.get("services", "qwen3-5-disagg-frontend", namespace=NS)["spec"]["ports"][0]["port"] == 8000

@@ -121,3 +121,36 @@ def test_the_graph_page_shows_each_pools_replicas_owner_and_the_drift(cluster, k
     api = admin_client.get(f"/api/graphs/{graph.name}/ownership/").json()
     assert {p["service"]: p["adapter"] for p in api["pools"]}["decode"] == 3
     assert api["replica_changes"][0]["actor"] == "the Planner"
+
+
+def test_the_planner_patching_the_dgd_itself_owns_the_count_until_a_forced_apply_takes_it(cluster, kube, watcher):
+    # Without an adapter the Planner JSON-patches the DGD (kubernetes_api.py _update_dgd_replicas).
+    graph = make_graph(planner=True)
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    planner = _planner_api(kube)
+    index = [c["name"] for c in kube.get("dgd", "g", namespace=NS)["spec"]["components"]].index("decode")
+    planner.api_client.call_api(
+        f"/apis/{G}/{V}/namespaces/{NS}/{DGD}/g", "PATCH", body=[
+            {"op": "test", "path": f"/spec/components/{index}/name", "value": "decode"},
+            {"op": "replace", "path": f"/spec/components/{index}/replicas", "value": 3}],
+        header_params={"Content-Type": "application/json-patch+json"}, auth_settings=["BearerToken"],
+        response_type="object")
+    watcher.watch_once(timeout=1)
+    pool = _pool(graph, "decode")
+    assert (pool["live"], pool["owner"], pool["owner_is"], pool["via"]) == (3, "OpenAPI-Generator", "the Planner",
+                                                                           "dgd")
+    dep = Deployment.objects.get(graph=graph)
+    assert [d["why_ignored"] for d in dep.ownership["ignored"]] == ["owned by the Planner"]
+    assert ReplicaChange.objects.get(graph=graph).via == "dgd"
+    plain = apply(graph)
+    assert 'left .spec.components[name="decode"].replicas at 3 (revision: 1): owned by OpenAPI-Generator' \
+        in plain.result
+    assert kube.get("dgd", "g", namespace=NS)["spec"]["components"][index]["replicas"] == 3
+    from graphs import operations
+    from tests.k8s_helpers import CLUSTER, run
+
+    forced = run(operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,
+                                          force=True))
+    assert 'took .spec.components[name="decode"].replicas from OpenAPI-Generator (Update): 3 -> 1' in forced.result
+    assert kube.get("dgd", "g", namespace=NS)["spec"]["components"][index]["replicas"] == 1

@@ -191,10 +191,14 @@ class KubernetesRuntime:
         held: dict[str, int] = {}
         if live is None:
             return held
+        live_names = topology.components(live) or []
         for service in spec.services:
+            if service.name not in live_names:
+                continue
+            # No replicas on the live object reads as 1, as the webhook compares them (nil -> 1).
             count = _replicas_of(live, service.name)
-            adapted = ownership.has_adapter(live, service.name) or ownership.has_adapter(body, service.name)
-            if adapted and count is not None:
+            count = 1 if count is None else count
+            if ownership.has_adapter(live, service.name) or ownership.has_adapter(body, service.name):
                 _set_replicas(body, service.name, count)
                 held[service.name] = count
         return held

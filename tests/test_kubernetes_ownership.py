@@ -36,7 +36,8 @@ def _pool(graph, service):
     return next(p for p in dep.ownership["pools"] if p["service"] == service)
 
 
-def test_planner_decisions_arrive_through_the_watch_with_the_planners_field_manager(cluster, kube, watcher):
+def test_planner_decisions_arrive_through_the_watch_with_the_planners_field_manager(cluster, kube, watcher,
+                                                                                   admin_client):
     graph = make_graph(adapter=True, planner=True)
     apply(graph)
     watcher.watch_once(timeout=0)
@@ -63,6 +64,15 @@ def test_planner_decisions_arrive_through_the_watch_with_the_planners_field_mana
     assert ignored["field"] == '.spec.components[name="decode"].replicas'
     assert (ignored["revision"], ignored["live"]) == (1, 2)
     assert ignored["why_ignored"] == "owned by the scaling adapter of decode"
+    # ... and the Planner timeline has them as observed decisions, with the pools' replicas around them
+    # (decisions and replicas come from the status cache; no Prometheus is needed for them).
+    timeline = admin_client.get(f"/api/graphs/{graph.name}/planner/?window=15m").json()
+    assert [(d["source"], d["before"], d["desired"], d["state"], d["actor"]) for d in timeline["decisions"]] == [
+        ("kubernetes-watch", {"decode": 1}, {"decode": 3}, "observed", "OpenAPI-Generator"),
+        ("kubernetes-watch", {"decode": 3}, {"decode": 2}, "observed", "OpenAPI-Generator")]
+    assert "through the /scale of its scaling adapter" in timeline["decisions"][0]["reason"]
+    assert [v for _t, v in timeline["replicas"]["decode"]["desired"]] == [1, 3, 2]
+    assert timeline["replicas"]["decode"]["ready"][-1][1] == 2
 
 
 def test_a_plain_apply_leaves_the_planners_count_and_a_scale_of_ours_is_no_planner_decision(cluster, kube,

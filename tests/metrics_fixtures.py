@@ -49,6 +49,11 @@ class LivePrometheus:
         tmp.write_text(json.dumps(groups))
         os.replace(tmp, path)
 
+    def remove_targets(self, name: str) -> None:
+        """Withdraw a file of add_targets: Prometheus marks its series stale at once, so a later
+        test does not see a target that is down because its fixture ended."""
+        (self.root / "targets" / f"{name}.json").unlink(missing_ok=True)
+
     def query(self, promql: str) -> list[dict]:
         url = f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
         with urllib.request.urlopen(url, timeout=5) as resp:

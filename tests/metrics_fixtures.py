@@ -229,6 +229,6 @@ def known_scraped(prometheus_server, exposition):
     (a 15m chart at 1 s scrapes) lies wholly inside its samples."""
     prometheus_server.add_targets(KNOWN, [{"targets": [exposition.target],
                                            "labels": {"graph": KNOWN, "pool": "frontend", "pod": "known-frontend-0"}}])
-    prometheus_server.wait_for(f'count_over_time(up{{graph="{KNOWN}"}}[1m])',
+    prometheus_server.wait_for(f'count_over_time(up{{graph="{KNOWN}", pool="frontend"}}[1m])',
                                lambda r: r and float(r[0]["value"][1]) >= 11, timeout=60)
     return prometheus_server

@@ -31,6 +31,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation
 from graphs.runtimes.local.tinymodel import ensure_model_dir
+from jobs.dispatch import enqueue
 
 from . import aiperf
 from .errors import BenchmarkRefused, RunCancelled, RunFailed
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 1.0
 STALE_PENDING = dt.timedelta(seconds=30)
 GIVE_UP_PENDING = dt.timedelta(minutes=10)
+EXECUTE_TASK = "benchmarks.tasks.benchmark_execute"
 SERVING_STATES = (GraphState.READY, GraphState.DEGRADED)
 STAND_IN_TOKENIZER = "benchmark-stand-in"
 
@@ -72,9 +74,7 @@ def serving_deployment(graph: Graph) -> Deployment:
 
 
 def _enqueue(run: BenchmarkRun) -> None:
-    from .tasks import benchmark_execute
-
-    transaction.on_commit(lambda: benchmark_execute.delay(run.pk))
+    enqueue(EXECUTE_TASK, run.pk)
 
 
 @transaction.atomic
@@ -132,9 +132,7 @@ def _finish(run_id: int, state: str, *, error: str = "", results: RunResults | N
     done = BenchmarkRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(**fields)
     study_id = BenchmarkRun.objects.filter(pk=run_id).values_list("study_id", flat=True).first()
     if done and study_id:
-        from .tasks import study_advance
-
-        transaction.on_commit(lambda: study_advance.delay(study_id))
+        enqueue("benchmarks.tasks.study_advance", study_id)
     return bool(done)
 
 
@@ -337,8 +335,6 @@ def benchmark_cancel(*, run: BenchmarkRun, user=None, via: str = "ui") -> Benchm
 
 
 def runs_reconcile() -> dict[str, int]:
-    from .tasks import benchmark_execute as task
-
     now = timezone.now()
     failed = requeued = 0
     for run in BenchmarkRun.objects.filter(state=RunState.RUNNING, lease_until__lt=now):
@@ -350,7 +346,7 @@ def runs_reconcile() -> dict[str, int]:
             failed += BenchmarkRun.objects.filter(pk=run.pk, state=RunState.PENDING).update(
                 state=RunState.FAILED, finished_at=now, error="no worker picked this run up within 10 minutes")
         else:
-            task.delay(run.pk)
+            enqueue(EXECUTE_TASK, run.pk, on_commit=False)
             requeued += 1
     return {"failed": failed, "requeued": requeued}
 

@@ -20,7 +20,6 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from celery import current_app
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -29,6 +28,7 @@ from graphs import operations
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Graph, Operation, OperationState
 from graphs.spec import MAX_REPLICAS
+from jobs.dispatch import enqueue
 
 from .errors import BenchmarkRefused
 from .models import BenchmarkRun, Recommendation, RecommendationState, RunState
@@ -267,11 +267,7 @@ def recommendation_create(*, graph: Graph, user=None, via: str = "ui", ttft_ms: 
 
 
 def _schedule(rec_id: int, *, now: bool) -> None:
-    from .tasks import recommendation_advance
-
-    if current_app.conf.task_always_eager and not now:
-        return
-    transaction.on_commit(lambda: recommendation_advance.apply_async((rec_id,), countdown=0 if now else 2))
+    enqueue("benchmarks.tasks.recommendation_advance", rec_id, countdown=0 if now else 2)
 
 
 @transaction.atomic

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import time
 
-from celery import current_app
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -21,6 +20,7 @@ from graphs import operations, services
 from graphs.errors import ManifestError, OperationRefused
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, OperationState
 from graphs.services import GraphConflict
+from jobs.dispatch import enqueue
 
 from .errors import BenchmarkRefused
 from .models import ACTIVE_STUDY_STATES, BenchmarkRun, RunState, Study, StudyState
@@ -86,11 +86,7 @@ def request_study(*, graph: Graph, profile: str, params: dict | None = None, arm
 
 
 def _schedule(study_id: int, *, now: bool) -> None:
-    from .tasks import study_advance
-
-    if current_app.conf.task_always_eager and not now:
-        return  # eager (tests): the caller or the reconcile drives the waiting
-    transaction.on_commit(lambda: study_advance.apply_async((study_id,), countdown=0 if now else WAIT_SECONDS))
+    enqueue("benchmarks.tasks.study_advance", study_id, countdown=0 if now else WAIT_SECONDS)
 
 
 def study_cancel(*, study: Study, user=None) -> Study:

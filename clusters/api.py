@@ -89,10 +89,8 @@ class ClusterViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["post"])
     def check(self, request, name=None):
         """Check the cluster again (a task): reachability, CRD versions, GPUs."""
-        from .tasks import cluster_check
-
         cluster = self.get_object()
-        cluster_check.delay(cluster.pk)
+        services.cluster_check_later(cluster)
         return Response(self.get_serializer(cluster).data, status=status.HTTP_202_ACCEPTED)
 
     @sensitive_variables("data", "v")

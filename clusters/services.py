@@ -13,6 +13,7 @@ from audit.services import audit_record
 from graphs.errors import RuntimeFailure
 from graphs.models import Deployment, GraphState
 from graphs.runtimes.kubernetes import client as kubernetes
+from jobs.dispatch import enqueue
 
 from .models import Cluster
 
@@ -73,7 +74,7 @@ def cluster_create(*, name: str, namespaces, description: str = "", in_cluster: 
     cluster.save()
     audit_record(actor=user, via=via, action="cluster.create", target_type="cluster", target=cluster.name,
                  after=_snapshot(cluster))
-    transaction.on_commit(lambda: _check_later(cluster.pk))
+    cluster_check_later(cluster)
     return cluster
 
 
@@ -99,7 +100,7 @@ def cluster_update(*, cluster: Cluster, user=None, via: str = "ui", **changes) -
     cluster.save()
     audit_record(actor=user, via=via, action="cluster.update", target_type="cluster", target=cluster.name,
                  before=before, after=_snapshot(cluster))
-    transaction.on_commit(lambda: _check_later(cluster.pk))
+    cluster_check_later(cluster)
     return cluster
 
 
@@ -113,10 +114,9 @@ def cluster_delete(*, cluster: Cluster, user=None, via: str = "ui") -> None:
     cluster.delete()
 
 
-def _check_later(cluster_id: int) -> None:
-    from .tasks import cluster_check
-
-    cluster_check.delay(cluster_id)
+def cluster_check_later(cluster: Cluster) -> None:
+    """Check the cluster in the background (a task), once the current transaction commits."""
+    enqueue("clusters.tasks.cluster_check", cluster.pk)
 
 
 def cluster_check(*, cluster: Cluster) -> Cluster:

@@ -24,6 +24,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from audit.services import audit_record
+from jobs.dispatch import enqueue
 
 from .dgd.render import normalise_api_version, render
 from .errors import OperationRefused, RuntimeFailure
@@ -48,12 +49,11 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 STALE_PENDING = dt.timedelta(seconds=30)
+RUN_TASK = "graphs.tasks.operation_run"
 
 
 def _enqueue(op: Operation) -> None:
-    from .tasks import operation_run
-
-    transaction.on_commit(lambda: operation_run.delay(op.pk))
+    enqueue(RUN_TASK, op.pk)
 
 
 def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
@@ -247,8 +247,6 @@ def _event(graph: Graph, reason: str, obj: str, message: str, type_: str = "Norm
 def operations_reconcile() -> dict[str, int]:
     """Finish or fail what got stuck: re-enqueue pending rows nobody picked up and running
     rows whose lease expired (their worker died); fail those out of attempts."""
-    from .tasks import operation_run as task
-
     now = timezone.now()
     requeued = failed = 0
     stuck = Operation.objects.filter(
@@ -262,7 +260,7 @@ def operations_reconcile() -> dict[str, int]:
                 result=(op.result + "\n" if op.result else "") + f"gave up after {op.attempts} attempts (worker lost)",
             )
         else:
-            task.delay(op.pk)
+            enqueue(RUN_TASK, op.pk, on_commit=False)
             requeued += 1
     return {"requeued": requeued, "failed": failed}
 

@@ -23,6 +23,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -41,6 +42,9 @@ from .runner import Invocation, ProcessRef, hostname, log_tail, stop_group
 from .schema import RunConfig, RunResults, TokenCounts
 from .shapes import gpu_count, shape_of
 from .targets import slo_targets
+
+if TYPE_CHECKING:
+    from accounts.roles import Actor
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +82,7 @@ def _enqueue(run: BenchmarkRun) -> None:
 
 
 @transaction.atomic
-def request_benchmark(*, graph: Graph, profile: str, params: dict | RunParams | None = None, user=None,
+def request_benchmark(*, graph: Graph, profile: str, params: dict | RunParams | None = None, user: Actor = None,
                       via: str = "ui", study=None, label: str = "") -> BenchmarkRun:
     """Record a pending run of ``profile`` (with ``params`` overriding its defaults).
     Raises ProfileError (bad parameters, by field) or BenchmarkRefused."""
@@ -114,22 +118,19 @@ def request_benchmark(*, graph: Graph, profile: str, params: dict | RunParams | 
 # --- execution -----------------------------------------------------------------------------------
 
 def _claim(run_id: int) -> bool:
-    now = timezone.now()
-    return bool(BenchmarkRun.objects.filter(pk=run_id, state=RunState.PENDING).update(
-        state=RunState.RUNNING, started_at=now, attempts=1, host=hostname(), progress_text="starting aiperf",
-        lease_until=now + dt.timedelta(seconds=settings.BENCHMARK_LEASE_SECONDS)))
+    return BenchmarkRun.claim(run_id, lease_seconds=settings.BENCHMARK_LEASE_SECONDS, attempts=1, host=hostname(),
+                              progress_text="starting aiperf")
 
 
 def _finish(run_id: int, state: str, *, error: str = "", results: RunResults | None = None) -> bool:
-    fields = {"state": state, "finished_at": timezone.now(), "lease_until": None, "pgid": None,
-              "error": error[:20000]}
+    fields = {"pgid": None, "error": error[:20000]}
     if results is not None:
         fields["results"] = results.model_dump(mode="json")
     if state == RunState.SUCCEEDED:
         fields.update(progress=100, progress_text="done")
     else:
         fields["progress_text"] = {RunState.CANCELLED: "cancelled"}.get(state, "failed")
-    done = BenchmarkRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(**fields)
+    done = BenchmarkRun.finish(run_id, state, **fields)
     study_id = BenchmarkRun.objects.filter(pk=run_id).values_list("study_id", flat=True).first()
     if done and study_id:
         enqueue("benchmarks.tasks.study_advance", study_id)
@@ -307,7 +308,7 @@ def _kill_orphan(run: BenchmarkRun) -> None:
 
 
 @transaction.atomic
-def benchmark_cancel(*, run: BenchmarkRun, user=None, via: str = "ui") -> BenchmarkRun:
+def benchmark_cancel(*, run: BenchmarkRun, user: Actor = None, via: str = "ui") -> BenchmarkRun:
     """Cancel a pending run now; ask a running one to stop (its worker does within a second)."""
     audit_record(actor=user, via=via, action="benchmark.cancel", target_type="benchmark", target=str(run.pk),
                  before={"state": run.state})
@@ -337,14 +338,13 @@ def benchmark_cancel(*, run: BenchmarkRun, user=None, via: str = "ui") -> Benchm
 def runs_reconcile() -> dict[str, int]:
     now = timezone.now()
     failed = requeued = 0
-    for run in BenchmarkRun.objects.filter(state=RunState.RUNNING, lease_until__lt=now):
+    for run in BenchmarkRun.lease_expired(now):
         _kill_orphan(run)
         why = "the worker running this benchmark stopped (its heartbeat expired); aiperf was stopped"
         failed += _finish(run.pk, RunState.FAILED, error=_failure(why, Path(run.log_path)) if run.log_path else why)
-    for run in BenchmarkRun.objects.filter(state=RunState.PENDING, created_at__lt=now - STALE_PENDING):
+    for run in BenchmarkRun.waiting_since(now - STALE_PENDING):
         if run.created_at < now - GIVE_UP_PENDING:
-            failed += BenchmarkRun.objects.filter(pk=run.pk, state=RunState.PENDING).update(
-                state=RunState.FAILED, finished_at=now, error="no worker picked this run up within 10 minutes")
+            failed += BenchmarkRun.give_up(run, RunState.FAILED, error="no worker picked this run up within 10 minutes")
         else:
             enqueue(EXECUTE_TASK, run.pk, on_commit=False)
             requeued += 1

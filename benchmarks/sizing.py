@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.db.models import Q
@@ -35,6 +36,9 @@ from .models import BenchmarkRun, Recommendation, RecommendationState, RunState
 from .profiles import ProfileError
 from .shapes import Shape, shape_of
 from .targets import slo_targets
+
+if TYPE_CHECKING:
+    from accounts.roles import Actor
 
 MAX_STEP_FACTOR = 4  # one recommendation at most quadruples a pool: beyond, measure first
 
@@ -229,7 +233,7 @@ def observation(run: BenchmarkRun) -> Observation | None:
 
 
 @transaction.atomic
-def recommendation_create(*, graph: Graph, user=None, via: str = "ui", ttft_ms: float | None = None,
+def recommendation_create(*, graph: Graph, user: Actor = None, via: str = "ui", ttft_ms: float | None = None,
                           itl_ms: float | None = None, run_ids: list[int] | None = None) -> Recommendation:
     """Recommend replicas for a deployed graph. Targets: the ones given, else its objectives.
     Raises ProfileError (no targets, unknown runs) or BenchmarkRefused."""
@@ -271,7 +275,7 @@ def _schedule(rec_id: int, *, now: bool) -> None:
 
 
 @transaction.atomic
-def recommendation_apply(*, recommendation: Recommendation, user=None, via: str = "ui") -> Recommendation:
+def recommendation_apply(*, recommendation: Recommendation, user: Actor = None, via: str = "ui") -> Recommendation:
     """Apply a recommendation: one scale operation per pool that changes."""
     locked = Recommendation.objects.select_for_update().get(pk=recommendation.pk)
     if locked.state not in (RecommendationState.PROPOSED, RecommendationState.FAILED):

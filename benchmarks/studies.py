@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -28,6 +29,9 @@ from .profiles import ProfileError, RunParams, resolve
 from .schema import Arm
 from .services import benchmark_cancel, request_benchmark
 from .shapes import MAX_ARMS, Shape, parse_shape, same_budget_shapes, shape_of, variant_name, variant_spec
+
+if TYPE_CHECKING:
+    from accounts.roles import Actor
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,7 @@ def _source(graph: Graph) -> tuple:
 
 @transaction.atomic
 def request_study(*, graph: Graph, profile: str, params: dict | None = None, arms: list[str] | None = None,
-                  keep_variants: bool = False, user=None, via: str = "ui") -> Study:
+                  keep_variants: bool = False, user: Actor = None, via: str = "ui") -> Study:
     """Record an A/B study. ``arms`` are shapes (p1d1, p2d1, agg2); empty: every shape with the
     graph's current GPUs. Raises ProfileError (by field) or BenchmarkRefused."""
     run_params = resolve(profile, params)
@@ -89,7 +93,7 @@ def _schedule(study_id: int, *, now: bool) -> None:
     enqueue("benchmarks.tasks.study_advance", study_id, countdown=0 if now else WAIT_SECONDS)
 
 
-def study_cancel(*, study: Study, user=None) -> Study:
+def study_cancel(*, study: Study, user: Actor = None) -> Study:
     if not study.is_active:
         raise BenchmarkRefused(f"study #{study.pk} already {study.state}")
     Study.objects.filter(pk=study.pk).update(cancel_requested_at=timezone.now())
@@ -179,7 +183,7 @@ def _apply(study: Study, arm: Arm, graph: Graph) -> str:
         if Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).exists():
             return "wait"
         _spec, _replicas, _serving, source = _source(study.graph)
-        target = ({"runtime": source.runtime, "cluster": source.cluster, "namespace": source.namespace}
+        target = ({"runtime": source.runtime, "cluster": source.cluster_name, "namespace": source.namespace}
                   if source is not None else {"runtime": "local"})
         try:
             op = operations.request_apply(graph=graph, user=study.requested_by, via="study", **target)

@@ -6,7 +6,7 @@ from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
@@ -66,24 +66,15 @@ class ClusterViewSet(viewsets.ModelViewSet):
                       "destroy": Role.ADMIN, "check": Role.ADMIN, "hf_token": Role.ADMIN}
 
     def perform_create(self, serializer):
-        try:
-            serializer.instance = services.cluster_create(**_fields(serializer.validated_data), user=self.request.user,
-                                                          via="api")
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        serializer.instance = services.cluster_create(**_fields(serializer.validated_data), user=self.request.user,
+                                                      via="api")
 
     def perform_update(self, serializer):
-        try:
-            serializer.instance = services.cluster_update(
-                cluster=serializer.instance, user=self.request.user, via="api", **_fields(serializer.validated_data))
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        serializer.instance = services.cluster_update(
+            cluster=serializer.instance, user=self.request.user, via="api", **_fields(serializer.validated_data))
 
     def perform_destroy(self, instance):
-        try:
-            services.cluster_delete(cluster=instance, user=self.request.user, via="api")
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        services.cluster_delete(cluster=instance, user=self.request.user, via="api")
 
     @extend_schema(request=None, responses={202: ClusterSerializer})
     @action(detail=True, methods=["post"])
@@ -107,8 +98,6 @@ class ClusterViewSet(viewsets.ModelViewSet):
             created = services.hf_token_secret_put(
                 cluster=cluster, namespace=v["namespace"], value=v["value"], via="api",
                 secret_name=v["secret_name"], key=v["key"], user=request.user)
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
         except RuntimeFailure as exc:
             raise ClusterUnavailable(str(exc)) from None
         result = {"namespace": v["namespace"], "secret_name": v["secret_name"], "key": v["key"], "created": created}

@@ -6,15 +6,12 @@ from django.db import DataError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from graphs.errors import ManifestError, OperationRefused
-from graphs.services import GraphConflict
+from graphs.errors import Refused
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, ManifestError):
-        return Response(exc.as_dict(), status=400)
-    if isinstance(exc, (OperationRefused, GraphConflict)):
-        return Response({"detail": str(exc)}, status=409)
+    if isinstance(exc, Refused):  # every refusal, of every app: one status per kind, set on the class
+        return Response(exc.as_dict(), status=exc.status)
     if isinstance(exc, RequestDataTooBig):
         return Response({"detail": "the request body is too large"}, status=400)
     if isinstance(exc, DataError):

@@ -48,11 +48,16 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("graphs", "runtimes", ("graphs.runtimes",)),
     ("graphs", "status cache", ("graphs.status",)),
     ("graphs", "operations", ("graphs.operations",)),
-    ("graphs", "graphs", ("graphs",)),
+    ("graphs", "graph store", ("graphs",)),
     ("features", "metrics", ("metrics",)),
     ("features", "playground", ("playground",)),
     ("features", "benchmarks", ("benchmarks",)),
 ]
+
+
+# The flow of a graph, left to right in the drawing.
+FLOW = ["definition", "manifest", "operations", "runtimes", "status cache", "pages", "API", "graph store",
+        "jobs", "clusters", "accounts", "audit", "CLIs", "tasks", "metrics", "playground", "benchmarks"]
 
 
 def product_modules(root: Path) -> dict[str, Path]:
@@ -176,11 +181,11 @@ def svg(result: dict) -> str:
             if a != b:
                 edges[(a, b)] += 1
     by_layer: dict[str, list[str]] = defaultdict(list)
-    for layer, component, _ in COMPONENTS:
+    for layer, component, _ in sorted(COMPONENTS, key=lambda c: FLOW.index(c[1]) if c[1] in FLOW else len(FLOW)):
         if members.get(component) and component not in by_layer[layer]:
             by_layer[layer].append(component)
-    width, band, box_w, box_h = 980, 110, 150, 44
-    height = band * len(LAYERS) + 20
+    width, band, box_w, box_h, top = 980, 110, 150, 44, 60
+    height = band * len(LAYERS) + 20 + top
     pos: dict[str, tuple[float, float]] = {}
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="13">',
@@ -188,9 +193,14 @@ def svg(result: dict) -> str:
            'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#667"/></marker>'
            '<marker id="r" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
            'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#c22"/></marker></defs>',
-           f'<rect width="{width}" height="{height}" fill="#fff"/>']
+           f'<rect width="{width}" height="{height}" fill="#fff"/>',
+           '<text x="14" y="24" font-weight="bold" fill="#225">The flow: definition ▶ manifest ▶ operation '
+           '▶ runtime ▶ status cache ▶ pages and API</text>',
+           f'<text x="14" y="46" font-size="11" fill="#556">Boxes: the product modules of each layer '
+           f'(ground at the bottom); an arrow: A imports B (thicker: more imports); red: an import running '
+           f'back up ({len(result["upward"])}). Made by scripts/imports.py --svg.</text>']
     for i, layer in enumerate(reversed(LAYERS)):
-        y = 10 + i * band
+        y = top + i * band
         out.append(f'<rect x="5" y="{y}" width="{width - 10}" height="{band - 8}" rx="6" '
                    f'fill="{"#f4f6fa" if i % 2 else "#eaf0f7"}"/>')
         out.append(f'<text x="14" y="{y + 18}" font-weight="bold" fill="#446">{layer}</text>')
@@ -203,7 +213,7 @@ def svg(result: dict) -> str:
                        'fill="#fff" stroke="#446"/>')
             out.append(f'<text x="{x + box_w / 2:.0f}" y="{y + 24 + 20}" text-anchor="middle">{name}</text>')
             out.append(f'<text x="{x + box_w / 2:.0f}" y="{y + 24 + 36}" text-anchor="middle" font-size="10" '
-                       f'fill="#778">{members[name]} modules</text>')
+                       f'fill="#778">{members[name]} module{"s" if members[name] != 1 else ""}</text>')
     rank = {c: LAYERS.index(layer) for layer, c, _ in COMPONENTS}
     for (a, b), count in sorted(edges.items()):
         (x1, y1), (x2, y2) = pos[a], pos[b]
@@ -216,8 +226,8 @@ def svg(result: dict) -> str:
             ty = y2 - (box_h / 2 if y2 > y1 else -box_h / 2)
             path = f"M{x1:.0f},{sy:.0f} L{x2:.0f},{ty:.0f}"
         colour, marker = ("#c22", "r") if up else ("#667", "a")
-        out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-opacity="0.55" '
-                   f'stroke-width="{min(1 + count / 6, 4):.1f}" marker-end="url(#{marker})">'
+        out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-opacity="{0.9 if up else 0.35}" '
+                   f'stroke-width="{min(0.8 + count / 8, 3.5):.1f}" marker-end="url(#{marker})">'
                    f'<title>{a} → {b}: {count} imports</title></path>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

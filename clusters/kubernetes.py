@@ -39,6 +39,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from graphs.errors import RuntimeFailure
 
 from .gpus import GpuSummary, gpu_summary
+from .models import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,6 @@ def _configuration(cluster) -> k8s.Configuration:
 def connect(cluster) -> KubeClient:
     """A client for a registered cluster (a clusters.models.Cluster or its name)."""
     if isinstance(cluster, str):
-        from .models import Cluster
-
         found = Cluster.objects.filter(name=cluster).first()
         if found is None:
             raise KubeFailure(f"no cluster named {cluster!r} is registered")

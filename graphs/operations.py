@@ -25,6 +25,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from audit.services import audit_record
+from clusters.selectors import check_target
 from jobs.dispatch import enqueue
 
 from .dgd.render import normalise_api_version, render
@@ -110,8 +111,6 @@ def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, nam
     and a deployed graph stays where it is until deleted there."""
     if runtime != "kubernetes":
         return {}
-    from clusters.selectors import check_target
-
     try:
         check_target(cluster, namespace)
     except ValueError as exc:

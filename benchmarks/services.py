@@ -172,10 +172,8 @@ def _snapshot(dep: Deployment) -> tuple[RunConfig, str]:
 
 def _heartbeat(run_id: int, progress: int, text: str) -> tuple[bool, str]:
     """Renew the lease and publish progress. Returns (keep going, why not)."""
-    lease = timezone.now() + dt.timedelta(seconds=settings.BENCHMARK_LEASE_SECONDS)
-    alive = BenchmarkRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
-        progress=progress, progress_text=text[:200], lease_until=lease)
-    if not alive:
+    if not BenchmarkRun.renew(run_id, lease_seconds=settings.BENCHMARK_LEASE_SECONDS, progress=progress,
+                              progress_text=text[:200]):
         return False, "the run was finished elsewhere (reconciled or cancelled)"
     row = BenchmarkRun.objects.filter(pk=run_id).values("cancel_requested_at", "cancel_requested_by__username").get()
     if row["cancel_requested_at"] is not None:

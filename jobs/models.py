@@ -57,6 +57,13 @@ class Job(models.Model):
             state=RUNNING, started_at=now, lease_until=now + dt.timedelta(seconds=lease_seconds), **fields))
 
     @classmethod
+    def renew(cls, pk: int, *, lease_seconds: float, **fields) -> bool:
+        """Extend a running job's lease (a worker's heartbeat), with ``fields`` set; False when
+        it no longer runs (finished elsewhere: reconciled or cancelled)."""
+        lease = timezone.now() + dt.timedelta(seconds=lease_seconds)
+        return bool(cls.objects.filter(pk=pk, state=RUNNING).update(lease_until=lease, **fields))
+
+    @classmethod
     def finish(cls, pk: int, state: str, **fields) -> bool:
         """End a running job in ``state`` with ``fields`` set; False when it no longer runs."""
         return bool(cls.objects.filter(pk=pk, state=RUNNING).update(

@@ -279,6 +279,9 @@ LOCAL_RUNTIME_PORT_MAX = int(env("LOCAL_RUNTIME_PORT_MAX", "18999"))
 LOCAL_RUNTIME_PYTHON = env("LOCAL_RUNTIME_PYTHON", "")
 # Every local process is a real engine (about 100 MB each): cap them per host.
 LOCAL_RUNTIME_MAX_PROCESSES = int(env("LOCAL_RUNTIME_MAX_PROCESSES", "32"))
+# A dynamo.vllm worker (GPU hosts) loads the spec's model from a local directory or this
+# host's Hugging Face cache; only with this on may it download a hub id it lacks.
+LOCAL_RUNTIME_MODEL_DOWNLOADS = env_bool("LOCAL_RUNTIME_MODEL_DOWNLOADS", False)
 
 # Prometheus: the source of every latency chart (metrics/). PROMETHEUS_URL is the server the
 # charts query; by default the control plane's own server for local graphs (manage.py

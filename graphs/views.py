@@ -193,9 +193,14 @@ def _status_context(graph: Graph) -> dict:
         for s in (spec.services if spec else []) if s.role in ("prefill", "decode", "worker")
     ]
     from .diagnosis import diagnose
+    from .engines import graph_simulation
 
+    simulation = graph_simulation(spec, deployment.runtime) if spec and deployment.active else None
+    for pod in pods:
+        pod.simulated = bool(simulation and pod.service in simulation.services)
     return {
         "deployment": deployment,
+        "simulation": simulation,
         "pods": pods,
         "events": list(graph.events.all()[:15]),
         "active_op": active_op,

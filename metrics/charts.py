@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from graphs.engines import deployment_simulation
 from graphs.models import Deployment, Graph, Operation, OperationKind
 
 from . import promql
@@ -255,6 +256,8 @@ def chart_data(graph: Graph, window_text: str | None = None, *, now: float | Non
         "step": res.step, "rate_window": res.rate_window, "objectives": objectives,
         "timestamps": res.timestamps, "series": {name: [] for name in SERIES}, "summary": None,
         "markers": markers(graph, res.start, res.end),
+        # Numbers of workers that are Dynamo's mocker carry its label (graphs.engines).
+        "simulation": _simulation(deployment),
     }
     try:
         shares, window_shares = _shares(source, objectives, res.rate_window, window)
@@ -289,6 +292,11 @@ def chart_data(graph: Graph, window_text: str | None = None, *, now: float | Non
         down = ", ".join(targets["down"])
         out["message"] = f"{len(targets['down'])} of {targets['total']} scrape targets down: {down}"
     return out
+
+
+def _simulation(deployment: Deployment | None) -> dict | None:
+    simulation = deployment_simulation(deployment)
+    return simulation.as_dict() if simulation else None
 
 
 def _ms(value: float | None) -> float | None:
@@ -366,6 +374,7 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
         row = {"graph": graph.name, "ttft_p90_ms": _ms(s.get("ttft_p90")), "itl_p90_ms": _ms(s.get("itl_p90")),
                "request_rate": s.get("request_rate"), "in_flight": s.get("in_flight"),
                "objectives": objs, "error": errors.get(graph.pk, ""),
+               "simulation": _simulation(deployments.get(graph.pk)),
                "cost": costs(pool_gpus(deployments.get(graph.pk)), price, s.get("input_tokens"),
                              s.get("output_tokens"))}
         row["slo"] = "unknown" if row["error"] else slo_state(row, objs)

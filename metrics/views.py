@@ -13,7 +13,8 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import Role, role_required, user_role
-from graphs.models import Graph
+from graphs.engines import deployment_simulation
+from graphs.models import Deployment, Graph
 
 from . import charts, services
 from .forms import ObjectivesForm
@@ -26,7 +27,9 @@ def _panel_context(request, graph: Graph, form: ObjectivesForm | None = None, sa
         form = ObjectivesForm(initial={"ttft_ms": objectives.ttft_ms, "itl_ms": objectives.itl_ms,
                                        "gpu_hour_price": objectives.gpu_hour_price} if objectives else None)
     window = request.GET.get("window") or charts.DEFAULT_WINDOW
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
     return {"graph": graph, "objectives": charts.objectives_dict(objectives), "form": form, "saved": saved,
+            "simulation": deployment_simulation(deployment),
             "windows": charts.WINDOWS, "window": window if window in charts.WINDOWS else charts.DEFAULT_WINDOW,
             "can_edit_objectives": user_role(request.user) >= Role.OPERATOR}
 

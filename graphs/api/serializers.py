@@ -20,10 +20,27 @@ class FindingSerializer(serializers.Serializer):
     fix = serializers.CharField(allow_blank=True)
 
 
+class SchemaUsedSerializer(serializers.Serializer):
+    """Which CRD schema judged the manifest's structure (see graphs/crds/SOURCE.txt)."""
+
+    api_version = serializers.CharField()
+    repository = serializers.CharField()
+    ref = serializers.CharField()
+    commit = serializers.CharField()
+    date = serializers.CharField()
+    declares = serializers.CharField(help_text="The Dynamo version the CRD snapshot declares.")
+    file = serializers.CharField()
+    sha256 = serializers.CharField()
+    target_release = serializers.CharField(allow_null=True)
+    summary = serializers.CharField()
+    note = serializers.CharField()
+
+
 class ReportSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
     counts = serializers.DictField(child=serializers.IntegerField())
     findings = FindingSerializer(many=True)
+    schema = SchemaUsedSerializer(allow_null=True)
 
 
 class SpecField(serializers.JSONField):

@@ -342,7 +342,8 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
     in-flight requests, SLO state and cost. One query per Prometheus server and runtime kind,
     whatever the number of graphs. Returns {"rows": {graph id: row}, "errors": [message]}."""
     now = time.time() if now is None else now
-    deployments = {d.graph_id: d for d in Deployment.objects.filter(graph__in=graphs).select_related("revision")}
+    deployments = {d.graph_id: d for d in Deployment.objects.filter(graph__in=graphs).select_related("revision")
+                   .defer("manifest", "revision__source_yaml")}
     objectives = {o.graph_id: o for o in Objectives.objects.filter(graph__in=graphs)}
     groups: dict[tuple[str, str], list[tuple[Graph, Source]]] = {}
     for graph in graphs:

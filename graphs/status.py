@@ -16,10 +16,11 @@ POD_FIELDS = ["service", "role", "phase", "ready", "restarts", "started_at", "no
 
 
 def observation_record(deployment: Deployment, observation: Observation, *, observed_generation: int,
-                       merge_events: bool = False) -> None:
+                       merge_events: bool = False, runtime_info: dict | None = None) -> None:
     """Write what a runtime saw of one graph, in one transaction: its pods replace the last
     set, its events are added (``merge_events``: one row per object, reason and message, its
-    time moved on when it repeats, as Kubernetes events do), and the graph's state follows."""
+    time moved on when it repeats, as Kubernetes events do), and the graph's state follows
+    (``runtime_info``: what a Dynamo tool needs to attach to the graph; None leaves it as is)."""
     pods = observation.pods
     with transaction.atomic():
         Pod.objects.filter(deployment=deployment).exclude(name__in=[p.name for p in pods]).delete()
@@ -41,7 +42,8 @@ def observation_record(deployment: Deployment, observation: Observation, *, obse
                                        for e in observation.events])
         Deployment.objects.filter(pk=deployment.pk).update(
             state=observation.state, message=observation.message[:2000], observed_at=timezone.now(),
-            endpoint=observation.endpoint, observed_generation=observed_generation)
+            endpoint=observation.endpoint, observed_generation=observed_generation,
+            **({} if runtime_info is None else {"runtime_info": runtime_info}))
 
 
 def state_record(deployment: Deployment, *, state: str, message: str) -> None:

@@ -26,7 +26,7 @@ ACTIVE = (PENDING, RUNNING)
 class Job(models.Model):
     state = models.CharField(max_length=20, default=PENDING)  # subclasses name their choices
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    via = models.CharField(max_length=10, default="ui")  # ui | api | cli | study
+    via = models.CharField(max_length=10, default="ui")  # ui | api | cli | study | planner
     attempts = models.PositiveIntegerField(default=0)
     lease_until = models.DateTimeField(null=True, blank=True)  # a running claim expires here
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -40,7 +40,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("wiring", "controlplane", ("controlplane",)),
     ("core", "definition", (
         "graphs.spec", "graphs.specio", "graphs.schema", "graphs.catalog", "graphs.findings", "graphs.errors")),
-    ("core", "manifest", ("graphs.dgd", "graphs.validation", "graphs.checks")),
+    ("core", "manifest", ("graphs.dgd", "graphs.validation", "graphs.checks", "graphs.planner.settings")),
     ("base", "accounts", ("accounts",)),
     ("base", "audit", ("audit",)),
     ("base", "jobs", ("jobs",)),

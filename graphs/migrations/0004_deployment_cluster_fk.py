@@ -26,7 +26,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ("clusters", "0001_initial"),
-        ("graphs", "0002_restrict_revision_refs"),
+        ("graphs", "0003_planner"),
     ]
 
     operations = [

@@ -35,7 +35,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("interfaces", "API", (
         "graphs.api", "clusters.api", "clusters.api_urls", "benchmarks.api", "metrics.api", "playground.api_urls")),
     ("interfaces", "CLIs", (
-        "graphs.management", "benchmarks.management", "metrics.management", "accounts.cli")),
+        "graphs.management", "benchmarks.management", "metrics.management", "accounts.cli", "dynamo_cp")),
     ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks")),
     ("wiring", "controlplane", ("controlplane",)),
     ("core", "definition", (

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("benchmarks", "0001_initial"),
+        ("benchmarks", "0002_streaming_chat_profile"),
     ]
 
     operations = [

@@ -4,8 +4,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("graphs", "0003_planner"), ("clusters", "0001_initial")]
-AFTER = [("graphs", "0004_deployment_cluster_fk")]
+BEFORE = [("graphs", "0004_cluster_ownership"), ("clusters", "0001_initial")]
+AFTER = [("graphs", "0005_deployment_cluster_fk")]
 
 
 def _migrate(targets):

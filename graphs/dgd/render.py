@@ -62,7 +62,7 @@ def render(spec: GraphSpec, api_version: str = V1BETA1, dynamo_version: str | No
     ``dynamo_version`` (default: the spec's own)."""
     api_version = normalise_api_version(api_version)
     version = DynamoVersion.parse(dynamo_version or spec.dynamo_version)
-    metadata: dict[str, Any] = {"name": spec.name}
+    metadata: dict[str, Any] = {"name": spec.dgd_name or spec.name}
     if spec.namespace:
         metadata["namespace"] = spec.namespace
     metadata.update(copy.deepcopy(spec.metadata_extra))

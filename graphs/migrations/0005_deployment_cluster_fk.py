@@ -26,7 +26,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ("clusters", "0001_initial"),
-        ("graphs", "0003_planner"),
+        ("graphs", "0004_cluster_ownership"),
     ]
 
     operations = [

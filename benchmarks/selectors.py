@@ -13,6 +13,8 @@ MAX_COMPARED = 12
 class RunsNotFound(ProfileError):
     """Well-formed run ids naming runs that do not exist (the API answers 404)."""
 
+    status = 404
+
 
 def runs_by_ids(text: str | list) -> list[BenchmarkRun]:
     """The runs named by ``1,2,3`` (or a list of ids), in that order. Raises ProfileError

@@ -7,7 +7,7 @@ from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
@@ -82,33 +82,22 @@ class ClusterViewSet(viewsets.ModelViewSet):
     def perform_create(self, serializer):
         if Cluster.objects.filter(name=serializer.validated_data["name"]).exists():
             raise NameTaken(f"a cluster named {serializer.validated_data['name']} is already registered")
-        try:
-            serializer.instance = services.cluster_create(**_fields(serializer.validated_data), user=self.request.user,
-                                                          via="api")
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        serializer.instance = services.cluster_create(**_fields(serializer.validated_data), user=self.request.user,
+                                                      via="api")
 
     def perform_update(self, serializer):
-        try:
-            serializer.instance = services.cluster_update(
-                cluster=serializer.instance, user=self.request.user, via="api", **_fields(serializer.validated_data))
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        serializer.instance = services.cluster_update(
+            cluster=serializer.instance, user=self.request.user, via="api", **_fields(serializer.validated_data))
 
     def perform_destroy(self, instance):
-        try:
-            services.cluster_delete(cluster=instance, user=self.request.user, via="api")
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        services.cluster_delete(cluster=instance, user=self.request.user, via="api")
 
     @extend_schema(request=None, responses={202: ClusterSerializer})
     @action(detail=True, methods=["post"])
     def check(self, request, name=None):
         """Check the cluster again (a task): reachability, CRD versions, GPUs."""
-        from .tasks import cluster_check
-
         cluster = self.get_object()
-        cluster_check.delay(cluster.pk)
+        services.cluster_check_later(cluster)
         return Response(self.get_serializer(cluster).data, status=status.HTTP_202_ACCEPTED)
 
     @sensitive_variables("data", "v")
@@ -125,8 +114,6 @@ class ClusterViewSet(viewsets.ModelViewSet):
             created = services.hf_token_secret_put(
                 cluster=cluster, namespace=v["namespace"], value=v["value"], via="api",
                 secret_name=v["secret_name"], key=v["key"], user=request.user)
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
         except RuntimeFailure as exc:
             raise ClusterUnavailable(str(exc)) from None
         result = {"namespace": v["namespace"], "secret_name": v["secret_name"], "key": v["key"], "created": created}

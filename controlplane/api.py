@@ -7,19 +7,13 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from graphs.errors import ManifestError, OperationRefused
-from graphs.services import GraphConflict
+from graphs.errors import Refused
 from graphs.untrusted import QueryParameterError, query_int
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, ManifestError):
-        return Response(exc.as_dict(), status=400)
-    if isinstance(exc, (OperationRefused, GraphConflict)):
-        body = {"detail": str(exc)}
-        if getattr(exc, "run_ids", None):
-            body["benchmark_runs"] = exc.run_ids
-        return Response(body, status=409)
+    if isinstance(exc, Refused):  # every refusal, of every app: one status per kind, set on the class
+        return Response(exc.as_dict(), status=exc.status)
     if isinstance(exc, QueryParameterError):
         return Response({exc.name: [exc.message]}, status=400)
     if isinstance(exc, RequestDataTooBig):

@@ -302,7 +302,7 @@ CELERY_BEAT_SCHEDULE = {
     "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
 }
 
-# Kubernetes clusters (clusters/, graphs/runtimes/kubernetes/client.py). Timeouts are (connect, read)
+# Kubernetes clusters (clusters/, clusters/kubernetes.py). Timeouts are (connect, read)
 # seconds; a call failing transiently (no answer, 429, 5xx) is tried KUBERNETES_RETRIES times in all,
 # with exponential back-off from KUBERNETES_RETRY_BACKOFF (capped, Retry-After honoured); the
 # watchers hold each watch open KUBERNETES_WATCH_SECONDS before renewing it.

@@ -4,6 +4,7 @@ CLI and tasks call them; none of them saves a domain object itself."""
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 
@@ -11,7 +12,7 @@ from audit.services import audit_record
 
 from .dgd.parse import import_manifest
 from .dgd.render import V1BETA1, normalise_api_version, render
-from .errors import ManifestError
+from .errors import ManifestError, Refused
 from .findings import Finding, Severity
 from .models import Deployment, Graph, Revision
 from .schema import structural_findings
@@ -19,8 +20,11 @@ from .spec import GraphSpec
 from .specio import dump_yaml
 from .validation import Report, validate_manifest, validate_spec
 
+if TYPE_CHECKING:
+    from accounts.roles import Actor
 
-class GraphConflict(Exception):
+
+class GraphConflict(Refused):
     """The graph changed under the caller (stale revision) or the name is taken."""
 
 
@@ -42,7 +46,7 @@ def _refuse_structural(spec: GraphSpec) -> None:
 
 
 @transaction.atomic
-def graph_create(*, spec: GraphSpec, user=None, description: str = "", message: str = "",
+def graph_create(*, spec: GraphSpec, user: Actor = None, description: str = "", message: str = "",
                  source_yaml: str = "", source_api_version: str = "", via: str = "ui") -> Graph:
     _refuse_structural(spec)
     if Graph.objects.filter(name=spec.name).exists():
@@ -64,8 +68,9 @@ def graph_create(*, spec: GraphSpec, user=None, description: str = "", message: 
 
 
 @transaction.atomic
-def graph_update(*, graph: Graph, spec: GraphSpec, user=None, message: str = "", expected_head: int | None = None,
-                 source_yaml: str = "", source_api_version: str = "", via: str = "ui") -> Revision:
+def graph_update(*, graph: Graph, spec: GraphSpec, user: Actor = None, message: str = "",
+                 expected_head: int | None = None, source_yaml: str = "", source_api_version: str = "",
+                 via: str = "ui") -> Revision:
     """A new revision. ``expected_head`` guards against overwriting someone else's edit."""
     if spec.name != graph.name:
         raise ManifestError([Finding(Severity.ERROR, "rename", "metadata.name",
@@ -89,7 +94,7 @@ def graph_update(*, graph: Graph, spec: GraphSpec, user=None, message: str = "",
     return revision
 
 
-def graph_import(*, obj: dict, user=None, text: str = "", dynamo_version: str | None = None,
+def graph_import(*, obj: dict, user: Actor = None, text: str = "", dynamo_version: str | None = None,
                  message: str = "", via: str = "ui") -> tuple[Graph, Revision, Report]:
     """Create a graph from a manifest, or add a revision when the graph exists. Nothing is
     stored when the manifest has structural errors."""
@@ -111,7 +116,6 @@ def graph_import(*, obj: dict, user=None, text: str = "", dynamo_version: str | 
     return existing, revision, report
 
 
-@transaction.atomic
 class GraphHasBenchmarks(GraphConflict):
     """Deleting the graph would delete benchmark runs: refused unless the caller says so."""
 
@@ -123,9 +127,12 @@ class GraphHasBenchmarks(GraphConflict):
             "its revisions; deleting the graph deletes them too. Export what you want to keep, then delete with "
             "the benchmark runs (the API's ?with_benchmarks=true, the page's checkbox).")
 
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "benchmark_runs": self.run_ids}
+
 
 @transaction.atomic
-def graph_delete(*, graph: Graph, user=None, via: str = "ui", with_benchmarks: bool = False) -> None:
+def graph_delete(*, graph: Graph, user: Actor = None, via: str = "ui", with_benchmarks: bool = False) -> None:
     """Delete a graph, its revisions and its history. A benchmark run is evidence measured
     against one revision; it is never dropped as a side effect: with runs, the caller must ask
     for ``with_benchmarks`` (the runs, their studies and recommendations go too, audited)."""

@@ -203,7 +203,7 @@ def graph_detail(request, name: str):
 
 
 def _status_context(graph: Graph) -> dict:
-    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision", "cluster").first()
     pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
     active_op = Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).first()
     recent = list(Operation.objects.filter(graph=graph).select_related("requested_by", "revision")[:10])

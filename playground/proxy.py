@@ -1,7 +1,7 @@
 """``POST /api/playground/{graph}/v1/chat/completions``: the OpenAI-compatible pass-through to
 a graph's frontend. The browser's chat and API clients (token or session) both use it.
 
-The hot path is kept small on purpose (see /work/shared/notes/proxy-spike.md): no DRF, no
+The hot path is kept small on purpose: no DRF, no
 thread hop at all once the caller's admission is remembered (admission.py), and the SSE bytes
 relayed exactly as they arrive (``aiter_raw``: no parsing, no re-encoding). playground.asgi
 serves it outside the middleware stack. A client that goes away cancels the view's task (Django ≥ 5 on ASGI); the

@@ -17,10 +17,9 @@ from rest_framework.views import APIView
 from graphs.untrusted import query_int
 
 from .. import reports, services, sizing, studies
-from ..errors import BenchmarkRefused
 from ..models import BenchmarkRun, Recommendation, Study
-from ..profiles import PROFILES, ProfileError
-from ..selectors import RunsNotFound, runs_by_ids
+from ..profiles import PROFILES
+from ..selectors import runs_by_ids
 from .serializers import (
     CompareSerializer,
     ProfileSerializer,
@@ -37,19 +36,6 @@ RUN_IDS = OpenApiParameter("runs", {"type": "string", "pattern": r"^[1-9][0-9]{0
                            required=True, description="run ids, comma-separated (1,2,3), at most 12")
 
 
-class RefusalsMixin:
-    """BenchmarkRefused → 409, ProfileError → 400 by field."""
-
-    def handle_exception(self, exc):
-        if isinstance(exc, RunsNotFound):
-            return Response(exc.errors, status=status.HTTP_404_NOT_FOUND)
-        if isinstance(exc, BenchmarkRefused):
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        if isinstance(exc, ProfileError):
-            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
-        return super().handle_exception(exc)
-
-
 def report_response(*, kind: str, title: str, runs: list[BenchmarkRun], filename: str, **extra) -> HttpResponse:
     if kind == "html":
         response = HttpResponse(reports.html_report(title=title, runs=runs, **extra),
@@ -61,7 +47,7 @@ def report_response(*, kind: str, title: str, runs: list[BenchmarkRun], filename
     return response
 
 
-class BenchmarkRunViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListModelMixin,
+class BenchmarkRunViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
                           mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Benchmark runs of graphs. Create one with a profile (streaming-chat, long, short, custom) and
     any parameter overrides; follow ``state`` and ``progress``; cancel it; download its
@@ -127,7 +113,7 @@ class BenchmarkRunViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListMod
                                title=f"Benchmark #{run.pk} of {run.graph.name}", filename=f"benchmark-{run.pk}")
 
 
-class StudyViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class StudyViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                    viewsets.GenericViewSet):
     """A/B studies: one graph, several shapes on (by default) the same GPU budget, the same
     profile on each, one report. ``arms`` are shapes such as p1d1, p2d1, agg2."""
@@ -166,7 +152,7 @@ class StudyViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListModelMixin
                                recommendation=rec)
 
 
-class CompareView(RefusalsMixin, APIView):
+class CompareView(APIView):
     """Several runs side by side: their rows (one per load point) and overlaid chart series."""
 
     @extend_schema(parameters=[RUN_IDS], responses={200: CompareSerializer})
@@ -176,7 +162,7 @@ class CompareView(RefusalsMixin, APIView):
                          "series": reports.series(runs)})
 
 
-class CompareReportView(RefusalsMixin, APIView):
+class CompareReportView(APIView):
     """A comparison of several runs as CSV or as a self-contained HTML report."""
 
     @extend_schema(parameters=[RUN_IDS, REPORT_TYPE], responses={(200, "text/csv"): OpenApiTypes.STR,
@@ -189,7 +175,7 @@ class CompareReportView(RefusalsMixin, APIView):
                                filename=f"benchmarks-{ids}")
 
 
-class RecommendationViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListModelMixin,
+class RecommendationViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
                             mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Replica recommendations. Create one for a graph (targets from the request, else from
     the graph's objectives; evidence from its runs and its A/B variants' runs), then apply

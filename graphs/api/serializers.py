@@ -283,6 +283,7 @@ class EventSerializer(serializers.ModelSerializer):
 
 class DeploymentSerializer(serializers.ModelSerializer):
     revision = serializers.SlugRelatedField(slug_field="number", read_only=True)
+    cluster = serializers.CharField(source="cluster_name", read_only=True)
 
     class Meta:
         model = Deployment

@@ -328,6 +328,13 @@ PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIO
 # that a chat costs no database query; 0 checks the database on every request.
 PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))
 
+# The control plane's own metrics (GET /metrics, controlplane/telemetry): every process writes
+# its values under this folder (prometheus-client's multiprocess mode; `manage.py up` empties
+# it at start). With METRICS_TOKEN set a scrape must send it as a bearer token; without it,
+# only loopback clients are answered.
+METRICS_MULTIPROC_DIR = Path(env("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "metrics-multiproc")))
+METRICS_TOKEN = env("METRICS_TOKEN", "")
+
 # Benchmarks (benchmarks/): aiperf runs against a graph's own frontend. Every run is bounded in
 # time (BENCHMARK_DEFAULT_SECONDS unless the request says otherwise, never past
 # BENCHMARK_MAX_SECONDS); at most BENCHMARK_MAX_RUNNING runs at once on this host, since a

@@ -4,3 +4,13 @@ from django.apps import AppConfig
 class PlaygroundConfig(AppConfig):
     name = "playground"
     verbose_name = "Playground"
+
+    def ready(self):
+        from django.db.models.signals import post_delete
+        from rest_framework.authtoken.models import Token
+
+        from . import admission
+
+        # A revoked token stops admitting at once in this process (others: within the TTL).
+        post_delete.connect(lambda **_: admission.forget(), sender=Token, weak=False,
+                            dispatch_uid="playground-forget-on-token-delete")

@@ -86,12 +86,12 @@ class AsgiServer:
         self.thread.join(timeout=10)
 
 
-# The project's entry point (the full middleware stack) and playground.asgi (the chat endpoint
-# outside it): every proxy test runs against both.
-ENTRY_POINTS = ["controlplane.asgi:application", "playground.asgi:application"]
+# The project's entry point (the OpenAI endpoint outside Django, playground.asgi) and plain
+# Django (the same paths through playground.proxy's views): every proxy test runs against both.
+ENTRY_POINTS = ["controlplane.asgi:application", "controlplane.asgi:django_application"]
 
 
-@pytest.fixture(scope="session", params=ENTRY_POINTS, ids=["controlplane-asgi", "playground-asgi"])
+@pytest.fixture(scope="session", params=ENTRY_POINTS, ids=["controlplane-asgi", "django-views"])
 def asgi_server(request, django_db_setup) -> Iterator[AsgiServer]:
     server = AsgiServer(request.param).start()
     yield server
@@ -100,8 +100,9 @@ def asgi_server(request, django_db_setup) -> Iterator[AsgiServer]:
 
 @pytest.fixture(scope="session")
 def routed_server(django_db_setup) -> Iterator[AsgiServer]:
-    """playground.asgi only: pages through the middleware stack, the chat endpoint outside it."""
-    server = AsgiServer("playground.asgi:application").start()
+    """The project's entry point: pages through the middleware stack, the OpenAI endpoint and
+    /metrics outside it."""
+    server = AsgiServer("controlplane.asgi:application").start()
     yield server
     server.stop()
 

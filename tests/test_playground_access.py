@@ -244,13 +244,19 @@ def test_a_remembered_admission_costs_no_query_until_its_ttl_runs_out(tokens, do
     assert post(client, chat_body("test-model"), **header).status_code == 502  # looked up
     with django_assert_num_queries(0):
         assert post(client, chat_body("test-model"), **header).status_code == 502
+    from django.contrib.auth.models import User
     from rest_framework.authtoken.models import Token
 
-    Token.objects.filter(key=tokens["operator"]).delete()
-    # Within the TTL the revoked token still admits (the documented trade-off)...
+    User.objects.filter(username="operator").update(is_active=False)
+    # Within the TTL a deactivated user's token still admits (the documented trade-off)...
     assert post(client, chat_body("test-model"), **header).status_code == 502
     time.sleep(0.35)
     # ...and not after it.
+    assert post(client, chat_body("test-model"), **header).status_code == 401
+    User.objects.filter(username="operator").update(is_active=True)
+    assert post(client, chat_body("test-model"), **header).status_code == 502  # remembered again
+    # A deleted (revoked) token stops admitting at once, TTL or not.
+    Token.objects.filter(key=tokens["operator"]).delete()
     assert post(client, chat_body("test-model"), **header).status_code == 401
 
 

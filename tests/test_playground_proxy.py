@@ -170,12 +170,18 @@ def test_the_model_and_a_max_tokens_bound_are_filled_in_when_missing(asgi_server
     assert response.json()["usage"]["completion_tokens"] == 3
 
 
-def test_an_error_from_the_frontend_is_relayed_with_its_status(asgi_server, chat_graph, tokens):
+def test_an_error_from_the_frontend_is_relayed_with_its_status_in_openais_shape(asgi_server, dynamo_graph,
+                                                                                chat_graph, tokens):
     body = chat_body("no-such-model", max_tokens=2)
     with httpx.Client(timeout=30) as client:
+        direct = client.post(dynamo_graph.endpoint + "/v1/chat/completions", json=body)
         response = client.post(asgi_server.url + CHAT.format(graph="pg-test"), headers=auth(tokens), json=body)
+    assert direct.status_code == 404 and "error" not in direct.json()  # the 1.6.1 frontend's own shape
     assert response.status_code == 404
-    assert response.json()["message"] == "Model not found"
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["message"] == direct.json()["message"] == "Model not found"
+    assert error["code"] == 404 and error["param"] is None and isinstance(error["type"], str)
 
 
 def test_a_client_that_goes_away_cancels_the_frontends_request_within_half_a_second(

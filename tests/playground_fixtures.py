@@ -113,13 +113,19 @@ def _fresh_limits():
     per process: start every test with neither."""
     from django.core.cache import cache
 
-    from playground import admission
+    from playground import admission, upstream
 
     cache.clear()
     admission.forget()
     yield
     cache.clear()
     admission.forget()
+    # The test client runs each request on an event loop of its own: drop a pooled upstream
+    # session whose loop is gone (production runs one loop per process).
+    pool = upstream._pool
+    if pool is not None and pool.loop.is_closed():
+        upstream._discard(pool)
+        upstream._pool = None
 
 
 def make_graph(name: str, model: str, endpoint: str, *, user=None, state: str = "ready", active: bool = True):

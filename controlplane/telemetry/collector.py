@@ -11,6 +11,8 @@ import logging
 import time
 from datetime import timedelta
 
+from django.conf import settings
+from django.db import DatabaseError
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Min, Q, Sum
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
@@ -53,9 +55,12 @@ def _queue():
     family = GaugeMetricFamily("controlplane_queue_depth", "Tasks waiting in the Celery broker's queue",
                                labels=["queue"])
     queue = app.conf.task_default_queue or "celery"
-    with app.connection_for_read() as conn:
-        conn.ensure_connection(max_retries=1, timeout=QUEUE_TIMEOUT)
-        depth = conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+    with app.connection_for_read(settings.CELERY_BROKER_URL) as conn:
+        conn.ensure_connection(max_retries=1, interval_start=0, timeout=QUEUE_TIMEOUT)
+        try:
+            depth = conn.default_channel.queue_declare(queue=queue, passive=True).message_count
+        except conn.channel_errors:  # no such queue yet (Redis: an empty one): nothing waits
+            depth = 0
     family.add_metric([queue], depth)
     yield family
 
@@ -105,12 +110,18 @@ class StateCollector:
         parts = {"operations": _operations, "queue": _queue, "clusters": lambda: _clusters(now),
                  "status_cache": lambda: _status_cache(now)}
         started = time.perf_counter()
+        database_down = False
         for name, part in parts.items():
+            uses_database = name != "queue"
+            if uses_database and database_down:  # do not wait for a down database three times
+                errors.add_metric([name], 1)
+                continue
             try:
                 families = list(part())
             except Exception as exc:  # a down database or broker: say so, keep the rest
                 log.warning("metrics: %s could not be read: %s", name, exc)
                 errors.add_metric([name], 1)
+                database_down = database_down or (uses_database and isinstance(exc, DatabaseError))
                 continue
             errors.add_metric([name], 0)
             yield from families

@@ -2,21 +2,26 @@
 
 prometheus-client in multiprocess mode: its value files live in PROMETHEUS_MULTIPROC_DIR
 (METRICS_MULTIPROC_DIR in the settings, under the var folder), which must be set before
-prometheus_client is first imported: this module sets it, and every process imports
-prometheus_client through here. Several web workers (uvicorn --workers) each write their own
-files; a scrape of any of them sums them (exposition.py)."""
+prometheus_client is first imported: controlplane/settings.py sets it, so every process that
+loads the settings first (manage.py, uvicorn through controlplane.asgi, Celery) records here.
+Several web workers (uvicorn --workers) each write their own files; a scrape of any of them
+sums them (exposition.py)."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 from django.conf import settings
 
-_DIR = str(settings.METRICS_MULTIPROC_DIR)
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", _DIR)
-os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(settings.METRICS_MULTIPROC_DIR))  # settings did already
 
-from prometheus_client import Counter, Gauge, Histogram  # noqa: E402  (after the directory is set)
+from prometheus_client import Counter, Gauge, Histogram, values
+
+if values.ValueClass.__name__ != "MmapedValue":  # prometheus_client was imported before the settings
+    logging.getLogger(__name__).error(
+        "prometheus_client was imported before PROMETHEUS_MULTIPROC_DIR was set: this process's metrics "
+        "will not appear on /metrics")
 
 # The proxy's own time on a request: before the upstream call, and after its headers.
 PLAYGROUND_ADDED = Histogram(

@@ -277,3 +277,17 @@ def test_a_browser_session_chats_with_its_csrf_token_and_not_without(asgi_server
         assert client.post(url, json=body).status_code == 403
     with httpx.Client(timeout=30) as client:
         assert client.post(url, json=body).status_code == 401
+
+
+def test_the_products_entry_point_serves_the_endpoint_outside_djangos_middleware(asgi_server, dynamo_graph,
+                                                                                  chat_graph, tokens):
+    """controlplane.asgi:application (what make up, the Dockerfile and deploy/ run) answers
+    these paths itself: none of the middleware's headers; the plain Django app adds them."""
+    with httpx.Client(timeout=30) as client:
+        reply = client.post(asgi_server.url + CHAT.format(graph="pg-test"), headers=auth(tokens),
+                            json=chat_body(dynamo_graph.model, max_tokens=2))
+        page = client.get(asgi_server.url + "/login/")
+    assert reply.status_code == 200 and reply.headers["x-content-type-options"] == "nosniff"
+    through_django = asgi_server.app.endswith(":django_application")
+    assert ("x-frame-options" in reply.headers) is through_django
+    assert "x-frame-options" in page.headers  # every other page still goes through the middleware

@@ -120,6 +120,36 @@ def start_litellm(binary: str, model: str, endpoint: str, tmp: Path) -> tuple[su
     return proc, port
 
 
+def scrape_added(port: int) -> dict[str, float]:
+    """The product's own histogram of the time it adds (GET /metrics, loopback: no token)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("controlplane_playground_added_latency_seconds"):
+            name, _, number = line.rpartition(" ")
+            out[name] = float(number)
+    return out
+
+
+def added_time(before: dict[str, float], after: dict[str, float]) -> dict:
+    """Mean and bucket-bounded p50/p99 of the proxy's own time over the measured requests."""
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    count = delta.get("controlplane_playground_added_latency_seconds_count", 0.0)
+    if not count:
+        return {}
+    buckets = sorted((float(k.split('le="')[1].split('"')[0]), v) for k, v in delta.items() if 'le="' in k)
+
+    def upper_bound(q: float) -> float:
+        return next(le for le, n in buckets if n >= q * count)
+
+    return {"requests": int(count),
+            "mean_ms": round(delta["controlplane_playground_added_latency_seconds_sum"] / count * 1000, 3),
+            "p50_at_most_ms": upper_bound(0.5) * 1000, "p99_at_most_ms": upper_bound(0.99) * 1000}
+
+
 def versions(litellm: str | None) -> dict:
     from importlib.metadata import version
 
@@ -242,8 +272,10 @@ def main() -> int:
                         acc["events"] += events
                     print(f"round {rnd + 1} c={conc} done at {time.monotonic() - began:.0f} s", flush=True)
 
+        metrics_before = scrape_added(port)
         asyncio.run(run_all())
         results = build_results(args, arms, replies, cpu, began)
+        results["proxy_own_time"] = added_time(metrics_before, scrape_added(port))
         print_report(results)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
@@ -325,6 +357,7 @@ def print_report(results: dict) -> None:
               f"{row['frontend_cpu_ms_per_event']:>8.3f}")
     print("\nms; Δ and ratio: paired with the direct arm of the same round (median over rounds, min..max);\n"
           "CPU ms/ev: the arm's proxy process tree per SSE event; FE ms/ev: the frontend's, during that arm.")
+    print("the product's own time per request (its /metrics histogram):", results.get("proxy_own_time"))
     print(json.dumps(results["goals"], indent=1))
 
 

@@ -19,7 +19,24 @@ from controlplane.telemetry import exposition  # noqa: E402  (after Django is se
 from playground import asgi as playground_asgi  # noqa: E402
 
 
+async def _lifespan(receive, send) -> None:
+    """Startup needs nothing; shutdown closes the OpenAI endpoint's pooled upstream connections."""
+    from playground import upstream
+
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await upstream.close()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 async def application(scope, receive, send):
+    if scope["type"] == "lifespan":
+        await _lifespan(receive, send)
+        return
     if scope["type"] == "http":
         path = scope["path"]
         if path.startswith("/api/playground/"):

@@ -294,6 +294,16 @@ async def finish(reply: Reply, *, complete: bool) -> None:
         await release(reply.subject)
 
 
+def finish_sync(reply: Reply) -> None:
+    """finish(complete=False) from synchronous code: for a stream that was never relayed (a
+    client gone before the first byte), where the relay's own ``finally`` never runs."""
+    try:
+        reply.upstream.close()
+    finally:
+        instruments.stream_closed()
+        limits.release(reply.subject)
+
+
 def terminate(last: bytes) -> bytes:
     """Blank lines that end a partly relayed event, so that an error event stands alone."""
     return b"" if last.endswith(b"\n\n") else b"\n\n"

@@ -23,13 +23,18 @@ def _response(reply: gateway.Reply):
     if reply.upstream is None:
         response = HttpResponse(reply.body, status=reply.status)
     else:
-        response = StreamingHttpResponse(_relay(reply), status=reply.status)
+        state = {"started": False}
+        response = StreamingHttpResponse(_relay(reply, state), status=reply.status)
+        # Django closes the response even when it never iterated it (the client left first):
+        # then the relay's finally never runs, and this gives the slot and connection back.
+        response._resource_closers.append(lambda: None if state["started"] else gateway.finish_sync(reply))
     for name, value in reply.headers:
         response[name] = value
     return response
 
 
-async def _relay(reply: gateway.Reply):
+async def _relay(reply: gateway.Reply, state: dict):
+    state["started"] = True
     complete = False
     last = b"\n\n"
     first = True

@@ -362,3 +362,26 @@ def test_a_limit_must_be_a_whole_number_and_the_admin_form_checks_the_tokens_own
     limit = ApiLimit.objects.get()
     assert client_for("admin").post("/playground/limits/", {"delete": limit.pk}).status_code == 302
     assert not ApiLimit.objects.exists()
+
+
+def test_the_entry_points_lifespan_closes_the_pooled_upstream_connections_at_shutdown():
+    import asyncio
+
+    from controlplane.asgi import application
+    from playground import upstream
+
+    async def run() -> list[str]:
+        inbox: asyncio.Queue = asyncio.Queue()
+        sent: list[str] = []
+
+        async def send(message):
+            sent.append(message["type"])
+
+        upstream.session()  # a pooled session of this loop, as after a first chat
+        for kind in ("lifespan.startup", "lifespan.shutdown"):
+            inbox.put_nowait({"type": kind})
+        await application({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, send)
+        assert upstream._pool is None
+        return sent
+
+    assert asyncio.run(run()) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]

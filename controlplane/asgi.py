@@ -44,6 +44,8 @@ async def application(scope, receive, send):
             if found is not None:
                 await playground_asgi.serve(scope, receive, send, found)
                 return
+            if await playground_asgi.not_served(scope, receive, send):
+                return
         elif path == "/metrics":
             await exposition.serve(scope, receive, send)
             return

@@ -29,10 +29,22 @@ from controlplane.telemetry import instruments
 from . import gateway
 
 PATH = re.compile(r"^/api/playground/([-a-zA-Z0-9_]+)/v1/(chat/completions|completions|models)$")
+OTHER = re.compile(r"^/api/playground/[^/]+/v1(/.*)?$")  # the rest of the OpenAI API: not served
 
 
 def match(path: str) -> re.Match | None:
     return PATH.match(path)
+
+
+async def not_served(scope, receive, send) -> bool:
+    """An OpenAI-shaped 404 for the parts of the OpenAI API a graph does not serve (instead of
+    the site's HTML 404 page), so that SDKs show a message. False if ``scope`` is not one."""
+    if not OTHER.match(scope["path"]):
+        return False
+    await _send(send, gateway.error_reply(404, "not_found", f"{scope['path']} is not served: a graph serves "
+                                                            "GET v1/models, POST v1/chat/completions and "
+                                                            "POST v1/completions"))
+    return True
 
 
 async def serve(scope, receive, send, found: re.Match) -> None:

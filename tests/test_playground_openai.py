@@ -16,6 +16,7 @@ from tests.playground_fixtures import (  # noqa: F401
     chat_graph,
     dynamo_graph,
     make_graph,
+    routed_server,
     tokens,
 )
 
@@ -90,3 +91,9 @@ def test_a_graph_whose_frontend_is_down_answers_502_in_openais_shape(asgi_server
     with pytest.raises(openai.APIStatusError) as down:
         sdk(asgi_server, tokens["operator"], graph="pg-gone").models.list()
     assert down.value.status_code == 502 and down.value.body["type"] == "upstream_unavailable"
+
+
+def test_the_rest_of_the_openai_api_answers_an_openai_shaped_404(routed_server, tokens):
+    """The product's entry point answers it itself (plain Django would send its HTML 404 page)."""
+    with pytest.raises(openai.NotFoundError, match="is not served: a graph serves GET v1/models"):
+        sdk(routed_server, tokens["operator"]).embeddings.create(model="m", input="x")

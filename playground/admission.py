@@ -8,7 +8,10 @@ PLAYGROUND_ADMISSION_TTL seconds (0: never), keyed by a hash of the credential a
 the hot path then runs no query and never leaves the event loop. Refusals are never
 remembered. Within the TTL a revoked token, a changed role or a moved endpoint still admits
 (deleting a token, changing a policy or a limit forgets at once in this process; other
-processes follow within the TTL). CSRF is checked on every session request, remembered or not.
+processes follow within the TTL). A caller that keeps calling never waits for a lookup: once
+half the TTL has passed, a request is served from memory while the admission is looked up
+again in the background (gateway._admit); a refusal then forgets it at once. CSRF is checked
+on every session request, remembered or not.
 
 Tokens are resolved by ONE function, ``token_owner``: the only place that knows how API tokens
 are stored."""
@@ -66,15 +69,26 @@ def credential_key(authorization: str | None, session_key: str | None) -> str | 
 
 
 def recall(key: str | None, graph_name: str, *, now: float | None = None) -> Admission | None:
+    return recall_with_expiry(key, graph_name, now=now)[0]
+
+
+def recall_with_expiry(key: str | None, graph_name: str, *, now: float | None = None
+                       ) -> tuple[Admission | None, float]:
+    """The remembered admission and the seconds it has left (0 when there is none)."""
     if key is None:
-        return None
+        return None, 0.0
     hit = _remembered.get((key, graph_name))
     if hit is None:
-        return None
-    if hit[0] <= (time.monotonic() if now is None else now):
+        return None, 0.0
+    left = hit[0] - (time.monotonic() if now is None else now)
+    if left <= 0:
         _remembered.pop((key, graph_name), None)
-        return None
-    return hit[1]
+        return None, 0.0
+    return hit[1], left
+
+
+def drop(key: str | None, graph_name: str) -> None:
+    _remembered.pop((key, graph_name), None)
 
 
 def remember(key: str | None, graph_name: str, admission: Admission) -> None:

@@ -15,7 +15,10 @@ Every error, the proxy's own or the frontend's, answers in OpenAI's shape
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +33,8 @@ from controlplane.telemetry import instruments
 
 from . import admission, limits, upstream
 from .access import ChatRefused
+
+log = logging.getLogger(__name__)
 
 MAX_ANSWER_BODY = 4 * 1024 * 1024  # a non-streamed answer relayed whole (errors, stream: false)
 ROUTES = {"chat/completions": "POST", "completions": "POST", "models": "GET"}
@@ -121,16 +126,41 @@ async def _admit(call: Call) -> admission.Admission:
         else:
             admission.enforce_csrf(request)
     key = admission.credential_key(authorization, session_key)
-    admitted = admission.recall(key, call.graph)
+    admitted, left = admission.recall_with_expiry(key, call.graph)
     if admitted is None:
-        if authorization:
-            admitted = await sync_to_async(admission.admit_token)(authorization, call.graph)
-        elif session_key:
-            admitted = await sync_to_async(admission.admit_session)(call.django_request(), call.graph)
-        else:
+        if not authorization and not session_key:
             raise ChatRefused(401, "not_authenticated", "sign in, or send Authorization: Token <key>")
+        admitted = await sync_to_async(_lookup(call, authorization))()
         admission.remember(key, call.graph, admitted)
+    elif left < settings.PLAYGROUND_ADMISSION_TTL / 2 and (key, call.graph) not in _refreshing:
+        _refreshing.add((key, call.graph))
+        _background.add(asyncio.get_running_loop().create_task(_refresh(call, authorization, key)))
     return admitted
+
+
+_refreshing: set[tuple[str, str]] = set()  # (credential key, graph) being looked up again now
+_background: set[asyncio.Task] = set()  # strong references: a pending task must not be collected
+
+
+def _lookup(call: Call, authorization: str | None) -> Callable[[], admission.Admission]:
+    """The (synchronous, database) admission of ``call``'s caller, ready to run in a thread."""
+    if authorization:
+        return functools.partial(admission.admit_token, authorization, call.graph)
+    return functools.partial(admission.admit_session, call.django_request(), call.graph)
+
+
+async def _refresh(call: Call, authorization: str | None, key: str) -> None:
+    """Look a remembered admission up again off the hot path; a refusal forgets it at once."""
+    try:
+        admitted = await sync_to_async(_lookup(call, authorization))()
+        admission.remember(key, call.graph, admitted)
+    except ChatRefused:
+        admission.drop(key, call.graph)
+    except Exception:  # a database hiccup: keep serving until the TTL ends, then look up in line
+        log.warning("looking an admission up again failed", exc_info=True)
+    finally:
+        _refreshing.discard((key, call.graph))
+        _background.discard(asyncio.current_task())
 
 
 # --- the request body --------------------------------------------------------------------------

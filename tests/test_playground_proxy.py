@@ -27,6 +27,7 @@ from tests.playground_fixtures import (  # noqa: F401
     gauges,
     make_graph,
     read_sse,
+    routed_server,
     tokens,
     wait_for,
 )
@@ -291,3 +292,28 @@ def test_the_products_entry_point_serves_the_endpoint_outside_djangos_middleware
     through_django = asgi_server.app.endswith(":django_application")
     assert ("x-frame-options" in reply.headers) is through_django
     assert "x-frame-options" in page.headers  # every other page still goes through the middleware
+
+
+def test_a_steady_callers_admission_is_looked_up_again_in_the_background_and_a_refusal_applies(
+        routed_server, users, tokens, settings):
+    """Past half its TTL a remembered admission is still served, and looked up again off the
+    hot path: a user deactivated meanwhile is refused well before the TTL runs out."""
+    from django.contrib.auth.models import User
+
+    from tests.playground_fixtures import free_port, make_graph
+
+    settings.PLAYGROUND_ADMISSION_TTL = 10
+    make_graph("pg-down", "m", f"http://127.0.0.1:{free_port()}", user=users["admin"])
+    url = routed_server.url + CHAT.format(graph="pg-down")
+    with httpx.Client(timeout=10) as client:
+        def chat() -> int:
+            return client.post(url, headers=auth(tokens), json=chat_body("m")).status_code
+
+        assert chat() == 502  # admitted (looked up); the frontend is down
+        started = time.monotonic()
+        User.objects.filter(username="operator").update(is_active=False)  # no signal: only a lookup sees it
+        assert chat() == 502  # remembered, less than half the TTL old: no lookup
+        time.sleep(5.1)
+        assert chat() == 502  # still remembered; now looked up again in the background...
+        wait_for(lambda: chat() == 401, timeout=3, interval=0.1)  # ...which refuses it
+        assert time.monotonic() - started < 10  # before the TTL would have

@@ -76,6 +76,7 @@ class Reply:
     upstream: aiohttp.ClientResponse | None = None
     subject: str | None = None
     sent: float = 0.0  # when the upstream request went out (perf_counter)
+    counting: asyncio.Task | None = None  # the stream's limits count, still running (see _acquire)
 
 
 def error_reply(status: int, kind: str, message: str, *extra: tuple[str, str]) -> Reply:
@@ -96,15 +97,56 @@ def _cache_in_memory() -> bool:
     return isinstance(caches["default"], LocMemCache)
 
 
-async def _acquire(lim: admission.Limits) -> limits.Refusal | None:
-    args = (lim.subject,)
+@dataclass
+class _Seen:
+    """A subject's counters as this process last saw them (shared cache only)."""
+
+    window: int
+    requests: int
+    streams: int
+
+
+_seen: dict[str, _Seen] = {}
+
+
+async def _acquire(lim: admission.Limits) -> tuple[limits.Refusal | None, asyncio.Task | None]:
+    """The limits check, and the task still counting this request (or None).
+
+    With the cache in memory the counters are checked in line (microseconds). A shared cache
+    (Redis, or the file cache of several web workers on one host) costs a thread hop and
+    about 1.5 ms of I/O per request: then a subject that was, as last seen here, under half
+    of both limits is admitted at once and counted in the background (the stream starts
+    meanwhile; its release waits for the count), and one near a limit is checked in line, so
+    the limits still hold exactly at their edge."""
     kwargs = {"rate": lim.requests_per_minute, "streams": lim.concurrent_streams}
     if _cache_in_memory():
-        return limits.acquire(*args, **kwargs)
-    return await sync_to_async(limits.acquire, thread_sensitive=False)(*args, **kwargs)
+        return limits.acquire(lim.subject, **kwargs), None
+    window = limits.window_of(time.time())
+    seen = _seen.get(lim.subject)
+    if (seen is not None and seen.window == window and 2 * (seen.requests + 1) <= lim.requests_per_minute
+            and 2 * (seen.streams + 1) <= lim.concurrent_streams):
+        seen.requests += 1
+        seen.streams += 1
+        return None, asyncio.get_running_loop().create_task(_count(lim.subject, window))
+    refusal, requests, streams = await sync_to_async(limits.acquire_counted, thread_sensitive=False)(
+        lim.subject, **kwargs)
+    _seen[lim.subject] = _Seen(window, requests, streams)
+    return refusal, None
 
 
-async def release(subject: str) -> None:
+async def _count(subject: str, window: int) -> None:
+    requests, streams = await sync_to_async(limits.count, thread_sensitive=False)(subject)
+    seen = _seen.get(subject)
+    if seen is not None and seen.window == window:  # what every process counted so far
+        seen.requests, seen.streams = max(seen.requests, requests), max(seen.streams, streams)
+
+
+async def release(subject: str, counting: asyncio.Task | None = None) -> None:
+    if counting is not None:
+        await counting  # a release before its count would leave a slot taken
+    seen = _seen.get(subject)
+    if seen is not None:
+        seen.streams = max(0, seen.streams - 1)
     if _cache_in_memory():
         limits.release(subject)
     else:
@@ -254,7 +296,7 @@ async def _handle(call: Call) -> Reply:
     base = admitted.target.base
     if payload is None:
         return await _models(call, base)
-    refusal = await _acquire(admitted.limits)  # from here on, a stream slot is held
+    refusal, counting = await _acquire(admitted.limits)  # from here on, a stream slot is held
     if refusal is not None:
         return error_reply(429, "rate_limited", refusal.message, ("retry-after", str(refusal.retry_after)))
     subject = admitted.limits.subject
@@ -270,10 +312,10 @@ async def _handle(call: Call) -> Reply:
             content = await upstream.read_all(response, MAX_ANSWER_BODY)
             response = None
     except upstream.UpstreamError as exc:
-        await _abandon(response, subject)
+        await _abandon(response, subject, counting)
         return error_reply(exc.status, exc.kind, exc.message)
     except BaseException:  # cancelled (the client went away) or a bug: never leak the slot
-        await _abandon(response, subject)
+        await _abandon(response, subject, counting)
         raise
     proxy_s = (sent - call.started) + (time.perf_counter() - answered)
     instruments.observe_added(proxy_s)
@@ -282,8 +324,8 @@ async def _handle(call: Call) -> Reply:
         headers += [("content-type", content_type), ("cache-control", "no-cache"),
                     ("x-accel-buffering", "no")]  # nginx and friends: do not buffer the stream
         instruments.stream_opened()
-        return Reply(200, headers, upstream=response, subject=subject, sent=sent)
-    await release(subject)
+        return Reply(200, headers, upstream=response, subject=subject, sent=sent, counting=counting)
+    await release(subject, counting)
     return _answer(status, content_type, content, headers)
 
 
@@ -304,12 +346,12 @@ async def _models(call: Call, base: str) -> Reply:
     return _answer(status, content_type, content, [("x-content-type-options", "nosniff")])
 
 
-async def _abandon(response: aiohttp.ClientResponse | None, subject: str) -> None:
+async def _abandon(response: aiohttp.ClientResponse | None, subject: str, counting: asyncio.Task | None) -> None:
     try:
         if response is not None:
             response.close()  # closes its connection: the frontend cancels the request
     finally:
-        await release(subject)
+        await release(subject, counting)
 
 
 async def finish(reply: Reply, *, complete: bool) -> None:
@@ -321,7 +363,7 @@ async def finish(reply: Reply, *, complete: bool) -> None:
             reply.upstream.close()
     finally:
         instruments.stream_closed()
-        await release(reply.subject)
+        await release(reply.subject, reply.counting)
 
 
 def finish_sync(reply: Reply) -> None:
@@ -331,7 +373,10 @@ def finish_sync(reply: Reply) -> None:
         reply.upstream.close()
     finally:
         instruments.stream_closed()
-        limits.release(reply.subject)
+        if reply.counting is not None and not reply.counting.done():  # release after the count
+            reply.counting.add_done_callback(lambda _task: limits.release(reply.subject))
+        else:
+            limits.release(reply.subject)
 
 
 def terminate(last: bytes) -> bytes:

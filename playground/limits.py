@@ -1,9 +1,9 @@
 """Limits on the OpenAI endpoint: requests per minute and streams open at once, per subject
 (a user, or a token that has its own limits: admission.limits_for says which, and how much).
 
-Counters live in the Django cache (LocMem by default: per process; configure a shared cache
-such as Redis when several web processes serve the playground). Both are plain
-add-then-incr counters, atomic in every Django cache backend."""
+Counters live in the Django cache (LocMem by default: per process; a shared cache, Redis or a
+file cache, when several web processes serve the playground). Both are add-then-incr counters.
+With a shared cache, gateway._acquire checks them in line only near a limit (see there)."""
 
 from __future__ import annotations
 
@@ -39,28 +39,46 @@ def _streams_key(subject: str) -> str:
     return f"playground:streams:{subject}"
 
 
+def window_of(now: float) -> int:
+    return int(now // WINDOW_SECONDS)
+
+
 def acquire(subject: int | str, *, rate: int | None = None, streams: int | None = None,
             now: float | None = None) -> Refusal | None:
     """Count one request of ``subject`` (a user id, or a limits subject such as "t:<token
     id>") and take a stream slot, or say why not. ``rate`` and ``streams`` default to the
     settings. A refused request takes nothing; an admitted one must be followed by ``release``."""
+    return acquire_counted(subject, rate=rate, streams=streams, now=now)[0]
+
+
+def acquire_counted(subject: int | str, *, rate: int | None = None, streams: int | None = None,
+                    now: float | None = None) -> tuple[Refusal | None, int, int]:
+    """``acquire``, and the counts it saw: (refusal, requests this minute, streams open)."""
     subject = _subject(subject)
     now = time.time() if now is None else now
-    window = int(now // WINDOW_SECONDS)
+    window = window_of(now)
     count = _incr(_rate_key(subject, window), WINDOW_SECONDS + 5)
     limit = settings.PLAYGROUND_RATE_PER_MINUTE if rate is None else rate
     who = "this token" if subject.startswith("t:") else "this user"
     if count > limit:
         retry = max(1, int((window + 1) * WINDOW_SECONDS - now + 0.999))
-        return Refusal(f"more than {limit} requests in a minute for {who}", retry)
+        return Refusal(f"more than {limit} requests in a minute for {who}", retry), count, open_streams(subject)
     streams_key = _streams_key(subject)
     open_now = _incr(streams_key, STREAM_SLOT_TTL)
     cap = settings.PLAYGROUND_MAX_CONCURRENT_STREAMS if streams is None else streams
     if open_now > cap:
         _decr(streams_key)
-        return Refusal(f"{cap} streams are already open for {who}", 1)
+        return Refusal(f"{cap} streams are already open for {who}", 1), count, open_now - 1
     cache.touch(streams_key, STREAM_SLOT_TTL)
-    return None
+    return None, count, open_now
+
+
+def count(subject: str, *, now: float | None = None) -> tuple[int, int]:
+    """Count one request and take a stream slot without checking (the caller knew it was far
+    from both limits): (requests this minute, streams open). Followed by ``release``."""
+    window = window_of(time.time() if now is None else now)
+    requests = _incr(_rate_key(subject, window), WINDOW_SECONDS + 5)
+    return requests, _incr(_streams_key(subject), STREAM_SLOT_TTL)
 
 
 def release(subject: int | str) -> None:

@@ -7,6 +7,7 @@ then closes the upstream response, which closes its connection, and the frontend
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import aiohttp
@@ -26,8 +27,11 @@ def _response(reply: gateway.Reply):
         state = {"started": False}
         response = StreamingHttpResponse(_relay(reply, state), status=reply.status)
         # Django closes the response even when it never iterated it (the client left first):
-        # then the relay's finally never runs, and this gives the slot and connection back.
-        response._resource_closers.append(lambda: None if state["started"] else gateway.finish_sync(reply))
+        # then the relay's finally never runs, and this gives the slot and connection back, on
+        # the event loop that owns the connection (close() runs in a worker thread).
+        loop = asyncio.get_running_loop()
+        response._resource_closers.append(
+            lambda: None if state["started"] else loop.call_soon_threadsafe(gateway.finish_sync, reply))
     for name, value in reply.headers:
         response[name] = value
     return response

@@ -3,7 +3,11 @@ TTFT, inter-chunk gaps and CPU per streamed chunk, through the product as `make 
 
     python bench/proxy.py                       # ~3-5 min on a 2-core machine
     python bench/proxy.py --rounds 5            # longer, steadier
-    python bench/proxy.py --litellm /path/to/venv/bin/litellm
+
+LiteLLM runs from a virtualenv of its own, never the project's (its pins clash):
+
+    python3 -m venv var/bench-litellm && var/bench-litellm/bin/pip install 'litellm[proxy]==1.108.7'
+    python bench/proxy.py --litellm var/bench-litellm/bin/litellm    # the default path; '' skips it
 
 Starts the product with ``manage.py up`` (what ``make up`` runs: web, Celery worker, operator,
 the example graph "demo" on the local runtime, a real frontend with mocker prefill and decode
@@ -49,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from bench import sse_client  # noqa: E402
 from bench.sse_client import cmdline, cpu_seconds, pct, tree  # noqa: E402
 
-LITELLM_DEFAULT = "/tmp/i16a/litellm-venv/bin/litellm"
+LITELLM_DEFAULT = str(ROOT / "var" / "bench-litellm" / "bin" / "litellm")
 MASTER_KEY = "sk-bench-only-master-key"
 # Settings that `make up` on a fresh checkout does not have: the bench uses the embedded defaults.
 DROPPED_ENV = ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "PROMETHEUS_MULTIPROC_DIR", "DJANGO_SETTINGS_MODULE",
@@ -237,6 +241,9 @@ def main() -> int:
         arms = {"direct": (frontend_port, "/v1/chat/completions", {}, None),
                 "proxy": (port, "/api/playground/demo/v1/chat/completions", {"Authorization": f"Bearer {token}"},
                           tree(web))}
+        if args.litellm and not Path(args.litellm).is_file():
+            print(f"no LiteLLM at {args.litellm}: its arm is left out (see --help)", file=sys.stderr)
+            args.litellm = ""
         if args.litellm:
             litellm_proc, litellm_port = start_litellm(args.litellm, model, endpoint, tmp)
             arms["litellm"] = (litellm_port, "/v1/chat/completions", {"Authorization": f"Bearer {MASTER_KEY}"},

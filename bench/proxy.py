@@ -20,6 +20,9 @@ other in a shuffled order, the same client code for all:
   direct   client -> the graph's frontend (keep-alive)
   proxy    client -> /api/playground/demo/v1/chat/completions (the product's web process)
   litellm  client -> LiteLLM 1.x (one worker, master key) -> the frontend
+  django   client -> the same endpoint through Django's handler and middleware (a second web
+           process on controlplane.asgi:django_application, which nothing of the product
+           serves: what the lean route saves)
 
 Reported per arm and concurrency: TTFT and chunk-gap percentiles over all requests; per round
 the TTFT p50 and chunk-gap p50, and the paired Δ against the direct arm of the same round
@@ -226,6 +229,7 @@ def main() -> int:
     log: list[str] = []
     started_pids: list[int] = []
     litellm_proc = None
+    extra_procs: list[subprocess.Popen] = []
     ok = False
     try:
         wait_line(up, "example graph 'demo' is serving at", 300, log)
@@ -241,6 +245,14 @@ def main() -> int:
         arms = {"direct": (frontend_port, "/v1/chat/completions", {}, None),
                 "proxy": (port, "/api/playground/demo/v1/chat/completions", {"Authorization": f"Bearer {token}"},
                           tree(web))}
+        django_port = free_port()
+        django_web = subprocess.Popen([py, "-m", "uvicorn", "controlplane.asgi:django_application", "--host",
+                                       "127.0.0.1", "--port", str(django_port), "--no-access-log", "--log-level",
+                                       "warning"], cwd=ROOT, env=env, start_new_session=True)
+        extra_procs.append(django_web)
+        wait_http(f"http://127.0.0.1:{django_port}/healthz", 60)
+        arms["django"] = (django_port, "/api/playground/demo/v1/chat/completions",
+                          {"Authorization": f"Bearer {token}"}, tree(django_web.pid))
         if args.litellm and not Path(args.litellm).is_file():
             print(f"no LiteLLM at {args.litellm}: its arm is left out (see --help)", file=sys.stderr)
             args.litellm = ""
@@ -295,6 +307,11 @@ def main() -> int:
                 os.killpg(litellm_proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 litellm_proc.wait(timeout=15)
+        for proc in extra_procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=15)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(up.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):

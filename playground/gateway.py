@@ -172,7 +172,14 @@ async def _admit(call: Call) -> admission.Admission:
     if admitted is None:
         if not authorization and not session_key:
             raise ChatRefused(401, "not_authenticated", "sign in, or send Authorization: Token <key>")
-        admitted = await sync_to_async(_lookup(call, authorization))()
+        # One lookup per caller and graph at a time: sixteen streams of one script that start
+        # together wait for the same lookup instead of queueing sixteen on the sync thread.
+        pending = _lookups.get((key, call.graph))
+        if pending is None:
+            pending = asyncio.get_running_loop().create_task(sync_to_async(_lookup(call, authorization))())
+            _lookups[(key, call.graph)] = pending
+            pending.add_done_callback(lambda _task, k=(key, call.graph): _lookups.pop(k, None))
+        admitted = await asyncio.shield(pending)  # a caller that leaves must not cancel the others' lookup
         admission.remember(key, call.graph, admitted)
     elif left < settings.PLAYGROUND_ADMISSION_TTL / 2 and (key, call.graph) not in _refreshing:
         _refreshing.add((key, call.graph))
@@ -180,6 +187,7 @@ async def _admit(call: Call) -> admission.Admission:
     return admitted
 
 
+_lookups: dict[tuple[str | None, str], asyncio.Task] = {}  # (credential key, graph) -> its lookup in flight
 _refreshing: set[tuple[str, str]] = set()  # (credential key, graph) being looked up again now
 _background: set[asyncio.Task] = set()  # strong references: a pending task must not be collected
 

@@ -25,6 +25,7 @@ from importlib import import_module
 
 from django.conf import settings
 from django.contrib import auth
+from django.core.exceptions import DisallowedHost
 from django.middleware.csrf import CsrfViewMiddleware
 
 from .access import ChatRefused, ChatTarget, chat_target
@@ -196,6 +197,9 @@ def enforce_csrf(request) -> None:
         _session(request)
     check = _CSRFCheck(lambda _request: None)
     check.process_request(request)
-    reason = check.process_view(request, None, (), {})
+    try:
+        reason = check.process_view(request, None, (), {})
+    except DisallowedHost as exc:  # the Origin check reads the Host, which no middleware vetted here
+        raise ChatRefused(400, "invalid_host", str(exc)) from None
     if reason:
         raise ChatRefused(403, "csrf_failed", f"CSRF check failed: {reason}")

@@ -317,3 +317,26 @@ def test_a_steady_callers_admission_is_looked_up_again_in_the_background_and_a_r
         assert chat() == 502  # still remembered; now looked up again in the background...
         wait_for(lambda: chat() == 401, timeout=3, interval=0.1)  # ...which refuses it
         assert time.monotonic() - started < 10  # before the TTL would have
+
+
+def test_a_session_request_with_a_host_the_site_does_not_serve_is_refused_not_a_500(routed_server, users):
+    """The endpoint runs outside the middleware that vets the Host header; the CSRF check that
+    reads it must still answer a clear 4xx."""
+    from django.conf import settings
+    from django.test import Client
+
+    from tests.conftest import PASSWORD
+    from tests.playground_fixtures import free_port, make_graph
+
+    make_graph("pg-down", "m", f"http://127.0.0.1:{free_port()}", user=users["admin"])
+    browser = Client()
+    assert browser.login(username="operator", password=PASSWORD)
+    browser.get("/playground/")
+    csrf = browser.cookies[settings.CSRF_COOKIE_NAME].value
+    cookies = {settings.SESSION_COOKIE_NAME: browser.cookies[settings.SESSION_COOKIE_NAME].value,
+               settings.CSRF_COOKIE_NAME: csrf}
+    with httpx.Client(timeout=10, cookies=cookies) as client:
+        reply = client.post(routed_server.url + CHAT.format(graph="pg-down"), json=chat_body("m"),
+                            headers={"Host": "evil.example", "X-CSRFToken": csrf, "Origin": "http://evil.example"})
+    assert reply.status_code in (400, 403), reply.text
+    assert reply.json()["error"]["type"] in ("invalid_host", "csrf_failed")

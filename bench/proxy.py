@@ -246,9 +246,10 @@ def main() -> int:
                 "proxy": (port, "/api/playground/demo/v1/chat/completions", {"Authorization": f"Bearer {token}"},
                           tree(web))}
         django_port = free_port()
+        django_env = {**env, "CACHE_URL": env.get("CACHE_URL") or f"file://{tmp / 'var' / 'cache'}"}  # as up's
         django_web = subprocess.Popen([py, "-m", "uvicorn", "controlplane.asgi:django_application", "--host",
                                        "127.0.0.1", "--port", str(django_port), "--no-access-log", "--log-level",
-                                       "warning"], cwd=ROOT, env=env, start_new_session=True)
+                                       "warning"], cwd=ROOT, env=django_env, start_new_session=True)
         extra_procs.append(django_web)
         wait_http(f"http://127.0.0.1:{django_port}/healthz", 60)
         arms["django"] = (django_port, "/api/playground/demo/v1/chat/completions",

@@ -85,6 +85,9 @@ class RunConfig(BaseModel):
     worker: int = 0
     gpus: int = 0  # every worker replica's GPUs; a GPU-less worker (mocker) counts as one
     shape: str = ""  # p1d1, agg2: see benchmarks.shapes
+    # Set when the measured workers were Dynamo's mocker: "simulated with Dynamo's mocker: <why>".
+    # Every number of the run carries it (pages, CSV, reports, recommendations).
+    simulated: str = ""
 
     @property
     def disaggregated(self) -> bool:

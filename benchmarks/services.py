@@ -161,13 +161,17 @@ def resolve_tokenizer(dep: Deployment, model: str) -> aiperf.Tokenizer:
 
 
 def _snapshot(dep: Deployment) -> tuple[RunConfig, str]:
+    from graphs.engines import graph_simulation
+
     spec = dep.revision.graph_spec
     replicas = dep.desired_replicas(spec)
     shape = shape_of(spec, replicas)
     model = spec.model or spec.name
+    simulation = graph_simulation(spec, dep.runtime)
     config = RunConfig(runtime=dep.runtime, endpoint=dep.endpoint, model=model, revision=dep.revision.number,
                        replicas=replicas, prefill=shape.prefill, decode=shape.decode, worker=shape.workers,
-                       gpus=gpu_count(spec, replicas), shape=str(shape))
+                       gpus=gpu_count(spec, replicas), shape=str(shape),
+                       simulated=f"{simulation.label}: {simulation.reason}" if simulation else "")
     return config, model
 
 

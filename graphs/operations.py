@@ -26,6 +26,7 @@ from django.utils import timezone
 from audit.services import audit_record
 
 from .dgd.render import normalise_api_version, render
+from .engines import graph_simulation
 from .errors import OperationRefused, RuntimeFailure
 from .findings import Severity
 from .models import (
@@ -273,8 +274,12 @@ def status_snapshot(graph: Graph) -> dict:
     pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
     events = list(Event.objects.filter(graph=graph)[:30])
     now = timezone.now()
+    spec = deployment.revision.graph_spec if deployment and deployment.active and deployment.revision else None
+    simulation = graph_simulation(spec, deployment.runtime) if spec else None
     return {
         "graph": graph.name,
+        # Which services run Dynamo's mocker instead of their engine, and why (None: none do).
+        "simulation": simulation.as_dict() if simulation else None,
         "deployed": bool(deployment and deployment.active),
         "runtime": deployment.runtime if deployment else None,
         "cluster": deployment.cluster if deployment else "",

@@ -18,6 +18,7 @@ from .dgd.versions import ENGINES, DynamoVersion
 Role = Literal["frontend", "prefill", "decode", "worker", "planner", "epp", "other"]
 Engine = Literal["vllm", "sglang", "trtllm", "mocker"]
 WORKER_ROLES = ("prefill", "decode", "worker")
+WrittenEmpty = Literal["env", "envFrom", "resources", "container", "pod", "pod_metadata"]
 
 # The most replicas one pool may ask for. Far above any real pool; it catches typos
 # (an extra zero) before a cluster tries to schedule them.
@@ -82,6 +83,21 @@ class Service(BaseModel):
     # Quantities written as YAML integers (gpu: 1, sharedMemorySize: 17179869184) rather than
     # strings: re-emitted as integers while the modelled value is unchanged.
     int_quantities: list[Literal["gpus", "shared_memory"]] = Field(default_factory=list)
+    # The quantities as the manifest spelled them ("08", 17179869184, "1.5Gi"): re-emitted
+    # verbatim while the modelled value is unchanged, so an import never rewrites them.
+    spelled: dict[Literal["gpus", "shared_memory"], str | int] = Field(default_factory=dict)
+    # v1alpha1 extraPodSpec.mainContainer.name as written (the operator names the container
+    # "main" whatever it says; v1beta1 always spells it "main").
+    main_container_name: str | None = None
+    # Where the token Secret sat in v1beta1 envFrom: order decides which key wins when two
+    # sources define the same variable, so it is kept (None: first).
+    hf_token_secret_index: int | None = Field(default=None, ge=0)
+    # Modelled fields the manifest wrote as empty ([] or {}): rendered empty again, never
+    # dropped. Vocabulary: env, envFrom, resources, container, pod, pod_metadata.
+    written_empty: list[WrittenEmpty] = Field(default_factory=list)
+    # The v1beta1 podTemplate keys as written ("podTemplate" itself, "metadata", "spec"); None
+    # for a spec built here, which always renders podTemplate.spec.
+    pod_template_keys: list[Literal["podTemplate", "metadata", "spec"]] | None = None
     container_extra: dict[str, Any] = Field(default_factory=dict)
     pod_extra: dict[str, Any] = Field(default_factory=dict)
     pod_metadata: dict[str, Any] = Field(default_factory=dict)
@@ -140,6 +156,7 @@ class GraphSpec(BaseModel):
     dynamo_version: str
     services: list[Service]
     env: list[dict[str, Any]] = Field(default_factory=list)
+    written_empty: list[Literal["env"]] = Field(default_factory=list)  # spec.env(s): [] as written
     metadata_extra: dict[str, Any] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
     extra_v1alpha1: dict[str, Any] = Field(default_factory=dict)

@@ -3,6 +3,8 @@ service as the API."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -23,6 +25,7 @@ from .errors import ManifestError, OperationRefused
 from .findings import Finding, Severity
 from .forms import ManifestForm, TemplateForm
 from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, Pod, Revision
+from .selectors import graph_summaries
 from .specio import dump_yaml, load_yaml
 from .validation import Report, validate_manifest, validate_spec
 
@@ -39,7 +42,7 @@ def _api_version(request) -> str:
 @role_required(Role.VIEWER)
 @require_safe
 def graph_list(request):
-    graphs = Graph.objects.select_related("head", "deployment").order_by("name")
+    graphs = graph_summaries()
     query = request.GET.get("q", "").strip()
     if query:
         graphs = graphs.filter(name__icontains=query)
@@ -61,6 +64,22 @@ def graph_list(request):
 def _preview(spec, api_version: str) -> tuple[str, Report]:
     manifest = render_manifest(spec, api_version)
     return dump_yaml(manifest), validate_spec(spec, api_version=api_version)
+
+
+# Rendering and validating a revision is a pure function of it, and revisions never change:
+# the graph page keeps the last few per process instead of redoing ~10 ms of work per view.
+_REVISION_PREVIEWS: OrderedDict[tuple[int, str], tuple[str, Report]] = OrderedDict()
+_REVISION_PREVIEWS_MAX = 256
+
+
+def _revision_preview(revision: Revision, api_version: str) -> tuple[str, Report]:
+    key = (revision.pk, api_version)
+    found = _REVISION_PREVIEWS.get(key)
+    if found is None:
+        found = _REVISION_PREVIEWS[key] = _preview(revision.graph_spec, api_version)
+        while len(_REVISION_PREVIEWS) > _REVISION_PREVIEWS_MAX:
+            _REVISION_PREVIEWS.popitem(last=False)
+    return found
 
 
 @role_required(Role.OPERATOR)
@@ -172,7 +191,7 @@ def graph_detail(request, name: str):
         raise Http404("graph has no revision")
     api_version = _api_version(request)
     spec = graph.head.graph_spec
-    manifest_yaml, report = _preview(spec, api_version)
+    manifest_yaml, report = _revision_preview(graph.head, api_version)
     context = {"graph": graph, "spec": spec, "manifest_yaml": manifest_yaml, "report": report,
                "api_version": api_version, "api_versions": API_VERSIONS, **_status_context(graph)}
     if request.htmx and request.GET.get("fragment") == "manifest":
@@ -193,9 +212,14 @@ def _status_context(graph: Graph) -> dict:
         for s in (spec.services if spec else []) if s.role in ("prefill", "decode", "worker")
     ]
     from .diagnosis import diagnose
+    from .engines import graph_simulation
 
+    simulation = graph_simulation(spec, deployment.runtime) if spec and deployment.active else None
+    for pod in pods:
+        pod.simulated = bool(simulation and pod.service in simulation.services)
     return {
         "deployment": deployment,
+        "simulation": simulation,
         "pods": pods,
         "events": list(graph.events.all()[:15]),
         "active_op": active_op,

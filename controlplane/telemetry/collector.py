@@ -20,7 +20,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 log = logging.getLogger(__name__)
 
 OPERATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600)
-QUEUE_TIMEOUT = 1.0  # seconds: a broker that does not answer is reported as an error, not waited for
+QUEUE_TIMEOUT = 2.5  # seconds: a broker that does not answer is reported as an error, not waited for
 
 
 def _operations():

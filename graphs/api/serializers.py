@@ -20,10 +20,27 @@ class FindingSerializer(serializers.Serializer):
     fix = serializers.CharField(allow_blank=True)
 
 
+class SchemaUsedSerializer(serializers.Serializer):
+    """Which CRD schema judged the manifest's structure (see graphs/crds/SOURCE.txt)."""
+
+    api_version = serializers.CharField()
+    repository = serializers.CharField()
+    ref = serializers.CharField()
+    commit = serializers.CharField()
+    date = serializers.CharField()
+    declares = serializers.CharField(help_text="The Dynamo version the CRD snapshot declares.")
+    file = serializers.CharField()
+    sha256 = serializers.CharField()
+    target_release = serializers.CharField(allow_null=True)
+    summary = serializers.CharField()
+    note = serializers.CharField()
+
+
 class ReportSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
     counts = serializers.DictField(child=serializers.IntegerField())
     findings = FindingSerializer(many=True)
+    schema = SchemaUsedSerializer(allow_null=True)
 
 
 class SpecField(serializers.JSONField):
@@ -72,14 +89,21 @@ class GraphSerializer(serializers.ModelSerializer):
     def get_revision(self, obj) -> int | None:
         return obj.head.number if obj.head else None
 
+    def _summary(self, obj, field: str) -> str | None:
+        # Lists annotate these in SQL (graphs.selectors.graph_summaries) and never load the spec.
+        annotated = f"head_{field}"
+        if hasattr(obj, annotated):
+            return getattr(obj, annotated)
+        return self._head_spec(obj).get(field)
+
     def get_model(self, obj) -> str | None:
-        return self._head_spec(obj).get("model")
+        return self._summary(obj, "model")
 
     def get_backend(self, obj) -> str | None:
-        return self._head_spec(obj).get("backend")
+        return self._summary(obj, "backend")
 
     def get_dynamo_version(self, obj) -> str | None:
-        return self._head_spec(obj).get("dynamo_version")
+        return self._summary(obj, "dynamo_version")
 
     def get_state(self, obj) -> str:
         deployment = getattr(obj, "deployment", None) if hasattr(obj, "deployment") else None

@@ -19,6 +19,7 @@ from accounts.roles import Role
 from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
 from ..models import Graph, Operation, Revision
+from ..selectors import graph_summaries
 from ..specio import dump_yaml, load_yaml
 from ..validation import validate_manifest
 from . import serializers as s
@@ -44,6 +45,8 @@ class GraphViewSet(viewsets.ModelViewSet):
     http_method_names = ["get", "post", "put", "delete", "head", "options"]
 
     def get_queryset(self):
+        if self.action == "list":
+            return graph_summaries()
         return Graph.objects.select_related("head", "deployment").order_by("name")
 
     def get_serializer_class(self):

@@ -145,7 +145,9 @@ def translate_role_flag(
     no flag meant decode to one where it means aggregated; otherwise the validator reports it."""
     command = list(command) if command is not None else None
     args = list(args) if args is not None else None
-    if role not in ("prefill", "decode"):
+    if role not in ("prefill", "decode") or version == source_version:
+        # Same release: the command line is the user's, even where it spells a flag the
+        # release no longer knows (the validator says so); only a change of release rewrites.
         return command, args
     actual_engine = engine_of(command, args) or engine
     if actual_engine not in ("vllm", "mocker"):

@@ -43,8 +43,9 @@ class Command(BaseCommand):
         Path(settings.METRICS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
         py = sys.executable
         commands = {
+            # One web process per core: a Django page is CPU-bound Python, one process serves one at a time.
             "web": [py, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
-                    "--no-access-log"],
+                    "--no-access-log", "--workers", str(settings.WEB_WORKERS)],
             "worker": [py, "-m", "celery", "-A", "controlplane", "worker", "-B", "--concurrency", "2",
                        "--loglevel", "INFO", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")],
             "operator": [py, "manage.py", "runoperator"],
@@ -59,10 +60,14 @@ class Command(BaseCommand):
                 f"Prometheus is not installed ({settings.PROMETHEUS_BINARY!r} is not on PATH), so local graphs get "
                 "no latency charts. Install it (Debian/Ubuntu: apt-get install prometheus) or set PROMETHEUS_BINARY; "
                 f"or point PROMETHEUS_URL at a server that scrapes them (now {settings.PROMETHEUS_URL}).")
+        env = dict(os.environ)
+        if settings.WEB_WORKERS > 1 and not settings.CACHE_URL:
+            # Several web processes share rate limits and cached Prometheus answers through files.
+            env["CACHE_URL"] = f"file://{Path(settings.VAR_DIR) / 'cache'}"
         self.procs: dict[str, subprocess.Popen] = {}
         for name, argv in commands.items():
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    start_new_session=True, cwd=settings.BASE_DIR)
+                                    start_new_session=True, cwd=settings.BASE_DIR, env=env)
             self.procs[name] = proc
             threading.Thread(target=self._pump, args=(name, proc, logs / f"{name}.log"), daemon=True).start()
         signal.signal(signal.SIGTERM, lambda *_: self._stop(0))

@@ -9,7 +9,6 @@ Only known Dynamo entry points run, with argv built from the typed spec (argv.py
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import shutil
@@ -25,6 +24,7 @@ from django.utils import timezone
 from metrics.localprom import sync_targets
 
 from ...dgd.commandline import flag_value, tokens
+from ...engines import Host, local_engine, resolve_model, spec_model
 from ...models import Deployment, Event, GraphState, Pod
 from ...spec import GraphSpec, Service
 from ..base import EventRecord, PodStatus
@@ -45,7 +45,8 @@ SHM_PATH = "/dev/shm"
 
 def gpu_engine_available() -> bool:
     """vLLM workers run only where vLLM is installed and an NVIDIA GPU is visible."""
-    return importlib.util.find_spec("vllm") is not None and shutil.which("nvidia-smi") is not None
+    host = Host.detect()
+    return host.gpu and host.vllm
 
 
 def shm_size() -> int | None:
@@ -102,7 +103,8 @@ class LocalOperator:
         self.owner: dict[str, int] = {}  # pod name -> deployment id
         self.model_names: dict[str, str] = {}
         self.logs: dict[str, Path] = {}
-        self.use_gpu = gpu_engine_available()
+        self.host = Host.detect()  # what graphs.engines.local_engine decides each worker runs on
+        self.use_gpu = self.host.gpu and self.host.vllm
         self.max_processes = settings.LOCAL_RUNTIME_MAX_PROCESSES
 
     # ---------------------------------------------------------------- lifecycle
@@ -214,16 +216,25 @@ class LocalOperator:
                                               extra_args=extra)
                     env = build_process_env(discovery_dir=discovery)
                 else:
-                    kind = "vllm" if (self.use_gpu and spec.backend == "vllm") else "mocker"
+                    kind = local_engine(spec, service, self.host).engine
                     probe = "worker"
+                    model_path, offline = model_dir, True
+                    if kind == "vllm":
+                        # A real engine loads the spec's model, never the tokenizer-only directory.
+                        try:
+                            source = resolve_model(spec_model(spec, service),
+                                                   downloads=settings.LOCAL_RUNTIME_MODEL_DOWNLOADS)
+                        except ValueError as exc:
+                            raise ValueError(f"{service.name} cannot start dynamo.vllm: {exc}") from None
+                        model_path, offline = source.model, source.offline
                     mode = {"worker": "agg"}.get(service.role, service.role)
                     extra, ignored = extra_engine_args(service, kind)
                     speedup = flag_value(tokens(service.command, service.args), "--speedup-ratio")
                     argv = build_process_argv(
-                        kind=kind, python=self.python, model_path=model_dir, model_name=model_name, mode=mode,
+                        kind=kind, python=self.python, model_path=model_path, model_name=model_name, mode=mode,
                         bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
                         speedup_ratio=float(speedup) if speedup else None, extra_args=extra)
-                    env = build_process_env(discovery_dir=discovery, system_port=port)
+                    env = build_process_env(discovery_dir=discovery, system_port=port, hub_offline=offline)
                 self.model_names[name] = model_name
                 self.logs[name] = gdir / "logs" / f"{name}.log"
                 out.append(Planned(name, service, service.role, argv, env, port, probe, ignored))

@@ -26,12 +26,10 @@ from dataclasses import dataclass, field
 import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.cache import caches
-from django.core.cache.backends.locmem import LocMemCache
 
 from controlplane.telemetry import instruments
 
-from . import admission, limits, upstream
+from . import admission, counting, limits, upstream
 from .access import ChatRefused
 
 log = logging.getLogger(__name__)
@@ -76,7 +74,6 @@ class Reply:
     upstream: aiohttp.ClientResponse | None = None
     subject: str | None = None
     sent: float = 0.0  # when the upstream request went out (perf_counter)
-    counting: asyncio.Task | None = None  # the stream's limits count, still running (see _acquire)
 
 
 def error_reply(status: int, kind: str, message: str, *extra: tuple[str, str]) -> Reply:
@@ -89,68 +86,14 @@ def too_large() -> Reply:
     return error_reply(413, "request_too_large", f"the request is larger than {limit} bytes")
 
 
-# --- limits: on the event loop when the cache is memory, else in a pool thread -----------------
+# --- limits (counting.py: no I/O on the hot path) ------------------------------------------------
 
-def _cache_in_memory() -> bool:
-    # LocMem is a dict behind a lock: microseconds, fine on the event loop. A network cache
-    # (Redis) would block the loop, so it gets a pool thread (not the thread-sensitive one).
-    return isinstance(caches["default"], LocMemCache)
+async def _acquire(lim: admission.Limits) -> limits.Refusal | None:
+    return await counting.acquire(lim.subject, lim.requests_per_minute, lim.concurrent_streams)
 
 
-@dataclass
-class _Seen:
-    """A subject's counters as this process last saw them (shared cache only)."""
-
-    window: int
-    requests: int
-    streams: int
-
-
-_seen: dict[str, _Seen] = {}
-
-
-async def _acquire(lim: admission.Limits) -> tuple[limits.Refusal | None, asyncio.Task | None]:
-    """The limits check, and the task still counting this request (or None).
-
-    With the cache in memory the counters are checked in line (microseconds). A shared cache
-    (Redis, or the file cache of several web workers on one host) costs a thread hop and
-    about 1.5 ms of I/O per request: then a subject that was, as last seen here, under half
-    of both limits is admitted at once and counted in the background (the stream starts
-    meanwhile; its release waits for the count), and one near a limit is checked in line, so
-    the limits still hold exactly at their edge."""
-    kwargs = {"rate": lim.requests_per_minute, "streams": lim.concurrent_streams}
-    if _cache_in_memory():
-        return limits.acquire(lim.subject, **kwargs), None
-    window = limits.window_of(time.time())
-    seen = _seen.get(lim.subject)
-    if (seen is not None and seen.window == window and 2 * (seen.requests + 1) <= lim.requests_per_minute
-            and 2 * (seen.streams + 1) <= lim.concurrent_streams):
-        seen.requests += 1
-        seen.streams += 1
-        return None, asyncio.get_running_loop().create_task(_count(lim.subject, window))
-    refusal, requests, streams = await sync_to_async(limits.acquire_counted, thread_sensitive=False)(
-        lim.subject, **kwargs)
-    _seen[lim.subject] = _Seen(window, requests, streams)
-    return refusal, None
-
-
-async def _count(subject: str, window: int) -> None:
-    requests, streams = await sync_to_async(limits.count, thread_sensitive=False)(subject)
-    seen = _seen.get(subject)
-    if seen is not None and seen.window == window:  # what every process counted so far
-        seen.requests, seen.streams = max(seen.requests, requests), max(seen.streams, streams)
-
-
-async def release(subject: str, counting: asyncio.Task | None = None) -> None:
-    if counting is not None:
-        await counting  # a release before its count would leave a slot taken
-    seen = _seen.get(subject)
-    if seen is not None:
-        seen.streams = max(0, seen.streams - 1)
-    if _cache_in_memory():
-        limits.release(subject)
-    else:
-        await sync_to_async(limits.release, thread_sensitive=False)(subject)
+async def release(subject: str) -> None:
+    counting.release(subject)  # no I/O: in memory, or written by counting's flush
 
 
 # --- who is asking -----------------------------------------------------------------------------
@@ -304,7 +247,7 @@ async def _handle(call: Call) -> Reply:
     base = admitted.target.base
     if payload is None:
         return await _models(call, base)
-    refusal, counting = await _acquire(admitted.limits)  # from here on, a stream slot is held
+    refusal = await _acquire(admitted.limits)  # from here on, a stream slot is held
     if refusal is not None:
         return error_reply(429, "rate_limited", refusal.message, ("retry-after", str(refusal.retry_after)))
     subject = admitted.limits.subject
@@ -320,10 +263,10 @@ async def _handle(call: Call) -> Reply:
             content = await upstream.read_all(response, MAX_ANSWER_BODY)
             response = None
     except upstream.UpstreamError as exc:
-        await _abandon(response, subject, counting)
+        await _abandon(response, subject)
         return error_reply(exc.status, exc.kind, exc.message)
     except BaseException:  # cancelled (the client went away) or a bug: never leak the slot
-        await _abandon(response, subject, counting)
+        await _abandon(response, subject)
         raise
     proxy_s = (sent - call.started) + (time.perf_counter() - answered)
     instruments.observe_added(proxy_s)
@@ -332,8 +275,8 @@ async def _handle(call: Call) -> Reply:
         headers += [("content-type", content_type), ("cache-control", "no-cache"),
                     ("x-accel-buffering", "no")]  # nginx and friends: do not buffer the stream
         instruments.stream_opened()
-        return Reply(200, headers, upstream=response, subject=subject, sent=sent, counting=counting)
-    await release(subject, counting)
+        return Reply(200, headers, upstream=response, subject=subject, sent=sent)
+    await release(subject)
     return _answer(status, content_type, content, headers)
 
 
@@ -354,12 +297,12 @@ async def _models(call: Call, base: str) -> Reply:
     return _answer(status, content_type, content, [("x-content-type-options", "nosniff")])
 
 
-async def _abandon(response: aiohttp.ClientResponse | None, subject: str, counting: asyncio.Task | None) -> None:
+async def _abandon(response: aiohttp.ClientResponse | None, subject: str) -> None:
     try:
         if response is not None:
             response.close()  # closes its connection: the frontend cancels the request
     finally:
-        await release(subject, counting)
+        await release(subject)
 
 
 async def finish(reply: Reply, *, complete: bool) -> None:
@@ -371,7 +314,7 @@ async def finish(reply: Reply, *, complete: bool) -> None:
             reply.upstream.close()
     finally:
         instruments.stream_closed()
-        await release(reply.subject, reply.counting)
+        await release(reply.subject)
 
 
 def finish_sync(reply: Reply) -> None:
@@ -381,10 +324,7 @@ def finish_sync(reply: Reply) -> None:
         reply.upstream.close()
     finally:
         instruments.stream_closed()
-        if reply.counting is not None and not reply.counting.done():  # release after the count
-            reply.counting.add_done_callback(lambda _task: limits.release(reply.subject))
-        else:
-            limits.release(reply.subject)
+        counting.release(reply.subject)
 
 
 def terminate(last: bytes) -> bytes:

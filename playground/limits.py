@@ -3,7 +3,7 @@
 
 Counters live in the Django cache (LocMem by default: per process; a shared cache, Redis or a
 file cache, when several web processes serve the playground). Both are add-then-incr counters.
-With a shared cache, gateway._acquire checks them in line only near a limit (see there)."""
+With a shared cache, counting.py checks them in line only near a limit."""
 
 from __future__ import annotations
 
@@ -73,12 +73,25 @@ def acquire_counted(subject: int | str, *, rate: int | None = None, streams: int
     return None, count, open_now
 
 
-def count(subject: str, *, now: float | None = None) -> tuple[int, int]:
-    """Count one request and take a stream slot without checking (the caller knew it was far
-    from both limits): (requests this minute, streams open). Followed by ``release``."""
-    window = window_of(time.time() if now is None else now)
-    requests = _incr(_rate_key(subject, window), WINDOW_SECONDS + 5)
-    return requests, _incr(_streams_key(subject), STREAM_SLOT_TTL)
+def add_requests(subject: str, window: int, n: int) -> int:
+    """Count ``n`` requests of ``subject`` in rate window ``window`` unchecked (counting.py);
+    the count so far."""
+    return _incr(_rate_key(subject, window), WINDOW_SECONDS + 5, n)
+
+
+def add_streams(subject: str, n: int) -> int:
+    """Take (n > 0) or give back (n < 0) stream slots unchecked (counting.py); the slots open."""
+    key = _streams_key(subject)
+    if n >= 0:
+        return _incr(key, STREAM_SLOT_TTL, n)
+    try:
+        value = cache.decr(key, -n)
+    except ValueError:  # expired meanwhile: nothing to give back
+        return 0
+    if value < 0:
+        cache.set(key, 0, timeout=STREAM_SLOT_TTL)
+        return 0
+    return value
 
 
 def release(subject: int | str) -> None:
@@ -89,13 +102,13 @@ def open_streams(subject: int | str) -> int:
     return int(cache.get(_streams_key(_subject(subject)), 0))
 
 
-def _incr(key: str, timeout: int) -> int:
+def _incr(key: str, timeout: int, delta: int = 1) -> int:
     cache.add(key, 0, timeout=timeout)
     try:
-        return cache.incr(key)
+        return cache.incr(key, delta)
     except ValueError:  # expired between add and incr
-        cache.set(key, 1, timeout=timeout)
-        return 1
+        cache.set(key, delta, timeout=timeout)
+        return delta
 
 
 def _decr(key: str) -> None:

@@ -113,15 +113,15 @@ def _fresh_limits():
     per process: start every test with neither."""
     from django.core.cache import cache
 
-    from playground import admission, gateway, upstream
+    from playground import admission, counting, upstream
 
     cache.clear()
     admission.forget()
-    gateway._seen.clear()
+    counting.reset()
     yield
     cache.clear()
     admission.forget()
-    gateway._seen.clear()
+    counting.reset()
     # The test client runs each request on an event loop of its own: drop a pooled upstream
     # session whose loop is gone (production runs one loop per process).
     pool = upstream._pool

@@ -177,4 +177,4 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    return {"cpus": os.cpu_count(), "cpu_model": model, "load_avg_at_start": os.getloadavg()}
+    return {"cpus": os.cpu_count(), "cpu_model": model, "load_avg_at_end": os.getloadavg()}

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .dgd.commandline import build_frontend_command, build_worker_command
 from .dgd.versions import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
+from .planner.settings import PlannerSettings, graph_mode, planner_args
 from .spec import GraphSpec, Service
 from .specio import spec_from_data
 
@@ -71,6 +72,7 @@ def build_spec(
     prefill: PoolFields | None = None,
     decode: PoolFields | None = None,
     frontend_image: str = "",
+    planner: PlannerSettings | None = None,
 ) -> GraphSpec:
     """A spec from the create form. Raises ManifestError (paths into the spec) or ValueError."""
     tpl = TEMPLATES[template]
@@ -112,6 +114,12 @@ def build_spec(
                 "hf_token_secret": fields.hf_token_secret or None,
             }
         )
+    if planner is not None:
+        # Dynamo's Planner as a component of the graph, its settings in its --config.
+        services.append({"name": "Planner", "role": "planner", "replicas": 1,
+                         "image": frontend_image or default_image(backend, version),
+                         "command": ["python3", "-m", "dynamo.planner"],
+                         "args": planner_args(planner, mode=graph_mode({role for role, _ in pools}))})
     return spec_from_data(
         {
             "name": name,

@@ -118,7 +118,8 @@ def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, nam
 
 @transaction.atomic
 def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: str = "ui",
-                  force: bool = False) -> Operation:
+                  force: bool = False, decision: int | None = None) -> Operation:
+    """``decision``: the PlannerDecision this scale executes (via planner)."""
     if not isinstance(replicas, int) or replicas < 0 or replicas > MAX_REPLICAS:
         raise OperationRefused(f"replicas must be a whole number from 0 to {MAX_REPLICAS}, not {replicas!r}")
     deployment = Deployment.objects.filter(graph=graph, active=True).first()
@@ -130,11 +131,14 @@ def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: 
         raise OperationRefused(f"{graph.name} has no service {service!r}; it has {', '.join(names)}")
     current = deployment.desired_replicas(spec)[service]
     planner = next((s.name for s in spec.services if s.role == "planner"), None)
-    if planner and deployment.runtime == "kubernetes" and spec.service(service).role in WORKER_ROLES and not force:
+    # The Planner's own decisions come through here too (via="planner"); anyone else's scale of
+    # a pool it manages would be undone by its next decision, on either runtime.
+    if planner and via != "planner" and spec.service(service).role in WORKER_ROLES and not force:
         raise OperationRefused(f"{service} is managed by Dynamo's Planner ({planner}), which will set its replicas "
                                "again on its next decision: scale anyway with force, or change the planner's bounds")
     return _record(graph=graph, kind=OperationKind.SCALE, user=user, via=via, revision=deployment.revision,
-                   params={"service": service, "replicas": replicas, **({"force": True} if force else {})},
+                   params={"service": service, "replicas": replicas, **({"force": True} if force else {}),
+                           **({"decision": decision} if decision is not None else {})},
                    before={"service": service, "replicas": current},
                    after={"service": service, "replicas": replicas})
 
@@ -288,6 +292,9 @@ def status_snapshot(graph: Graph) -> dict:
         "state": deployment.state if deployment else GraphState.NOT_DEPLOYED,
         "message": deployment.message if deployment else "",
         "endpoint": deployment.endpoint if deployment else "",
+        # Local graphs: the Dynamo namespace, discovery store and environment a Planner or any
+        # Dynamo tool needs to attach, and whether the Planner runs (graphs/runtimes/local/planner.py).
+        "attach": deployment.runtime_info if deployment and deployment.active else {},
         "replicas": deployment.desired_replicas(deployment.revision.graph_spec)
         if deployment and deployment.revision else {},
         "observed_at": deployment.observed_at.isoformat() if deployment and deployment.observed_at else None,

@@ -24,7 +24,7 @@ from .dgd.render import render as render_manifest
 from .errors import ManifestError, OperationRefused
 from .findings import Finding, Severity
 from .forms import ManifestForm, TemplateForm
-from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, Pod, Revision
+from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, PlannerDecision, Pod, Revision
 from .selectors import graph_summaries
 from .specio import dump_yaml, load_yaml
 from .validation import Report, validate_manifest, validate_spec
@@ -99,7 +99,8 @@ def graph_new(request):
         try:
             spec = build_spec(template=d["template"], name=d["name"], namespace=d["namespace"], model=d["model"],
                               backend=d["backend"], dynamo_version=d["dynamo_version"],
-                              prefill=form.pool("prefill"), decode=form.pool("decode"))
+                              prefill=form.pool("prefill"), decode=form.pool("decode"),
+                              planner=form.planner_settings())
             preview_yaml, report = _preview(spec, api_version)
             if request.POST.get("action") == "create":
                 graph = services.graph_create(spec=spec, user=request.user, description=d["description"],
@@ -113,7 +114,7 @@ def graph_new(request):
         except ValueError as exc:
             error = str(exc)
     context = {"form": form, "template": tpl, "templates": TEMPLATES.values(), "preview_yaml": preview_yaml,
-               "pool_groups": form.pool_groups(tpl.disaggregated),
+               "pool_groups": form.pool_groups(tpl.disaggregated), "planner_fields": form.planner_group(),
                "report": report, "error": error, "api_version": api_version, "api_versions": API_VERSIONS}
     if request.htmx and request.POST.get("action") != "create":
         return render(request, "graphs/new.html#preview", context)
@@ -204,11 +205,15 @@ def _status_context(graph: Graph) -> dict:
     pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
     active_op = Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).first()
     recent = list(Operation.objects.filter(graph=graph).select_related("requested_by", "revision")[:10])
+    decisions = PlannerDecision.objects.in_bulk([o.params["decision"] for o in recent
+                                                 if isinstance(o.params.get("decision"), int)])
+    for o in recent:  # a scale made via planner names the decision it executes, and how it ended
+        o.decision = decisions.get(o.params.get("decision"))
     spec = deployment.revision.graph_spec if deployment and deployment.revision else None
     desired = deployment.desired_replicas(spec) if spec and deployment.active else {}
     pools = [
         {"name": s.name, "role": s.role, "replicas": desired.get(s.name, s.effective_replicas),
-         "max": max(8, desired.get(s.name, 0) * 2)}
+         "max": max(8, desired.get(s.name, 0) * 2), "planner": bool(spec.pools("planner"))}
         for s in (spec.services if spec else []) if s.role in ("prefill", "decode", "worker")
     ]
     from .diagnosis import diagnose

@@ -33,4 +33,11 @@ if ! command -v kubectl >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null) \
     || echo "could not install kubectl: tests/test_deploy.py will fail" >&2
 fi
+# Dynamo 1.6.1's Planner virtual connector keeps its decisions in etcd (graphs/runtimes/local/planner.py
+# runs one on loopback per graph with a Planner): Debian's etcd-server.
+if ! command -v etcd >/dev/null 2>&1; then
+  echo "installing Debian's etcd-server"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null) \
+    || echo "could not install etcd: tests/test_planner_local.py will fail" >&2
+fi
 exit 0

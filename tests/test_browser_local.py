@@ -150,5 +150,81 @@ def test_the_main_flows_run_under_the_strict_csp_without_a_single_violation(prod
         page.click("text=Start the benchmark")
         expect(page.locator("#run-state")).to_have_text("Succeeded", timeout=120_000)
         collect()
+
+        planner_timeline(page, product)
+        collect()
         browser.close()
     assert violations == []
+
+
+def planner_timeline(page, product: str) -> None:
+    """A graph with Dynamo's Planner: created from the form with its settings, applied; the real
+    VirtualConnectorCoordinator publishes two decisions as the Planner does, under load; the
+    graph page says what is missing on this host, and the timeline shows load, replicas, each
+    decision acknowledged, and the health line. Keeps docs/planner-timeline.png."""
+    import json
+    import threading
+
+    import httpx
+
+    page.goto(product + "/graphs/new/?template=mocker-disagg")
+    page.fill("input[name=name]", "planned")
+    page.fill("input[name=model]", "planned-model")
+    page.fill("input[name=prefill_hf_token_secret]", "")
+    page.fill("input[name=decode_hf_token_secret]", "")
+    page.check("input[name=planner_enabled]")
+    page.select_option("select[name=planner_optimization_target]", "sla")
+    page.fill("input[name=planner_ttft_ms]", "40")
+    page.fill("input[name=planner_itl_ms]", "15")
+    page.fill("input[name=planner_adjustment_interval_seconds]", "30")
+    expect(page.locator("#preview pre.yaml")).to_contain_text("dynamo.planner", timeout=15_000)
+    page.click("button[value=create]")
+    expect(page.locator("h1")).to_contain_text("planned", timeout=15_000)
+    page.click("#apply-button")
+    expect(page.locator("#pods tr[data-ready='1']")).to_have_count(3, timeout=120_000)
+    expect(page.locator("#planner-runtime")).to_contain_text("does not run on this host", timeout=30_000)
+    expect(page.locator("#planner-runtime")).to_contain_text("What still works")
+
+    def attach() -> dict:
+        return page.request.get(product + "/api/graphs/planned/status/").json()
+
+    deadline = time.monotonic() + 60
+    while not attach()["attach"].get("planner", {}).get("connector", {}).get("running"):
+        assert time.monotonic() < deadline, attach()
+        time.sleep(0.5)
+    status = attach()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("DYN_", "ETCD_"))},
+           **status["attach"]["env"], "ETCD_ENDPOINTS": status["attach"]["planner"]["connector"]["etcd"],
+           "DYN_LOG": "warn"}
+    stop = threading.Event()
+
+    def traffic():
+        with httpx.Client(timeout=30) as client:
+            while not stop.is_set():
+                client.post(status["endpoint"] + "/v1/chat/completions",
+                            json={"model": "planned-model", "max_tokens": 16,
+                                  "messages": [{"role": "user", "content": "scale me " * 40}]})
+
+    load = threading.Thread(target=traffic, daemon=True)
+    load.start()
+    try:
+        time.sleep(12)  # two scrapes of load before the first decision
+        publisher = subprocess.run([sys.executable, str(ROOT / "tests" / "planner_publisher.py"), "dynamo",
+                                    "2:1", "2:2"], env=env, capture_output=True, text=True, timeout=240)
+        time.sleep(10)
+    finally:
+        stop.set()
+        load.join(30)
+    acks = [json.loads(line) for line in publisher.stdout.splitlines() if "acknowledged" in line]
+    assert [a["ready"] for a in acks] == [True, True], publisher.stdout + publisher.stderr[-2000:]
+
+    page.goto(product + "/graphs/planned/")
+    timeline = page.locator("#planner-timeline")
+    timeline.locator("button[data-window='15m']").click()
+    expect(timeline.locator("[data-decisions] li.decision-acknowledged")).to_have_count(2, timeout=30_000)
+    expect(timeline.locator("[data-health]")).to_contain_text("Planner health: Last decision")
+    expect(timeline.locator("[data-plot='replicas'] .u-legend")).to_contain_text("prefill desired")
+    expect(page.locator("#status")).to_contain_text("via planner · for Planner decision 1 (acknowledged)",
+                                                    timeout=30_000)
+    timeline.scroll_into_view_if_needed()
+    timeline.screenshot(path=str(ROOT / "docs" / "planner-timeline.png"))

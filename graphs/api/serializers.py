@@ -143,6 +143,24 @@ class PoolSerializer(serializers.Serializer):
     hf_token_secret = serializers.CharField(max_length=253, allow_blank=True, default="hf-token-secret")
 
 
+class PlannerSettingsSerializer(serializers.Serializer):
+    """Dynamo's Planner as a component of the graph (graphs/planner/settings.py checks the rules
+    1.6.1 applies across settings)."""
+
+    optimization_target = serializers.ChoiceField(choices=["throughput", "latency", "load", "sla"],
+                                                  default="throughput")
+    ttft_ms = serializers.FloatField(min_value=0.001, default=500.0, help_text="TTFT target (target sla)")
+    itl_ms = serializers.FloatField(min_value=0.001, default=50.0, help_text="ITL target (target sla)")
+    adjustment_interval_seconds = serializers.IntegerField(min_value=1, max_value=86400, default=5)
+    min_replicas = serializers.IntegerField(min_value=0, max_value=512, default=1)
+    max_gpu_budget = serializers.IntegerField(min_value=-1, max_value=100000, default=8,
+                                              help_text="-1: no GPU budget")
+    prefill_scale_up_queue_tokens = serializers.IntegerField(min_value=0, required=False)
+    prefill_scale_down_queue_tokens = serializers.IntegerField(min_value=0, required=False)
+    decode_scale_up_kv_rate = serializers.FloatField(min_value=0, max_value=1, required=False)
+    decode_scale_down_kv_rate = serializers.FloatField(min_value=0, max_value=1, required=False)
+
+
 class FromTemplateSerializer(serializers.Serializer):
     template = serializers.CharField()
     name = serializers.CharField(max_length=63)
@@ -152,6 +170,7 @@ class FromTemplateSerializer(serializers.Serializer):
     dynamo_version = serializers.CharField(max_length=20, default="1.6.1")
     prefill = PoolSerializer(required=False)
     decode = PoolSerializer(required=False)
+    planner = PlannerSettingsSerializer(required=False, help_text="add Dynamo's Planner with these settings")
     description = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
 
     def validate_dynamo_version(self, value):

@@ -15,10 +15,13 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from accounts.roles import Role
+from metrics.charts import WindowError
+from metrics.planner import timeline_data
 
 from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
 from ..models import Graph, Operation, Revision
+from ..planner.settings import PlannerSettings
 from ..selectors import graph_summaries
 from ..specio import dump_yaml, load_yaml
 from ..validation import validate_manifest
@@ -181,8 +184,9 @@ class GraphViewSet(viewsets.ModelViewSet):
                 backend=v["backend"], dynamo_version=v["dynamo_version"],
                 prefill=PoolFields(**v["prefill"]) if "prefill" in v else None,
                 decode=PoolFields(**v["decode"]) if "decode" in v else None,
+                planner=PlannerSettings(**v["planner"]) if "planner" in v else None,
             )
-        except ValueError as exc:
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError: the rule, in words
             raise ValidationError({"detail": str(exc)}) from None
         graph = services.graph_create(spec=spec, user=request.user, description=v["description"], via=_via(request),
                                       message=f"created from template {v['template']}")
@@ -229,6 +233,18 @@ class GraphViewSet(viewsets.ModelViewSet):
         """The status cache: state, pods, recent events and how fresh they are."""
         graph = self.get_object()
         return Response(operations.status_snapshot(graph))
+
+    @extend_schema(parameters=[OpenApiParameter("window", str, description="15m .. 7d (default 1h)")],
+                   responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def planner(self, request, name=None):
+        """The Planner timeline: load, replicas per pool (desired and ready), each decision with
+        its reason, TTFT/ITL against the targets, the Planner's estimates, and its health."""
+        graph = self.get_object()
+        try:
+            return Response(timeline_data(graph, request.query_params.get("window")))
+        except WindowError as exc:
+            raise ValidationError({"window": str(exc)}) from None
 
     @extend_schema(responses={200: s.OperationSerializer(many=True)})
     @action(detail=True, methods=["get"], url_path="operations")

@@ -44,7 +44,7 @@ COLUMNS = [
 def step_row(run: BenchmarkRun, step: Step) -> dict:
     config, results = run.run_config, run.run_results
     row = {"run": run.pk, "graph": run.graph.name, "label": run.label or config.shape, "shape": config.shape,
-           "gpus": config.gpus, "profile": run.profile, "concurrency": step.concurrency,
+           "gpus": 0 if config.gpu_free else config.gpus, "profile": run.profile, "concurrency": step.concurrency,
            "request_rate": step.request_rate, "engine": _engine(config)}
     for ours, stats in (("ttft", step.ttft), ("itl", step.itl), ("latency", step.request_latency),
                         ("tokens_per_user", step.tokens_per_user)):

@@ -171,6 +171,7 @@ def _snapshot(dep: Deployment) -> tuple[RunConfig, str]:
     config = RunConfig(runtime=dep.runtime, endpoint=dep.endpoint, model=model, revision=dep.revision.number,
                        replicas=replicas, prefill=shape.prefill, decode=shape.decode, worker=shape.workers,
                        gpus=gpu_count(spec, replicas), shape=str(shape),
+                       gpu_free=not any(s.gpus for s in spec.services if s.is_worker),
                        simulated=f"{simulation.label}: {simulation.reason}" if simulation else "")
     return config, model
 
@@ -226,7 +227,7 @@ def _measure(run: BenchmarkRun, workdir: Path, scratch: Path) -> RunResults:
         except aiperf.ExportMissing as exc:
             raise RunFailed(_failure(f"{exc} during {point}", log_path)) from None
         step = aiperf.parse_step(export, index=index, artifact=name, concurrency=concurrency, request_rate=rate,
-                                 gpus=config.gpus)
+                                 gpus=0 if config.gpu_free else config.gpus)
         if step.completed == 0:
             raise RunFailed(_failure(f"no request completed during {point}", log_path))
         if step.errors:

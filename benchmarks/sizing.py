@@ -1,6 +1,6 @@
 """Replica recommendations from latency targets and measured runs, and applying them.
 
-The rule is the seed article's: time to first token is made by prefill, inter-token latency
+The rule is disaggregation's own: time to first token is made by prefill, inter-token latency
 by decode; raise prefill replicas when TTFT is too high, decode replicas when ITL is. Here it
 is applied to evidence: every successful run of the graph and of its A/B variants under the
 same load, judged at p90 (at a sweep's highest load):

@@ -58,6 +58,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "controlplane.streaming.AsyncStreamingMiddleware",  # first: sees every response
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -228,19 +229,22 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: the default broker needs no server (a folder); production uses Redis or RabbitMQ.
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://")
+# kombu warns "No hostname was supplied" on every connection to a URL without one: name it.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://localhost/")
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {
         "data_folder_in": str(VAR_DIR / "broker"),
         "data_folder_out": str(VAR_DIR / "broker"),
         "processed_folder": str(VAR_DIR / "broker-processed"),
+        # kombu's default is ./control, under whatever folder the process started in.
+        "control_folder": str(VAR_DIR / "broker-control"),
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem")
     else {"visibility_timeout": 3600}
 )
 if CELERY_BROKER_URL.startswith("filesystem"):
-    for _folder in ("broker", "broker-processed"):
+    for _folder in ("broker", "broker-processed", "broker-control"):
         (VAR_DIR / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
@@ -294,6 +298,9 @@ LOCAL_RUNTIME_MODEL_DOWNLOADS = env_bool("LOCAL_RUNTIME_MODEL_DOWNLOADS", False)
 # PROMETHEUS_DIR. Kubernetes graphs are read from PROMETHEUS_KUBERNETES_URL (the cluster's
 # Prometheus, scraping Dynamo's PodMonitors) when it is set.
 PROMETHEUS_BINARY = env("PROMETHEUS_BINARY", "prometheus")
+# Where scripts/services.sh unpacks Debian's prometheus when none is on PATH (no root needed);
+# PROMETHEUS_BINARY is looked for on PATH first, then here (usr/bin/).
+TOOLS_DIR = Path(env("CONTROLPLANE_TOOLS_DIR", str(BASE_DIR / "var" / "tools")))
 PROMETHEUS_LOCAL_PORT = int(env("PROMETHEUS_LOCAL_PORT", "9090"))
 PROMETHEUS_URL = env("PROMETHEUS_URL", f"http://127.0.0.1:{PROMETHEUS_LOCAL_PORT}").rstrip("/")
 PROMETHEUS_KUBERNETES_URL = env("PROMETHEUS_KUBERNETES_URL", "").rstrip("/")

@@ -27,9 +27,11 @@ class Template:
 TEMPLATES = {
     t.key: t
     for t in [
-        Template("vllm-disagg", "Disaggregated vLLM, like the article",
-                 "A Frontend, a prefill pool and a decode pool of vLLM workers, each asking one GPU, with 16Gi "
-                 "of /dev/shm for NIXL.", "vllm", True, "Qwen/Qwen3-0.6B", 1),
+        Template("vllm-disagg", "Disaggregated vLLM (Dynamo's recipe)",
+                 "A Frontend, a prefill pool and a decode pool of vLLM workers, one GPU each, with 16Gi of "
+                 "/dev/shm for NIXL (without it the first KV-cache transfer between the pools fails). Dynamo's "
+                 "recipe runs 2 prefill + 2 decode; set the replicas here or scale each pool later.",
+                 "vllm", True, "Qwen/Qwen3-0.6B", 1),
         Template("vllm-agg", "Aggregated vLLM",
                  "A Frontend and one pool of vLLM workers doing prefill and decode together.",
                  "vllm", False, "Qwen/Qwen3-0.6B", 1),

@@ -94,6 +94,9 @@ class Deployment(models.Model):
     # the virtual connector's etcd) and whether the Planner runs (graphs/runtimes/local/planner.py).
     runtime_info = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
+    # Kubernetes: per pool the revision's, the adapter's and the live replicas and who owns the
+    # count; drift between the stored revision and the live DGD (graphs/dgd/ownership.py shapes)
+    ownership = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"{self.graph_id} on {self.runtime}"
@@ -130,6 +133,26 @@ class Pod(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ReplicaChange(models.Model):
+    """A pool's desired replicas changed on a cluster by someone other than the control plane (the
+    Planner, an autoscaler, kubectl), as the watch saw it: a scaling decision, for the Planner timeline."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="replica_changes")
+    at = models.DateTimeField(db_index=True)  # when the writer set it (its managedFields time)
+    service = models.CharField(max_length=63)
+    before = models.PositiveIntegerField(null=True, blank=True)
+    after = models.PositiveIntegerField()
+    manager = models.CharField(max_length=128)  # the field manager that wrote it
+    actor = models.CharField(max_length=40)  # in words: the Planner, an autoscaler, kubectl...
+    via = models.CharField(max_length=10)  # "adapter": the DGDSA's /scale; "dgd": the DGD itself
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.service} {self.before}->{self.after} by {self.manager}"
 
 
 class Event(models.Model):

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 
+from .dgd import topology
 from .dgd.render import normalise_api_version, render
 from .engines import graph_simulation
 from .errors import OperationRefused, RuntimeFailure
@@ -79,7 +80,11 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
 @transaction.atomic
 def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "local",
                   revision_number: int | None = None, api_version: str = "nvidia.com/v1beta1",
-                  dry_run: bool = False, cluster: str = "", namespace: str = "") -> Operation:
+                  dry_run: bool = False, cluster: str = "", namespace: str = "", force: bool = False,
+                  recreate: bool = False, confirm: str = "") -> Operation:
+    """``force``: take fields other field managers own on the cluster (the result names each);
+    ``recreate``: delete and recreate the DGD when the revision adds or removes components,
+    which the Dynamo operator refuses on an update; ``confirm`` must then be the graph's name."""
     revision = graph.head if revision_number is None else graph.revisions.filter(number=revision_number).first()
     if revision is None:
         raise OperationRefused(f"{graph.name} has no revision {revision_number}")
@@ -93,10 +98,28 @@ def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "l
     if deployment and deployment.active and deployment.runtime != runtime:
         raise OperationRefused(f"{graph.name} runs on the {deployment.runtime} runtime; delete it there first")
     target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
+    options = {}
+    if runtime == "kubernetes":
+        options = _cluster_options(graph, deployment, revision, force=force, recreate=recreate, confirm=confirm,
+                                   dry_run=dry_run)
     return _record(graph=graph, kind=OperationKind.APPLY, user=user, via=via, revision=revision,
-                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run, **target},
+                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run, **target, **options},
                    before={"revision": deployment.revision.number if deployment and deployment.revision else None},
                    after={"revision": revision.number})
+
+
+def _cluster_options(graph: Graph, deployment, revision, *, force: bool, recreate: bool, confirm: str,
+                     dry_run: bool) -> dict:
+    """Refuse, before anything reaches the cluster, a revision that adds or removes components of
+    a deployed DGD unless the user chose to delete and recreate it (and confirmed the downtime)."""
+    live = topology.components(deployment.manifest) if deployment and deployment.active else None
+    change = topology.change(live, [s.name for s in revision.graph_spec.services]) if live is not None else None
+    if change is not None and not recreate:
+        raise OperationRefused(change.refusal(graph.name, revision.number))
+    if change is not None and not dry_run and confirm != graph.name:
+        raise OperationRefused(f"{change.downtime(graph.name)} To go ahead, confirm with the graph's name "
+                               f"({graph.name}).")
+    return {**({"force": True} if force else {}), **({"recreate": True} if change is not None else {})}
 
 
 def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, namespace: str) -> dict:
@@ -236,8 +259,11 @@ def _execute_apply(op: Operation, graph: Graph) -> tuple[str, str]:
     if runtime.kind == "kubernetes":  # the operation names its cluster and namespace; the row follows on success
         target = Target(kind=runtime.kind, cluster=op.params.get("cluster", ""),
                         namespace=op.params.get("namespace", ""))
+    options = {}
+    if runtime.kind == "kubernetes":
+        options = {"force": bool(op.params.get("force")), "recreate": bool(op.params.get("recreate"))}
     result = runtime.apply(target=target, spec=spec, manifest=manifest, dry_run=bool(op.params.get("dryRun")),
-                           deployment=deployment, revision=revision)
+                           deployment=deployment, revision=revision, **options)
     if op.params.get("dryRun"):
         return ("dry run: no change" if not result.changed else "dry run: would change the live graph"), result.diff
     _event(graph, "Applied", graph.name, f"revision {revision.number} applied to the {runtime.kind} runtime")
@@ -317,3 +343,18 @@ def pod_log(*, graph: Graph, pod: str, lines: int = 200) -> str:
     if deployment is None or not Pod.objects.filter(deployment=deployment, name=pod).exists():
         raise OperationRefused(f"{graph.name} has no pod {pod!r}")
     return get_runtime(deployment.runtime).pod_log(deployment=deployment, pod=pod, lines=lines)
+
+
+def ownership_snapshot(graph: Graph) -> dict:
+    """Who owns each pool's replicas on the cluster, the drift, and the scaling decisions others
+    made (ReplicaChange rows: ``at``, ``service``, ``before``, ``after``, ``manager``, ``actor``,
+    ``via``): from the status cache only."""
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
+    view = dict(deployment.ownership or {}) if deployment and deployment.runtime == "kubernetes" else {}
+    changes = graph.replica_changes.all()[:200]
+    return {"graph": graph.name, "revision": deployment.revision.number if deployment and deployment.revision
+            else None, "pools": view.get("pools", []), "drift": view.get("drift", []),
+            "drift_count": view.get("drift_count", 0), "ignored": view.get("ignored", []),
+            "ignored_count": view.get("ignored_count", 0),
+            "replica_changes": [{"at": c.at.isoformat(), "service": c.service, "before": c.before, "after": c.after,
+                                 "manager": c.manager, "actor": c.actor, "via": c.via} for c in changes]}

@@ -26,6 +26,7 @@ MAX_REPLICAS = 512
 MAX_GPUS_PER_REPLICA = 64
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 COMPONENT_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$")
 QUANTITY = re.compile(
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -150,6 +151,10 @@ class GraphSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
+    # The DGD's metadata.name when it is not the graph's name: a DGD may have dots in its name
+    # (a DNS subdomain), a graph may not (its name is in URLs); the graph is then named with
+    # dots turned to "-", as the operator names the DGD's Services.
+    dgd_name: str | None = None
     namespace: str | None = None
     model: str | None = None  # the served model name, as the frontend lists it
     backend: Engine = "vllm"
@@ -166,6 +171,16 @@ class GraphSpec(BaseModel):
     @classmethod
     def _name(cls, value: str) -> str:
         return check_dns_label(value, "graph name")
+
+    @field_validator("dgd_name")
+    @classmethod
+    def _dgd_name(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+            raise ValueError(f"DynamoGraphDeployment name {value!r} is not a valid Kubernetes name: use lower-case "
+                             "letters, digits, '-' and '.', starting and ending with a letter or digit")
+        return value
 
     @field_validator("namespace")
     @classmethod

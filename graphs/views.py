@@ -19,6 +19,7 @@ from clusters.selectors import parse_target
 
 from . import operations, services
 from .catalog import TEMPLATES, build_spec
+from .dgd import topology
 from .dgd.render import API_VERSIONS, V1BETA1, normalise_api_version
 from .dgd.render import render as render_manifest
 from .errors import ManifestError, OperationRefused
@@ -232,7 +233,20 @@ def _status_context(graph: Graph) -> dict:
         "pools": pools,
         "diagnosis": diagnose(deployment, pods) if deployment and deployment.active else [],
         "deployed": bool(deployment and deployment.active),
+        **_cluster_context(graph, deployment),
     }
+
+
+def _cluster_context(graph: Graph, deployment) -> dict:
+    """Kubernetes: the scaling decisions others made, and whether the head revision needs a recreate."""
+    if deployment is None or deployment.runtime != "kubernetes" or not deployment.active:
+        return {}
+    change = None
+    if graph.head_id and deployment.revision_id != graph.head_id:
+        change = topology.change(topology.components(deployment.manifest),
+                                 [s.name for s in graph.head.graph_spec.services])
+    return {"replica_changes": list(graph.replica_changes.all()[:10]), "topology_change": change,
+            "topology_downtime": change.downtime(graph.name) if change else ""}
 
 
 @role_required(Role.VIEWER)
@@ -267,7 +281,10 @@ def graph_apply(request, name: str):
         op = operations.request_apply(graph=graph, user=request.user, via="ui", runtime=runtime,
                                       cluster=cluster, namespace=namespace,
                                       api_version=request.POST.get("apiVersion") or V1BETA1,
-                                      dry_run=request.POST.get("dry_run") == "1")
+                                      dry_run=request.POST.get("dry_run") == "1",
+                                      force=request.POST.get("force") == "1",
+                                      recreate=request.POST.get("recreate") == "1",
+                                      confirm=request.POST.get("confirm", ""))
     except (OperationRefused, ValueError) as exc:
         return _operation_response(request, graph, None, str(exc))
     return _operation_response(request, graph, op)

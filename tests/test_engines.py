@@ -259,7 +259,7 @@ def _run(simulated: str, pk: int) -> BenchmarkRun:
     from graphs.models import Graph
 
     step = Step(index=0, concurrency=4, artifact="c4", ttft=dict(p90=120.0), output_token_throughput=900.0)
-    return BenchmarkRun(pk=pk, graph=Graph(name="g"), profile="article",
+    return BenchmarkRun(pk=pk, graph=Graph(name="g"), profile="streaming-chat",
                         config=RunConfig(shape="p1d1", gpus=2, simulated=simulated).model_dump(),
                         results=RunResults(steps=[step]).model_dump())
 

@@ -64,6 +64,7 @@ def planner_scraped(prometheus_server):
     prometheus_server.wait_for(f'count_over_time(dynamo_planner_estimated_ttft_ms{{graph="{KNOWN}"}}[1m])',
                                lambda r: r and float(r[0]["value"][1]) >= 4, timeout=60)
     yield
+    prometheus_server.remove_targets("known-planner")
     server.shutdown()
     server.server_close()
 

@@ -250,6 +250,9 @@ class ApplySerializer(serializers.Serializer):
     revision = serializers.IntegerField(required=False, min_value=1)
     apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
     dry_run = serializers.BooleanField(default=False)
+    force = serializers.BooleanField(default=False)  # kubernetes: take fields other field managers own
+    recreate = serializers.BooleanField(default=False)  # kubernetes: delete and recreate on a topology change
+    confirm = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)  # the graph name
 
     def validate_apiVersion(self, value):
         try:

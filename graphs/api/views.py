@@ -204,7 +204,8 @@ class GraphViewSet(viewsets.ModelViewSet):
         v = data.validated_data
         op = operations.request_apply(graph=graph, user=request.user, via=_via(request), runtime=v["runtime"],
                                       revision_number=v.get("revision"), api_version=v["apiVersion"],
-                                      dry_run=v["dry_run"], cluster=v["cluster"], namespace=v["namespace"])
+                                      dry_run=v["dry_run"], cluster=v["cluster"], namespace=v["namespace"],
+                                      force=v["force"], recreate=v["recreate"], confirm=v["confirm"])
         return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=s.ScaleSerializer, responses={202: s.OperationSerializer})
@@ -233,6 +234,15 @@ class GraphViewSet(viewsets.ModelViewSet):
         """The status cache: state, pods, recent events and how fresh they are."""
         graph = self.get_object()
         return Response(operations.status_snapshot(graph))
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def ownership(self, request, name=None):
+        """Kubernetes: per pool the revision's, the adapter's and the live replicas and who owns the
+        count (managedFields); drift from the stored revision, autoscaler-owned differences apart;
+        the replica changes others (the Planner, autoscalers, people) made, newest first."""
+        graph = self.get_object()
+        return Response(operations.ownership_snapshot(graph))
 
     @extend_schema(parameters=[OpenApiParameter("window", str, description="15m .. 7d (default 1h)")],
                    responses={200: OpenApiTypes.OBJECT})

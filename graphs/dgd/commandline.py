@@ -1,7 +1,7 @@
 """Reading and rewriting a worker's command line.
 
 The role of a disaggregated worker lives in its command line, and its spelling depends on
-the release: ``--is-prefill-worker`` (dynamo.vllm up to 1.3, the seed article's 0.5.1 image)
+the release: ``--is-prefill-worker`` (dynamo.vllm up to 1.3, the 0.5.1 image of v1alpha1 manifests)
 became ``--disaggregation-mode prefill|decode`` (ai-dynamo/dynamo#12089). Manifests write
 command lines in two forms, and both must survive a round trip untouched:
 

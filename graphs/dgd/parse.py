@@ -64,8 +64,13 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
     common, only = _split_extra(extra, alpha_only={"pvcs"}, beta_only=set())
     backend = _infer_backend(services, body)
     version = dynamo_version or _infer_version(services) or LATEST
+    # A DGD name may have dots; a graph's may not: the graph takes the name with dots turned to
+    # "-" (as the operator's NormalizeKubeResourceName does for the DGD's Services) and keeps the
+    # DGD's own name, so that rendering gives the same object back.
+    graph_name = name.replace(".", "-") if "." in name else name
     data = {
-        "name": name,
+        "name": graph_name,
+        **({"dgd_name": name} if graph_name != name else {}),
         "namespace": metadata.get("namespace"),
         "model": _infer_model(services),
         "backend": backend,

@@ -1,7 +1,7 @@
 """Render a typed GraphSpec as a DynamoGraphDeployment object. Pure functions.
 
 ``render(spec, api_version)`` builds the DGD for nvidia.com/v1alpha1 (``spec.services``, a
-map keyed by service name: the seed article's shape) or nvidia.com/v1beta1
+map keyed by service name: the shape of Dynamo's first releases) or nvidia.com/v1beta1
 (``spec.components``, a list: the storage version since Dynamo 1.4). parse.py reads either
 shape back. No database, no network."""
 
@@ -62,7 +62,7 @@ def render(spec: GraphSpec, api_version: str = V1BETA1, dynamo_version: str | No
     ``dynamo_version`` (default: the spec's own)."""
     api_version = normalise_api_version(api_version)
     version = DynamoVersion.parse(dynamo_version or spec.dynamo_version)
-    metadata: dict[str, Any] = {"name": spec.name}
+    metadata: dict[str, Any] = {"name": spec.dgd_name or spec.name}
     if spec.namespace:
         metadata["namespace"] = spec.namespace
     metadata.update(copy.deepcopy(spec.metadata_extra))

@@ -124,7 +124,7 @@ def _call(url: str, fn: Callable[[PrometheusConnect, tuple[float, float], dict],
         error = "refused"
         _record_success(url)  # it answered: the server is up, the query is the problem
         raise PrometheusQueryFailed(f"Prometheus at {url} refused the query: {_error_text(exc)}", url=url) from exc
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         error = "unreadable"
         _record_success(url)
         raise PrometheusQueryFailed(f"Prometheus at {url} sent an answer we cannot read: {exc}", url=url) from exc

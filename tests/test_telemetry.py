@@ -8,6 +8,7 @@ through a real Dynamo graph."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -59,10 +60,9 @@ def test_every_metric_the_dashboard_uses_is_exposed(routed_server, world):
     instruments.stream_closed()
     from metrics import prometheus
 
-    try:  # one Prometheus query (to a port where nothing listens) so that its series exist
+    # One Prometheus query (to a port where nothing listens) so that its series exist.
+    with contextlib.suppress(prometheus.PrometheusError):
         prometheus.query("up", url=f"http://127.0.0.1:{free_port()}", at=time.time())
-    except prometheus.PrometheusError:
-        pass
     samples = scrape(routed_server)
     names = {name for name, _ in samples}
     dashboard = json.loads((Path(__file__).parents[1] / "deploy/grafana/control-plane.json").read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from ..commandline import ROUTER_MODES
 from ..errors import ManifestError
 from ..manifest import normalise_api_version
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
@@ -129,6 +130,9 @@ class FromTemplateSerializer(serializers.Serializer):
     prefill = PoolSerializer(required=False)
     decode = PoolSerializer(required=False)
     description = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+    router_mode = serializers.ChoiceField(
+        choices=ROUTER_MODES, required=False, allow_null=True, default=None,
+        help_text="The Frontend's --router-mode (kv: KV-aware routing). Default: the template's, else round-robin.")
 
     def validate_dynamo_version(self, value):
         try:
@@ -182,7 +186,8 @@ class PodSerializer(serializers.ModelSerializer):
     class Meta:
         model = Pod
         fields = ["name", "service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
-                  "shm_bytes", "port", "reason", "message", "updated_at"]
+                  "shm_bytes", "shm_source", "port", "reason", "message", "command", "args", "nixl_backend",
+                  "gpu_devices", "gpu_memory_bytes", "gpu_util", "updated_at"]
 
 
 class EventSerializer(serializers.ModelSerializer):

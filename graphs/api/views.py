@@ -18,6 +18,7 @@ from controlplane.roles import Role
 
 from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
+from ..commandline import DEFAULT_ROUTER_MODE
 from ..models import Graph, Operation, Revision
 from ..specio import dump_yaml, load_yaml
 from ..validation import validate_manifest
@@ -178,6 +179,7 @@ class GraphViewSet(viewsets.ModelViewSet):
                 backend=v["backend"], dynamo_version=v["dynamo_version"],
                 prefill=PoolFields(**v["prefill"]) if "prefill" in v else None,
                 decode=PoolFields(**v["decode"]) if "decode" in v else None,
+                router_mode=v.get("router_mode"),
             )
         except ValueError as exc:
             raise ValidationError({"detail": str(exc)}) from None
@@ -285,6 +287,7 @@ class TemplateSerializer(drf_serializers.Serializer):
     backend = drf_serializers.CharField()
     disaggregated = drf_serializers.BooleanField()
     model = drf_serializers.CharField()
+    router_mode = drf_serializers.CharField(help_text="The Frontend's router mode the template starts with.")
 
 
 class TemplateViewSet(viewsets.ViewSet):
@@ -293,7 +296,8 @@ class TemplateViewSet(viewsets.ViewSet):
     @extend_schema(responses={200: TemplateSerializer(many=True)})
     def list(self, request):
         return Response([{"key": t.key, "title": t.title, "description": t.description, "backend": t.backend,
-                          "disaggregated": t.disaggregated, "model": t.model} for t in TEMPLATES.values()])
+                          "disaggregated": t.disaggregated, "model": t.model,
+                          "router_mode": t.router_mode or DEFAULT_ROUTER_MODE} for t in TEMPLATES.values()])
 
 
 class OperationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

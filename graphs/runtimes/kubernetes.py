@@ -348,3 +348,17 @@ def read_log(kube: KubeClient, namespace: str, pod: str, *, lines: int = 200, pr
         if exc.status != 400:  # 400: no container named main; the pod's only container then
             raise
         return kube.call("GET", path, what=what, query=query, response="text")
+
+
+def read_log_head(kube: KubeClient, namespace: str, pod: str, limit_bytes: int) -> str:
+    """The first ``limit_bytes`` of the main container's log (``limitBytes`` counts from the
+    start): what an engine prints once at start-up, such as its KV-transfer backend."""
+    path = core_path("pods", namespace, pod, "log")
+    what = f"read the log of pod {namespace}/{pod}"
+    query = [("limitBytes", str(limit_bytes))]
+    try:
+        return kube.call("GET", path, what=what, query=[*query, ("container", "main")], response="text")
+    except KubeFailure as exc:
+        if exc.status != 400:
+            raise
+        return kube.call("GET", path, what=what, query=query, response="text")

@@ -25,7 +25,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from ..models import Deployment, Event, GraphState, Pod
-from .base import PodStatus
+from .base import LOG_HEAD_BYTES, PodStatus, nixl_backend
 from .kubernetes import (
     DGD,
     KubeClient,
@@ -36,6 +36,7 @@ from .kubernetes import (
     custom_path,
     read_gpus,
     read_log,
+    read_log_head,
     served_versions,
 )
 from .kubestatus import DGD_LABEL, caught_up, event_record, graph_state, pod_status
@@ -236,9 +237,12 @@ class ClusterWatcher:
                 events = [e for e in view.objects["events"].values()
                           if _concerns(e, name, pod_names)]
             statuses = [pod_status(p) for p in pods]
+            engine = dep.revision.graph_spec.backend if dep.revision else ""
             for status in statuses:
                 if status.phase == "CrashLoopBackOff":
                     status.last_log = self._last_log(kube, dep.namespace, status)
+                elif status.ready and status.role in ("prefill", "decode", "worker"):
+                    status.nixl_backend = self._nixl(kube, dep.namespace, status, engine)
             state, message = graph_state(active=dep.active, dgd=dgd, pods=statuses, name=name,
                                          namespace=dep.namespace, awaiting=dep.observed_generation < dep.generation)
             self._write(dep, dgd, statuses, events, state, message)
@@ -254,6 +258,21 @@ class ClusterWatcher:
                 self.logs[key] = f"(no log: {exc})"
         return self.logs[key]
 
+    def _nixl(self, kube: KubeClient, namespace: str, pod: PodStatus, engine: str) -> str:
+        """The worker's KV-transfer backend, from the head of its log, read once per container
+        start (and again while the log does not name one yet)."""
+        if engine == "mocker":
+            return nixl_backend("mocker", "")
+        key = (f"nixl:{pod.name}", pod.restarts)
+        if not self.logs.get(key):
+            if len(self.logs) > MAX_MEMO:
+                self.logs.clear()
+            try:
+                self.logs[key] = nixl_backend(engine, read_log_head(kube, namespace, pod.name, LOG_HEAD_BYTES))
+            except KubeFailure:
+                self.logs[key] = ""
+        return self.logs[key]
+
     def _write(self, dep: Deployment, dgd: dict | None, pods: list[PodStatus], events: list[dict], state: str,
                message: str) -> None:
         now = timezone.now()
@@ -267,11 +286,13 @@ class ClusterWatcher:
                 Pod.objects.bulk_create(
                     [Pod(deployment=dep, name=p.name, service=p.service, role=p.role, phase=p.phase[:40],
                          ready=p.ready, restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
-                         shm_bytes=p.shm_bytes, port=p.port, reason=p.reason[:100], message=p.message[:2000],
-                         last_log=p.last_log[-4000:]) for p in pods],
+                         shm_bytes=p.shm_bytes, shm_source=p.shm_source, port=p.port, reason=p.reason[:100],
+                         message=p.message[:2000], last_log=p.last_log[-4000:], command=p.command, args=p.args,
+                         nixl_backend=p.nixl_backend[:60]) for p in pods],
                     update_conflicts=True, unique_fields=["deployment", "name"],
                     update_fields=["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
-                                   "shm_bytes", "port", "reason", "message", "last_log", "updated_at"],
+                                   "shm_bytes", "shm_source", "port", "reason", "message", "last_log", "command",
+                                   "args", "nixl_backend", "updated_at"],
                 )
             for event in events:
                 self._write_event(dep, event)

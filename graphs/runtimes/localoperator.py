@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import shutil
 import sys
 import time
@@ -27,8 +26,11 @@ from metrics.localprom import sync_targets
 from ..commandline import flag_value, tokens
 from ..models import Deployment, Event, GraphState, Pod
 from ..spec import GraphSpec, Service
-from .base import EventRecord, PodStatus
+from .base import EventRecord, PodStatus, nixl_backend
 from .local import graph_dir
+from .localgpus import GpuShortage, assign_gpus, usage_of, visible_devices
+from .localgpus import probe as probe_gpus
+from .localobserve import head_file, process_shm
 from .localproc import (
     MAX_SYSTEM_PORT,
     SAFE_FLAGS,
@@ -37,6 +39,7 @@ from .localproc import (
     allocate_ports,
     build_process_argv,
     build_process_env,
+    group_members,
 )
 from .tinymodel import ensure_model_dir
 
@@ -46,20 +49,11 @@ log = logging.getLogger(__name__)
 _OWN_FLAGS = {"--model", "--model-path", "--model-name", "--served-model-name", "--disaggregation-mode",
               "--is-prefill-worker", "--is-decode-worker", "--discovery-backend", "--request-plane",
               "--bootstrap-ports", "--speedup-ratio", "--http-port", "--http-host", "--router-mode"}
-SHM_PATH = "/dev/shm"
 
 
-def gpu_engine_available() -> bool:
-    """vLLM workers run only where vLLM is installed and an NVIDIA GPU is visible."""
-    return importlib.util.find_spec("vllm") is not None and shutil.which("nvidia-smi") is not None
-
-
-def shm_size() -> int | None:
-    try:
-        st = os.statvfs(SHM_PATH)
-    except OSError:
-        return None
-    return st.f_frsize * st.f_blocks
+def gpu_engine_available(gpu_count: int) -> bool:
+    """vLLM workers run only where vLLM is installed and NVML sees an NVIDIA GPU."""
+    return gpu_count > 0 and importlib.util.find_spec("vllm") is not None
 
 
 @dataclass
@@ -72,6 +66,8 @@ class Planned:
     port: int
     probe: str
     ignored: list[str] = field(default_factory=list)
+    kind: str = "mocker"  # frontend, mocker or vllm
+    gpus: int = 0  # GPUs this process gets (vLLM workers only)
 
 
 def pod_name(graph: str, service: str, index: int) -> str:
@@ -108,7 +104,10 @@ class LocalOperator:
         self.owner: dict[str, int] = {}  # pod name -> deployment id
         self.model_names: dict[str, str] = {}
         self.logs: dict[str, Path] = {}
-        self.use_gpu = gpu_engine_available()
+        self.gpu_host = probe_gpus()
+        self.use_gpu = gpu_engine_available(self.gpu_host.count)
+        self.gpu_held: dict[str, list[int]] = {}  # pod name -> NVML indices, kept while it runs
+        self.nixl: dict[str, str] = {}  # pod name -> transfer backend, once its log names it
         self.max_processes = settings.LOCAL_RUNTIME_MAX_PROCESSES
 
     # ---------------------------------------------------------------- lifecycle
@@ -141,6 +140,7 @@ class LocalOperator:
             active=False, state=GraphState.NOT_DEPLOYED).select_related("graph", "revision"))
         wanted: dict[str, Planned] = {}
         problems: dict[int, str] = {}
+        gpus_taken: dict[str, list[int]] = {}
         for dep in sorted(deployments, key=lambda d: d.pk):
             if not dep.active or dep.revision is None:
                 continue
@@ -154,13 +154,24 @@ class LocalOperator:
                 problems[dep.pk] = (
                     f"the local runtime runs at most {self.max_processes} processes; this graph needs "
                     f"{len(planned_here)} and {len(wanted)} already run: scale it down or delete another graph")
-                for planned in planned_here:
-                    self.ports.pop(planned.name, None)
-                    self.ports.pop(f"{planned.name}:bootstrap", None)
+                self._release(planned_here)
                 continue
+            try:
+                # Each GPU worker gets GPUs of its own, never shared with another worker.
+                assigned = assign_gpus([(p.name, p.gpus) for p in planned_here if p.gpus], self.gpu_host.count,
+                                       held=self.gpu_held, taken=gpus_taken)
+            except GpuShortage as exc:
+                problems[dep.pk] = str(exc)
+                self._release(planned_here)
+                continue
+            gpus_taken.update(assigned)
             for planned in planned_here:
+                if planned.name in assigned:
+                    planned.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's indices = NVML's
+                    planned.env["CUDA_VISIBLE_DEVICES"] = visible_devices(assigned[planned.name])
                 wanted[planned.name] = planned
                 self.owner[planned.name] = dep.pk
+        self.gpu_held = gpus_taken
         events: list[EventRecord] = []
         for name in self.supervisor.names():
             if name not in wanted:
@@ -168,6 +179,7 @@ class LocalOperator:
                 self.ready.pop(name, None)
                 self.ports.pop(name, None)
                 self.ports.pop(f"{name}:bootstrap", None)
+                self.nixl.pop(name, None)
         for planned in wanted.values():
             events += self.supervisor.ensure(
                 planned.name, planned.argv, planned.env, cwd=self.root, log_path=self.log_path(planned),
@@ -177,8 +189,7 @@ class LocalOperator:
         by_dep: dict[int, list[PodStatus]] = {dep.pk: [] for dep in deployments}
         for name in self.supervisor.names():
             status = self.supervisor.pod_status(name)
-            status.gpus = 0  # local processes use the CPU (mocker) or the host's GPU directly
-            status.shm_bytes = shm_size()
+            self.observe(status, wanted.get(name))
             if wanted.get(name) and wanted[name].ignored:
                 status.message = (status.message + " " if status.message else "") + (
                     "ignored on the local runtime: " + " ".join(wanted[name].ignored))
@@ -191,6 +202,32 @@ class LocalOperator:
         for dep in deployments:
             self.write_status(dep, by_dep.get(dep.pk, []), problems.get(dep.pk, ""),
                               [e for e in events if self.owner.get(e.object) == dep.pk])
+
+    def _release(self, planned: list[Planned]) -> None:
+        for p in planned:
+            self.ports.pop(p.name, None)
+            self.ports.pop(f"{p.name}:bootstrap", None)
+
+    def observe(self, status: PodStatus, planned: Planned | None) -> None:
+        """What the process really has: its /dev/shm, its KV-transfer backend, its GPUs."""
+        pid = self.supervisor.status(status.name).pid
+        status.gpus = planned.gpus if planned else 0
+        if pid is not None:
+            shm = process_shm(pid)
+            status.shm_bytes, status.shm_source = shm.bytes, shm.source
+        if planned is None or planned.kind == "frontend":
+            return
+        if status.name not in self.nixl:
+            found = nixl_backend(planned.kind, head_file(self.log_path(planned)))
+            if found:
+                self.nixl[status.name] = found
+        status.nixl_backend = self.nixl.get(status.name, "")
+        devices = self.gpu_held.get(status.name)
+        if devices:
+            status.gpu_devices = visible_devices(devices)
+            if pid is not None:
+                usage = usage_of(group_members(pid))
+                status.gpu_memory_bytes, status.gpu_util = usage.memory_bytes, usage.util_percent
 
     def model_name_of(self, planned: Planned) -> str:
         return self.model_names.get(planned.name, "")
@@ -213,11 +250,12 @@ class LocalOperator:
             for index in range(replicas.get(service.name, 0)):
                 name = pod_name(spec.name, service.name, index)
                 port = self._port(name)
+                gpus = 0
                 if service.role == "frontend":
                     kind, probe = "frontend", "frontend"
                     extra, ignored = extra_engine_args(service, "frontend")
                     argv = build_process_argv(kind="frontend", python=self.python, http_port=port,
-                                              extra_args=extra)
+                                              router_mode=spec.router_mode, extra_args=extra)
                     env = build_process_env(discovery_dir=discovery)
                 else:
                     kind = "vllm" if (self.use_gpu and spec.backend == "vllm") else "mocker"
@@ -230,9 +268,10 @@ class LocalOperator:
                         bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
                         speedup_ratio=float(speedup) if speedup else None, extra_args=extra)
                     env = build_process_env(discovery_dir=discovery, system_port=port)
+                    gpus = (service.gpus or 1) if kind == "vllm" else 0
                 self.model_names[name] = model_name
                 self.logs[name] = gdir / "logs" / f"{name}.log"
-                out.append(Planned(name, service, service.role, argv, env, port, probe, ignored))
+                out.append(Planned(name, service, service.role, argv, env, port, probe, ignored, kind, gpus))
         return out
 
     def _port(self, key: str) -> int:
@@ -253,11 +292,15 @@ class LocalOperator:
                 Pod.objects.bulk_create(
                     [Pod(deployment=dep, name=p.name, service=p.service, role=p.role, phase=p.phase, ready=p.ready,
                          restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
-                         shm_bytes=p.shm_bytes, port=p.port, reason=p.reason, message=p.message[:2000],
-                         last_log=p.last_log[-4000:]) for p in pods],
+                         shm_bytes=p.shm_bytes, shm_source=p.shm_source, port=p.port, reason=p.reason,
+                         message=p.message[:2000], last_log=p.last_log[-4000:], command=p.command, args=p.args,
+                         nixl_backend=p.nixl_backend, gpu_devices=p.gpu_devices,
+                         gpu_memory_bytes=p.gpu_memory_bytes, gpu_util=p.gpu_util) for p in pods],
                     update_conflicts=True, unique_fields=["deployment", "name"],
                     update_fields=["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
-                                   "shm_bytes", "port", "reason", "message", "last_log", "updated_at"],
+                                   "shm_bytes", "shm_source", "port", "reason", "message", "last_log", "command",
+                                   "args", "nixl_backend", "gpu_devices", "gpu_memory_bytes", "gpu_util",
+                                   "updated_at"],
                 )
             if events:
                 Event.objects.bulk_create([Event(graph_id=dep.graph_id, at=e.at, type=e.type, reason=e.reason,

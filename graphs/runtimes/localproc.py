@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from ..commandline import ROUTER_FLAGS
+from ..commandline import ROUTER_MODES as DYNAMO_ROUTER_MODES
 from .base import EventRecord, PodStatus
 
 LOOPBACK = "127.0.0.1"
@@ -46,7 +48,12 @@ MAX_SYSTEM_PORT = 32767  # DYN_SYSTEM_PORT is an i16 in the 1.6.1 runtime config
 Kind = Literal["frontend", "mocker", "vllm"]
 Mode = Literal["agg", "prefill", "decode"]
 ENTRY_MODULES = {"frontend": "dynamo.frontend", "mocker": "dynamo.mocker", "vllm": "dynamo.vllm"}
-ROUTER_MODES = ("round-robin", "random", "kv")
+# "direct" expects the caller to name the worker in every request: nothing here does.
+ROUTER_MODES = tuple(m for m in DYNAMO_ROUTER_MODES if m != "direct")
+# The frontend's router tuning flags (dynamo.frontend 1.6.1), minus those that read a file.
+_ROUTER_TUNING = {flag for flag in ROUTER_FLAGS if flag not in (
+    "--router-mode", "--router-tracking-key-file", "--router-policy-config")}
+_ROUTER_TUNING |= {"--no-" + flag[2:] for flag in _ROUTER_TUNING if ROUTER_FLAGS[flag][0] == "bool"}
 
 # Extra engine flags a spec may add. Only tuning knobs: nothing that reads a file, opens a
 # listener, picks a model or loads remote code. Flags this module sets itself are not listed.
@@ -58,7 +65,7 @@ SAFE_FLAGS: dict[str, frozenset[str]] = {
         "--active-decode-blocks-threshold", "--active-prefill-tokens-threshold",
         "--active-prefill-tokens-threshold-frac", "--router-prefill-load-scale",
         "--router-decode-active-request-weight",
-    }),
+    }) | _ROUTER_TUNING,
     "mocker": frozenset({
         "--num-gpu-blocks-override", "--block-size", "--max-model-len", "--max-num-seqs",
         "--max-num-batched-tokens", "--enable-prefix-caching", "--no-enable-prefix-caching",
@@ -338,6 +345,7 @@ class ProcStatus:
     backoff: float | None  # the delay before the pending restart, when one is pending
     message: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -448,7 +456,8 @@ class Supervisor:
             p = self._procs[name]
             pid = p.popen.pid if p.popen else None
             return ProcStatus(p.name, p.phase, pid, p.restarts, p.started_at, p.last_exit_code,
-                              p.meta.get("port"), p.backoff if pid is None else None, p.message, dict(p.meta))
+                              p.meta.get("port"), p.backoff if pid is None else None, p.message, dict(p.meta),
+                              list(p.argv))
 
     def tail_log(self, name: str, lines: int = 20) -> str:
         with self._lock:
@@ -493,7 +502,8 @@ class Supervisor:
             ready=is_ready and st.phase == RUNNING, restarts=st.restarts, started_at=st.started_at,
             node="localhost", port=st.port,
             reason=st.phase if st.phase == CRASH_LOOP else ("Error" if crashed else ""),
-            message=st.message, last_log=self.tail_log(name, 20) if crashed else "")
+            message=st.message, last_log=self.tail_log(name, 20) if crashed else "",
+            command=st.argv[:3], args=st.argv[3:])
 
     def install_exit_handlers(self, grace: float = 5.0) -> None:
         """Stop everything when the operator exits normally or on SIGTERM/SIGINT (then the

@@ -7,9 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..spec import GraphSpec
+if TYPE_CHECKING:  # the process layer imports this module on hosts without the spec's pydantic
+    from ..spec import GraphSpec
 
 # vLLM's NIXL connector logs one line per backend its agent creates, e.g.
 # "Backend UCX was instantiated" (nixl_connector.py, through the NIXL agent).

@@ -121,7 +121,7 @@ def usage_of(pids: Iterable[int], *, since_us: int | None = None) -> GpuUsage:
         return GpuUsage(None, None)
     except Exception:  # any NVML failure: no reading
         return GpuUsage(None, None)
-    return GpuUsage(memory if seen else None, util if seen or util is not None else None, devices)
+    return GpuUsage(memory if seen else None, util, devices)
 
 
 def assign_gpus(requests: list[tuple[str, int]], count: int, *, held: dict[str, list[int]] | None = None,
@@ -155,6 +155,10 @@ def assign_gpus(requests: list[tuple[str, int]], count: int, *, held: dict[str, 
 
 
 def visible_devices(devices: list[int]) -> str:
-    """The CUDA_VISIBLE_DEVICES value for NVML indices (both enumerate in PCI bus order only
-    when CUDA_DEVICE_ORDER=PCI_BUS_ID, which the operator sets with it)."""
     return ",".join(str(i) for i in devices)
+
+
+def gpu_env(devices: list[int]) -> dict[str, str]:
+    """The env that confines a worker to ``devices`` (NVML indices). CUDA numbers GPUs by
+    speed unless CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML by PCI bus: set both, so they agree."""
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible_devices(devices)}

@@ -28,7 +28,7 @@ from ..models import Deployment, Event, GraphState, Pod
 from ..spec import GraphSpec, Service
 from .base import EventRecord, PodStatus, nixl_backend
 from .local import graph_dir
-from .localgpus import GpuShortage, assign_gpus, usage_of, visible_devices
+from .localgpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
 from .localgpus import probe as probe_gpus
 from .localobserve import head_file, process_shm
 from .localproc import (
@@ -167,8 +167,7 @@ class LocalOperator:
             gpus_taken.update(assigned)
             for planned in planned_here:
                 if planned.name in assigned:
-                    planned.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA's indices = NVML's
-                    planned.env["CUDA_VISIBLE_DEVICES"] = visible_devices(assigned[planned.name])
+                    planned.env.update(gpu_env(assigned[planned.name]))
                 wanted[planned.name] = planned
                 self.owner[planned.name] = dep.pk
         self.gpu_held = gpus_taken

@@ -324,6 +324,9 @@ def with_router_mode(command: list[str] | None, args: list[str] | None,
     return command, [*(args or []), "--router-mode", mode]
 
 
+_SHELL_OPERATORS = {"&&", "||", ";", "|", "&"}
+
+
 def router_flags(argv: list[str]) -> list[tuple[str, str | None]]:
     """(flag, value) for every router flag on a frontend's argv, ``--no-X`` folded into X
     with value "false"; unknown ``--router-*`` flags come back too, for the validator."""
@@ -338,8 +341,11 @@ def router_flags(argv: list[str]) -> list[tuple[str, str | None]]:
             i += 1
             continue
         if known is not None and known[0] == "bool":
-            out.append((base, "false" if name.startswith("--no-") else (inline if eq else None)))
-            i += 1
+            stray = not eq and i + 1 < len(argv) and not argv[i + 1].startswith("-") \
+                and argv[i + 1] not in _SHELL_OPERATORS
+            value = argv[i + 1] if stray else (inline if eq else None)
+            out.append((base, "false" if name.startswith("--no-") and not stray else value))
+            i += 2 if stray else 1
             continue
         if eq:
             out.append((base, inline))
@@ -357,10 +363,11 @@ def router_flag_problem(flag: str, value: str | None) -> str | None:
     """Why dynamo.frontend 1.6.1 would refuse ``flag value`` at start, or None."""
     known = ROUTER_FLAGS.get(flag)
     if known is None:
-        return f"dynamo.frontend 1.6.1 has no flag {flag}: it exits at start with 'unrecognized arguments'"
+        return f"dynamo.frontend 1.6.1 has no flag {flag}: it exits at start ('Unknown arguments specified')"
     kind, choices, _ = known
     if kind == "bool":
-        return None if value in (None, "false") else f"{flag} takes no value"
+        # A stray value is an unknown argument to the frontend, which then exits.
+        return None if value in (None, "false") else f"{flag} takes no value (the frontend exits on {value!r})"
     if value is None:
         return f"{flag} needs a value"
     if choices and value not in choices:

@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 from rest_framework import mixins, serializers, viewsets
 
-from controlplane.roles import Role, role_required
+from accounts.roles import Role, role_required
 
 from .models import AuditRecord
 

@@ -3,9 +3,9 @@
     python3 bench/gpu_probe.py OUT.json
 
 Runs what the local operator runs, minus Django: the NVML probe of the host
-(graphs/runtimes/localgpus.py), the assignment of GPUs to GPU workers with the refusal when
+(graphs/runtimes/local/gpus.py), the assignment of GPUs to GPU workers with the refusal when
 they do not fit, the env a worker gets (CUDA_VISIBLE_DEVICES), the supervisor that starts it
-in its own process group (localproc.Supervisor), and the per-pod readings (NVML memory and
+in its own process group (local/supervisor.py), and the per-pod readings (NVML memory and
 utilisation of the group's processes, /dev/shm from its mount namespace). The stand-in worker
 is a PyTorch process that holds ALLOC_GIB of GPU memory and runs matrix products; it reports
 which GPU it sees, so the assignment is checked from inside the process too. Writes one JSON
@@ -22,15 +22,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from graphs.runtimes.localgpus import (  # noqa: E402
+from graphs.runtimes.local.gpus import (  # noqa: E402
     GpuShortage,
     assign_gpus,
     gpu_env,
     probe,
     usage_of,
 )
-from graphs.runtimes.localobserve import process_shm  # noqa: E402
-from graphs.runtimes.localproc import Supervisor, group_members  # noqa: E402
+from graphs.runtimes.local.observe import process_shm  # noqa: E402
+from graphs.runtimes.local.supervisor import Supervisor  # noqa: E402
+from graphs.runtimes.processes import group_members  # noqa: E402
 
 ALLOC_GIB = 4
 STAND_IN = f"""

@@ -46,7 +46,7 @@ def run() -> list[tuple[str, float, float, str]]:
     from graphs import services
     from graphs.catalog import PoolFields, build_spec
     from graphs.models import Operation, Pod
-    from graphs.runtimes.kubewatch import ClusterWatcher
+    from graphs.runtimes.kubernetes.watch import ClusterWatcher
     from graphs.specio import spec_from_data
     from tests.k8s_emulator import KubeEmulator
 

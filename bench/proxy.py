@@ -256,7 +256,7 @@ def report(arms: list[Arm], concurrencies: list[int]) -> None:
 def start_graph_retrying(root: Path, attempts: int = 3):
     """tests/dynamo_fixtures.start_graph, again on another port if another graph on this shared
     machine took ours between the check and the bind; a failed attempt's processes are killed."""
-    from graphs.runtimes.localproc import proc_stat
+    from graphs.runtimes.processes import proc_stat
     from tests.dynamo_fixtures import start_graph
 
     for attempt in range(1, attempts + 1):
@@ -307,7 +307,7 @@ def main() -> int:
         django_setup_main(*args.setup)
         return 0
 
-    from graphs.runtimes.localproc import allocate_ports
+    from graphs.runtimes.processes import allocate_ports
     from tests.dynamo_fixtures import MODEL
 
     began = time.monotonic()

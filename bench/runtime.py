@@ -18,8 +18,8 @@ def run() -> list[tuple[str, float, float, str]]:
     from graphs import operations, services
     from graphs.catalog import PoolFields, build_spec
     from graphs.models import Deployment, Pod
-    from graphs.runtimes.localoperator import LocalOperator
-    from graphs.runtimes.localproc import wait_until
+    from graphs.runtimes.local.operator import LocalOperator
+    from graphs.runtimes.processes import wait_until
 
     app.conf.task_always_eager = True
     root = Path(tempfile.mkdtemp(prefix="cp-bench-rt-"))

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphs.runtimes.localproc import group_members, proc_stat
+from graphs.runtimes.processes import group_members, proc_stat
 
 STOP_GRACE = 8.0
 

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation
-from graphs.runtimes.tinymodel import ensure_model_dir
+from graphs.runtimes.local.tinymodel import ensure_model_dir
 
 from . import aiperf
 from .errors import BenchmarkRefused, RunCancelled, RunFailed

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from graphs.commandline import role_flag
+from graphs.dgd.commandline import role_flag
 from graphs.spec import MAX_REPLICAS, GraphSpec, Service
 
 SHAPE_RE = re.compile(r"^(?:p(\d{1,3})d(\d{1,3})|agg(\d{1,3}))$")

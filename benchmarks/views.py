@@ -12,7 +12,7 @@ from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from controlplane.roles import Role, role_required
+from accounts.roles import Role, role_required
 from graphs.models import Deployment, Graph
 
 from . import reports, services, sizing, studies

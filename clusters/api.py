@@ -10,7 +10,7 @@ from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from controlplane.roles import Role
+from accounts.roles import Role
 from graphs.errors import RuntimeFailure
 
 from . import services

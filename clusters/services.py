@@ -12,7 +12,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from graphs.errors import RuntimeFailure
 from graphs.models import Deployment, GraphState
-from graphs.runtimes import kubernetes
+from graphs.runtimes.kubernetes import client as kubernetes
 
 from .models import Cluster
 

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from controlplane.roles import Role, role_required
+from accounts.roles import Role, role_required
 from graphs.errors import RuntimeFailure
 
 from . import services

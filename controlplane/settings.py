@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    "accounts",
     "controlplane",
     "audit",
     "graphs",
@@ -135,7 +136,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "controlplane.roles.role_context",
+                "accounts.roles.role_context",
             ],
         },
     },
@@ -200,7 +201,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["controlplane.roles.RolePermission"],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.roles.RolePermission"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -252,7 +253,7 @@ CELERY_BEAT_SCHEDULE = {
     "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
 }
 
-# Kubernetes clusters (clusters/, graphs/runtimes/kubernetes.py). Timeouts are (connect, read)
+# Kubernetes clusters (clusters/, graphs/runtimes/kubernetes/client.py). Timeouts are (connect, read)
 # seconds; a call failing transiently (no answer, 429, 5xx) is tried KUBERNETES_RETRIES times in all,
 # with exponential back-off from KUBERNETES_RETRY_BACKOFF (capped, Retry-After honoured); the
 # watchers hold each watch open KUBERNETES_WATCH_SECONDS before renewing it.

@@ -6,10 +6,10 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .commandline import build_frontend_command, build_worker_command
+from .dgd.commandline import build_frontend_command, build_worker_command
+from .dgd.versions import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
 from .spec import GraphSpec, Service
 from .specio import spec_from_data
-from .versions import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
 
 
 @dataclass(frozen=True)

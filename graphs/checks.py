@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .commandline import (
+from .dgd.commandline import (
     ROUTER_FLAGS,
     ROUTER_MODE_ENV,
     declared_role,
@@ -17,10 +17,9 @@ from .commandline import (
     served_model,
     tokens,
 )
-from .findings import Finding, Severity
-from .manifest import V1ALPHA1, import_manifest
-from .spec import MAX_REPLICAS, GraphSpec, Service, quantity_bytes
-from .versions import (
+from .dgd.parse import import_manifest
+from .dgd.render import V1ALPHA1
+from .dgd.versions import (
     DISAGGREGATION_MODE_SINCE,
     ENGINES,
     EXAMPLES_WORKDIR_SINCE,
@@ -29,6 +28,8 @@ from .versions import (
     uses_disaggregation_mode,
     version_from_image,
 )
+from .findings import Finding, Severity
+from .spec import MAX_REPLICAS, GraphSpec, Service, quantity_bytes
 
 GI = 2**30
 # NIXL prepares KV-transfer metadata through /dev/shm; below this it stalls or dies.

@@ -6,8 +6,8 @@ from django import forms
 from django.conf import settings
 
 from .catalog import TEMPLATES
+from .dgd.versions import KNOWN_RELEASES, LATEST, DynamoVersion
 from .spec import MAX_GPUS_PER_REPLICA, MAX_REPLICAS, quantity_bytes
-from .versions import KNOWN_RELEASES, LATEST, DynamoVersion
 
 
 class TemplateForm(forms.Form):

@@ -25,9 +25,9 @@ from django.utils import timezone
 
 from audit.services import audit_record
 
+from .dgd.render import normalise_api_version, render
 from .errors import OperationRefused, RuntimeFailure
 from .findings import Severity
-from .manifest import normalise_api_version, render
 from .models import (
     ACTIVE_STATES,
     Deployment,

@@ -9,9 +9,10 @@ from django.db import IntegrityError, transaction
 
 from audit.services import audit_record
 
+from .dgd.parse import import_manifest
+from .dgd.render import V1BETA1, normalise_api_version, render
 from .errors import ManifestError
 from .findings import Finding, Severity
-from .manifest import V1BETA1, import_manifest, normalise_api_version, render
 from .models import Deployment, Graph, Revision
 from .schema import structural_findings
 from .spec import GraphSpec

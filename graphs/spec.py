@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .commandline import DEFAULT_ROUTER_MODE, router_mode, with_router_mode
-from .versions import ENGINES, DynamoVersion
+from .dgd.commandline import DEFAULT_ROUTER_MODE, router_mode, with_router_mode
+from .dgd.versions import ENGINES, DynamoVersion
 
 Role = Literal["frontend", "prefill", "decode", "worker", "planner", "epp", "other"]
 Engine = Literal["vllm", "sglang", "trtllm", "mocker"]
@@ -138,7 +138,7 @@ class Service(BaseModel):
 
 
 def _frontend_with_router_mode(service: Service, mode: str) -> Service:
-    from .commandline import ROUTER_MODE_ENV, ROUTER_MODES, flag_value, tokens
+    from .dgd.commandline import ROUTER_MODE_ENV, ROUTER_MODES, flag_value, tokens
 
     if mode not in ROUTER_MODES:
         raise ValueError(f"router mode {mode!r} is not one of {', '.join(ROUTER_MODES)}")

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checks import operational_findings
+from .dgd.parse import import_manifest
+from .dgd.render import render
 from .errors import ManifestError
 from .findings import Finding, Severity, has_errors, sort_findings
-from .manifest import import_manifest, render
 from .schema import structural_findings
 from .spec import GraphSpec
 

@@ -12,16 +12,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from accounts.roles import Role, role_required
 from clusters.selectors import parse_target
-from controlplane.roles import Role, role_required
 
 from . import operations, services
 from .catalog import TEMPLATES, build_spec
+from .dgd.render import API_VERSIONS, V1BETA1, normalise_api_version
+from .dgd.render import render as render_manifest
 from .errors import ManifestError, OperationRefused
 from .findings import Finding, Severity
 from .forms import ManifestForm, TemplateForm
-from .manifest import API_VERSIONS, V1BETA1, normalise_api_version
-from .manifest import render as render_manifest
 from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, Pod, Revision
 from .specio import dump_yaml, load_yaml
 from .validation import Report, validate_manifest, validate_spec
@@ -118,7 +118,7 @@ def manifest_check(request):
     text = request.POST.get("yaml", "")
     version = request.POST.get("dynamo_version") or None
     try:
-        from .versions import DynamoVersion
+        from .dgd.versions import DynamoVersion
 
         version = str(DynamoVersion.parse(version)) if version else None
     except ValueError as exc:

@@ -29,7 +29,7 @@ from graphs.models import Pod
 from .promql import LOCAL_JOB
 
 TARGETS_FILE = "local-graphs.json"
-HOST = "127.0.0.1"  # local graphs listen on loopback only (graphs/runtimes/localproc.py)
+HOST = "127.0.0.1"  # local graphs listen on loopback only (graphs/runtimes/local/argv.py)
 _last_written: dict[Path, str] = {}
 _lock = threading.Lock()
 

@@ -12,7 +12,7 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from controlplane.roles import Role, role_required, user_role
+from accounts.roles import Role, role_required, user_role
 from graphs.models import Graph
 
 from . import charts, services

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controlplane.roles import Role, user_role
+from accounts.roles import Role, user_role
 from graphs.models import Graph, GraphState
 
 from .models import PlaygroundPolicy

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pydantic import ValidationError
 
-from controlplane.roles import Role, role_required, user_role
+from accounts.roles import Role, role_required, user_role
 from graphs.models import Graph
 
 from . import services

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from graphs.runtimes import localproc as lp
-from graphs.runtimes.tinymodel import ensure_model_dir
+from graphs.runtimes.local.argv import build_process_argv, build_process_env
+from graphs.runtimes.local.supervisor import Supervisor
+from graphs.runtimes.local.tinymodel import ensure_model_dir
+from graphs.runtimes.processes import allocate_ports
 
 MODEL = "test-model"
 
@@ -24,7 +26,7 @@ class LiveGraph:
     endpoint: str  # http://127.0.0.1:PORT
     port: int
     model: str
-    supervisor: lp.Supervisor
+    supervisor: Supervisor
     names: list[str]
     root: Path
 
@@ -33,24 +35,24 @@ def start_graph(root: Path, *, model: str = MODEL, decode: int = 1, speedup: flo
     model_dir = ensure_model_dir(root / "models", model)
     discovery = root / "discovery"
     discovery.mkdir(parents=True, exist_ok=True)
-    ports = lp.allocate_ports(3 + decode, 20000, 32000, set())
+    ports = allocate_ports(3 + decode, 20000, 32000, set())
     fe_port, prefill_sys, bootstrap, *decode_sys = ports
-    sup = lp.Supervisor(root / "pids")
+    sup = Supervisor(root / "pids")
     logs = root / "logs"
-    sup.ensure("frontend", lp.build_process_argv(kind="frontend", python=sys.executable, http_port=fe_port),
-               lp.build_process_env(discovery_dir=discovery), root, logs / "frontend.log",
+    sup.ensure("frontend", build_process_argv(kind="frontend", python=sys.executable, http_port=fe_port),
+               build_process_env(discovery_dir=discovery), root, logs / "frontend.log",
                {"probe": "frontend", "port": fe_port, "model": model, "role": "frontend", "service": "Frontend"})
-    sup.ensure("prefill-0", lp.build_process_argv(kind="mocker", python=sys.executable, model_path=model_dir,
+    sup.ensure("prefill-0", build_process_argv(kind="mocker", python=sys.executable, model_path=model_dir,
                                                   model_name=model, mode="prefill", bootstrap_port=bootstrap,
                                                   speedup_ratio=speedup),
-               lp.build_process_env(discovery_dir=discovery, system_port=prefill_sys), root, logs / "prefill-0.log",
+               build_process_env(discovery_dir=discovery, system_port=prefill_sys), root, logs / "prefill-0.log",
                {"probe": "worker", "port": prefill_sys, "role": "prefill", "service": "prefill"})
     names = ["frontend", "prefill-0"]
     for i, port in enumerate(decode_sys):
         name = f"decode-{i}"
-        sup.ensure(name, lp.build_process_argv(kind="mocker", python=sys.executable, model_path=model_dir,
+        sup.ensure(name, build_process_argv(kind="mocker", python=sys.executable, model_path=model_dir,
                                                model_name=model, mode="decode", speedup_ratio=speedup),
-                   lp.build_process_env(discovery_dir=discovery, system_port=port), root, logs / f"{name}.log",
+                   build_process_env(discovery_dir=discovery, system_port=port), root, logs / f"{name}.log",
                    {"probe": "worker", "port": port, "role": "decode", "service": "decode"})
         names.append(name)
     sup.wait_ready(names, timeout=120)

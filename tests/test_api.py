@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 
 from graphs import services
 from graphs.catalog import PoolFields, build_spec
-from graphs.manifest import V1ALPHA1, V1BETA1, import_manifest, render
+from graphs.dgd.parse import import_manifest
+from graphs.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs.models import Graph, Revision
 
 

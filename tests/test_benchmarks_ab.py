@@ -16,8 +16,8 @@ from graphs import operations
 from graphs import services as graph_services
 from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Graph, Operation, Pod
-from graphs.runtimes.localoperator import LocalOperator
-from graphs.runtimes.localproc import wait_until
+from graphs.runtimes.local.operator import LocalOperator
+from graphs.runtimes.processes import wait_until
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 SPEEDUP = "--speedup-ratio 5"

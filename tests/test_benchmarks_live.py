@@ -22,7 +22,7 @@ from controlplane.celery import app as celery_app
 from graphs import services as graph_services
 from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, GraphState
-from graphs.runtimes.localproc import allocate_ports, group_members, wait_until
+from graphs.runtimes.processes import allocate_ports, group_members, wait_until
 from tests.dynamo_fixtures import dynamo_graph  # noqa: F401
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]

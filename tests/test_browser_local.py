@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from graphs.runtimes.localproc import allocate_ports
+from graphs.runtimes.processes import allocate_ports
 
 pytestmark = [pytest.mark.browser, pytest.mark.dynamo]
 ROOT = Path(__file__).resolve().parents[1]

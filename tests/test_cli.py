@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 
 from graphs import services
 from graphs.catalog import PoolFields, build_spec
-from graphs.manifest import V1ALPHA1, V1BETA1, render
+from graphs.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs.models import Graph, Revision
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ from graphs import services
 from graphs.catalog import PoolFields, build_spec
 from graphs.diagnosis import diagnose
 from graphs.models import Deployment, Pod
-from graphs.runtimes.kubewatch import ClusterWatcher
+from graphs.runtimes.kubernetes.watch import ClusterWatcher
 from tests.k8s_helpers import NS, apply, make_graph
 from tests.metrics_fixtures import fresh_cache, prometheus_server, use_prometheus  # noqa: F401
 

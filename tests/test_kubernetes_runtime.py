@@ -297,7 +297,7 @@ def test_only_one_product_module_imports_the_kubernetes_client():
                 names = [node.module]
             if any(n == "kubernetes" or n.startswith("kubernetes.") for n in names):
                 importers.add(str(rel))
-    assert importers == {"graphs/runtimes/kubernetes.py"}
+    assert importers == {"graphs/runtimes/kubernetes/client.py"}
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from clusters.models import Cluster
 from graphs import operations
 from graphs.diagnosis import diagnose
 from graphs.models import Deployment, Event, Pod
-from graphs.runtimes.kubewatch import ClusterWatcher
+from graphs.runtimes.kubernetes.watch import ClusterWatcher
 from tests.k8s_emulator import UNSCHEDULABLE_MESSAGE
 from tests.k8s_helpers import NS, apply, make_graph, run, scale
 

@@ -17,8 +17,8 @@ from controlplane.celery import app as celery_app
 from graphs import operations, services
 from graphs.catalog import build_spec
 from graphs.models import Deployment, Pod
-from graphs.runtimes.localoperator import LocalOperator
-from graphs.runtimes.localproc import wait_until
+from graphs.runtimes.local.operator import LocalOperator
+from graphs.runtimes.processes import wait_until
 from metrics import localprom
 from tests.metrics_fixtures import fresh_cache, prometheus_server, use_prometheus  # noqa: F401
 

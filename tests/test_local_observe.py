@@ -16,10 +16,10 @@ from graphs import services
 from graphs.catalog import PoolFields, build_spec
 from graphs.diagnosis import diagnose
 from graphs.models import Deployment, Pod
-from graphs.runtimes.localgpus import GpuHost, GpuShortage, assign_gpus, gpu_env, probe, usage_of
-from graphs.runtimes.localobserve import process_shm
-from graphs.runtimes.localoperator import LocalOperator
-from graphs.runtimes.localproc import wait_until
+from graphs.runtimes.local.gpus import GpuHost, GpuShortage, assign_gpus, gpu_env, probe, usage_of
+from graphs.runtimes.local.observe import process_shm
+from graphs.runtimes.local.operator import LocalOperator
+from graphs.runtimes.processes import wait_until
 
 MI, GI = 2**20, 2**30
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu-nvml-h200.json"

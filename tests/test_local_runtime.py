@@ -14,8 +14,8 @@ from graphs import operations, services
 from graphs.catalog import PoolFields, build_spec
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Event, Operation, Pod
-from graphs.runtimes.localoperator import LocalOperator
-from graphs.runtimes.localproc import group_members, port_is_free, wait_until
+from graphs.runtimes.local.operator import LocalOperator
+from graphs.runtimes.processes import group_members, port_is_free, wait_until
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 

@@ -20,8 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from graphs.runtimes import localproc as lp
-from graphs.runtimes.tinymodel import VOCAB_SIZE, ensure_model_dir
+from graphs.runtimes.local.argv import build_process_argv, build_process_env
+from graphs.runtimes.local.supervisor import Supervisor, probe_frontend, probe_worker
+from graphs.runtimes.local.tinymodel import VOCAB_SIZE, ensure_model_dir
+from graphs.runtimes.processes import PortRangeExhausted, allocate_ports, group_members, wait_until
 
 PY = sys.executable
 # A child that starts a grandchild in its process group, then sleeps.
@@ -33,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 # --- argv -------------------------------------------------------------------------------------
 
 def test_frontend_argv_is_fixed_and_loopback():
-    argv = lp.build_process_argv(kind="frontend", python="/py", http_port=8123)
+    argv = build_process_argv(kind="frontend", python="/py", http_port=8123)
     assert argv == ["/py", "-m", "dynamo.frontend", "--http-host", "127.0.0.1", "--http-port", "8123",
                     "--discovery-backend", "file", "--request-plane", "tcp", "--router-mode", "round-robin"]
 
@@ -41,28 +43,28 @@ def test_frontend_argv_is_fixed_and_loopback():
 def test_mocker_argv_prefill_gets_bootstrap_port_and_decode_does_not():
     common = {"kind": "mocker", "python": "/py", "model_path": "/m/tiny", "model_name": "tiny",
               "bootstrap_port": 7001}
-    prefill = lp.build_process_argv(**common, mode="prefill", speedup_ratio=2.5)
+    prefill = build_process_argv(**common, mode="prefill", speedup_ratio=2.5)
     assert prefill == ["/py", "-m", "dynamo.mocker", "--model-path", "/m/tiny", "--model-name", "tiny",
                        "--discovery-backend", "file", "--request-plane", "tcp", "--disaggregation-mode",
                        "prefill", "--bootstrap-ports", "7001", "--speedup-ratio", "2.5"]
-    decode = lp.build_process_argv(**common, mode="decode", extra_args=["--no-enable-prefix-caching",
+    decode = build_process_argv(**common, mode="decode", extra_args=["--no-enable-prefix-caching",
                                                                          "--block-size=16"])
     assert "--bootstrap-ports" not in decode
     assert decode[-5:] == ["--disaggregation-mode", "decode", "--no-enable-prefix-caching",
                            "--block-size", "16"]
-    assert lp.build_process_argv(**common)[-2:] == ["--disaggregation-mode", "agg"]
+    assert build_process_argv(**common)[-2:] == ["--disaggregation-mode", "agg"]
 
 
 def test_vllm_argv_prefill_gets_a_kv_transfer_config():
-    argv = lp.build_process_argv(kind="vllm", python="/py", model_path="Qwen/Qwen3-0.6B", model_name="qwen",
+    argv = build_process_argv(kind="vllm", python="/py", model_path="Qwen/Qwen3-0.6B", model_name="qwen",
                                  mode="prefill", extra_args=["--tensor-parallel-size", "2"])
     assert argv[:5] == ["/py", "-m", "dynamo.vllm", "--model", "Qwen/Qwen3-0.6B"]
     assert argv[argv.index("--disaggregation-mode") + 1] == "prefill"
     assert json.loads(argv[argv.index("--kv-transfer-config") + 1])["kv_role"] == "kv_producer"
-    custom = lp.build_process_argv(kind="vllm", model_path="m", model_name="m", mode="prefill",
+    custom = build_process_argv(kind="vllm", model_path="m", model_name="m", mode="prefill",
                                    extra_args=['--kv-transfer-config={"kv_connector":"X"}'])
     assert custom.count("--kv-transfer-config") == 1 and custom[-1] == '{"kv_connector":"X"}'
-    decode = lp.build_process_argv(kind="vllm", model_path="m", model_name="m", mode="decode")
+    decode = build_process_argv(kind="vllm", model_path="m", model_name="m", mode="decode")
     assert "--kv-transfer-config" not in decode
 
 
@@ -82,24 +84,24 @@ def test_vllm_argv_prefill_gets_a_kv_transfer_config():
 ])
 def test_refused_extra_args(kind, extra):
     with pytest.raises(ValueError):
-        lp.build_process_argv(kind=kind, http_port=8000, model_path="/m", model_name="m", extra_args=extra)
+        build_process_argv(kind=kind, http_port=8000, model_path="/m", model_name="m", extra_args=extra)
 
 
 def test_negative_numbers_are_values_and_unknown_kinds_are_refused():
-    argv = lp.build_process_argv(kind="mocker", model_path="/m", model_name="m",
+    argv = build_process_argv(kind="mocker", model_path="/m", model_name="m",
                                  extra_args=["--startup-time", "-1"])
     assert argv[-2:] == ["--startup-time", "-1"]
     with pytest.raises(ValueError):
-        lp.build_process_argv(kind="bash", http_port=1)  # type: ignore[arg-type]
+        build_process_argv(kind="bash", http_port=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        lp.build_process_argv(kind="mocker", model_path="--evil", model_name="m")
+        build_process_argv(kind="mocker", model_path="--evil", model_name="m")
     with pytest.raises(ValueError):
-        lp.build_process_argv(kind="frontend", http_port=8000, router_mode="kv; rm -rf /")
+        build_process_argv(kind="frontend", http_port=8000, router_mode="kv; rm -rf /")
 
 
 def test_env_pins_loopback_offline_and_keeps_secrets_out(tmp_path):
     base = {"PATH": "/usr/bin", "HOME": "/home/x", "SECRET_KEY": "s3cret", "DATABASE_URL": "postgres://"}
-    env = lp.build_process_env(discovery_dir=tmp_path, system_port=9090, base_env=base,
+    env = build_process_env(discovery_dir=tmp_path, system_port=9090, base_env=base,
                                extra_env={"FOO": "1"})
     assert env["DYN_FILE_KV"] == str(tmp_path) and env["DYN_SYSTEM_PORT"] == "9090"
     assert env["DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"] == '["generate"]'
@@ -108,29 +110,29 @@ def test_env_pins_loopback_offline_and_keeps_secrets_out(tmp_path):
         assert env[key] == "127.0.0.1"
     assert env["HF_HUB_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
     assert "SECRET_KEY" not in env and "DATABASE_URL" not in env and env["FOO"] == "1"
-    frontend = lp.build_process_env(discovery_dir=tmp_path, base_env=base)
+    frontend = build_process_env(discovery_dir=tmp_path, base_env=base)
     assert "DYN_SYSTEM_PORT" not in frontend
     with pytest.raises(ValueError, match="i16"):
-        lp.build_process_env(discovery_dir=tmp_path, system_port=40000)
+        build_process_env(discovery_dir=tmp_path, system_port=40000)
     for bad in ("LD_PRELOAD", "PYTHONPATH", "DYN_FILE_KV", "PATH", "lower"):
         with pytest.raises(ValueError):
-            lp.build_process_env(discovery_dir=tmp_path, extra_env={bad: "x"})
+            build_process_env(discovery_dir=tmp_path, extra_env={bad: "x"})
 
 
 # --- ports, probes, waiting -------------------------------------------------------------------
 
 def test_allocate_ports_skips_held_and_taken_ports():
-    lo = lp.allocate_ports(1, 23000, 24000, set())[0]
+    lo = allocate_ports(1, 23000, 24000, set())[0]
     with socket.socket() as held:
         held.bind(("127.0.0.1", lo))
         held.listen()
-        ports = lp.allocate_ports(3, lo, lo + 200, taken={lo + 1})
+        ports = allocate_ports(3, lo, lo + 200, taken={lo + 1})
     assert lo not in ports and lo + 1 not in ports and len(set(ports)) == 3
     assert all(lo < p <= lo + 200 for p in ports)
     with socket.socket() as held:
         held.bind(("127.0.0.1", lo))
-        with pytest.raises(lp.PortRangeExhausted, match="need 2 free ports"):
-            lp.allocate_ports(2, lo, lo + 1, taken={lo + 1})
+        with pytest.raises(PortRangeExhausted, match="need 2 free ports"):
+            allocate_ports(2, lo, lo + 1, taken={lo + 1})
 
 
 def test_probes_are_fast_and_read_v1_models():
@@ -149,27 +151,27 @@ def test_probes_are_fast_and_read_v1_models():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         port = server.server_address[1]
-        assert lp.probe_frontend(port, "tiny") and not lp.probe_frontend(port, "other")
-        assert lp.probe_worker(port)
+        assert probe_frontend(port, "tiny") and not probe_frontend(port, "other")
+        assert probe_worker(port)
     finally:
         server.shutdown()
         server.server_close()
     start = time.monotonic()
-    assert not lp.probe_worker(port) and not lp.probe_frontend(port, "tiny")
+    assert not probe_worker(port) and not probe_frontend(port, "tiny")
     assert time.monotonic() - start < 1.0
 
 
 def test_wait_until_returns_the_value_or_times_out():
     calls = iter([0, 0, "yes"])
-    assert lp.wait_until(lambda: next(calls), timeout=5, interval=0.01) == "yes"
+    assert wait_until(lambda: next(calls), timeout=5, interval=0.01) == "yes"
     with pytest.raises(TimeoutError, match="the moon"):
-        lp.wait_until(lambda: False, timeout=0.1, interval=0.02, what="the moon")
+        wait_until(lambda: False, timeout=0.1, interval=0.02, what="the moon")
 
 
 # --- supervisor ---------------------------------------------------------------------------------
 
-def _sup(tmp_path, **kw) -> lp.Supervisor:
-    return lp.Supervisor(tmp_path / "run", **kw)
+def _sup(tmp_path, **kw) -> Supervisor:
+    return Supervisor(tmp_path / "run", **kw)
 
 
 def _ensure(sup, tmp_path, name, code, **meta):
@@ -192,7 +194,7 @@ def test_supervisor_restarts_with_exponential_backoff_into_crash_loop(tmp_path):
             phases.append(st.phase)
         return st.restarts >= 4 and st.backoff is not None
 
-    lp.wait_until(restarted_four_times, timeout=20, interval=0.01)
+    wait_until(restarted_four_times, timeout=20, interval=0.01)
     assert [b for _, b in backoffs[:5]] == [0.05, 0.1, 0.2, 0.2, 0.2][:len(backoffs[:5])]
     assert phases[:3] == ["Pending", "Pending", "Pending"] and phases[3] == "CrashLoopBackOff"
     assert "BackOff" in reasons and reasons.count("Exited") >= 4
@@ -217,7 +219,7 @@ def test_backoff_resets_after_a_stable_run(tmp_path):
             seen.append(st.backoff)
         return st.restarts >= 2
 
-    lp.wait_until(two_restarts, timeout=10, interval=0.01)
+    wait_until(two_restarts, timeout=10, interval=0.01)
     assert set(seen) == {0.05} and sup.status("slow").phase != "CrashLoopBackOff"
     sup.stop_all()
 
@@ -228,15 +230,15 @@ def test_ensure_is_idempotent_and_stop_kills_the_whole_group(tmp_path):
     _ensure(sup, tmp_path, "parent", code)
     pid = sup.status("parent").pid
     assert _ensure(sup, tmp_path, "parent", code) == [] and sup.status("parent").pid == pid
-    lp.wait_until(lambda: len(lp.group_members(pid)) == 2, timeout=10, what="the grandchild")
+    wait_until(lambda: len(group_members(pid)) == 2, timeout=10, what="the grandchild")
     assert json.loads((tmp_path / "run" / "parent.pid").read_text())["pid"] == pid
     # A changed command replaces the process.
     events = _ensure(sup, tmp_path, "parent", code + "  # v2")
     assert [e.reason for e in events] == ["Killing", "Started"] and sup.status("parent").pid != pid
-    assert lp.group_members(pid) == []
+    assert group_members(pid) == []
     new_pid = sup.status("parent").pid
     sup.stop("parent", grace=0.5)
-    assert lp.group_members(new_pid) == [] and not (tmp_path / "run" / "parent.pid").exists()
+    assert group_members(new_pid) == [] and not (tmp_path / "run" / "parent.pid").exists()
     with pytest.raises(KeyError):
         sup.status("parent")
     assert sup.stop("parent") == []
@@ -248,17 +250,17 @@ def test_term_ignoring_process_is_killed_after_grace(tmp_path):
             "print('u' + 'p', flush=True); time.sleep(60)")
     _ensure(sup, tmp_path, "stubborn", code)
     pid = sup.status("stubborn").pid
-    lp.wait_until(lambda: "\nup" in sup.tail_log("stubborn"), timeout=10)  # not the argv in the header
+    wait_until(lambda: "\nup" in sup.tail_log("stubborn"), timeout=10)  # not the argv in the header
     start = time.monotonic()
     sup.stop("stubborn", grace=0.3)
-    assert 0.3 <= time.monotonic() - start < 5 and lp.group_members(pid) == []
+    assert 0.3 <= time.monotonic() - start < 5 and group_members(pid) == []
 
 
 OPERATOR = textwrap.dedent("""
     import json, os, signal, sys, time
     from pathlib import Path
     sys.path.insert(0, {repo!r})
-    from graphs.runtimes.localproc import Supervisor
+    from graphs.runtimes.local.supervisor import Supervisor
     sup = Supervisor(Path({run!r}))
     if {handlers!r}:
         sup.install_exit_handlers(grace=1.0)
@@ -276,34 +278,34 @@ def _operator(tmp_path, handlers: bool) -> tuple[subprocess.Popen, int]:
                              code=WITH_GRANDCHILD)
     op = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE, text=True)
     pid = json.loads(op.stdout.readline())["pid"]
-    lp.wait_until(lambda: len(lp.group_members(pid)) == 2, timeout=10, what="worker and grandchild")
+    wait_until(lambda: len(group_members(pid)) == 2, timeout=10, what="worker and grandchild")
     return op, pid
 
 
 def test_orphans_of_a_crashed_operator_are_reaped(tmp_path):
     op, pid = _operator(tmp_path, handlers=False)
     op.wait(timeout=10)
-    members = lp.group_members(pid)
+    members = group_members(pid)
     assert len(members) == 2  # the crashed operator left its worker and grandchild running
-    killed = lp.Supervisor.reap_orphans(tmp_path / "run", grace=1.0)
+    killed = Supervisor.reap_orphans(tmp_path / "run", grace=1.0)
     assert pid in killed
-    lp.wait_until(lambda: not any(lp.group_members(pid)), timeout=10, what="the orphans to die")
+    wait_until(lambda: not any(group_members(pid)), timeout=10, what="the orphans to die")
     assert list((tmp_path / "run").glob("*.pid")) == []
 
 
 def test_reap_orphans_spares_reused_pids_and_live_operators(tmp_path):
     run = tmp_path / "run"
-    sup = lp.Supervisor(run)
+    sup = Supervisor(run)
     _ensure(sup, tmp_path, "mine", "import time; time.sleep(60)")
     pid = sup.status("mine").pid
-    assert lp.Supervisor.reap_orphans(run) == []  # our own, live operator's pidfile
-    assert lp.group_members(pid) == [pid]
+    assert Supervisor.reap_orphans(run) == []  # our own, live operator's pidfile
+    assert group_members(pid) == [pid]
     record = json.loads((run / "mine.pid").read_text())
     stale = dict(record, start_time=record["start_time"] - 1, supervisor_pid=999_999_999)
     (run / "reused.pid").write_text(json.dumps(stale))  # same pid, another start time: pid reused
     (run / "garbage.pid").write_text("not json")
-    assert lp.Supervisor.reap_orphans(run) == []
-    assert lp.group_members(pid) == [pid]
+    assert Supervisor.reap_orphans(run) == []
+    assert group_members(pid) == [pid]
     assert not (run / "reused.pid").exists() and not (run / "garbage.pid").exists()
     sup.stop_all()
 
@@ -312,7 +314,7 @@ def test_exit_handlers_stop_everything_on_sigterm(tmp_path):
     op, pid = _operator(tmp_path, handlers=True)
     op.send_signal(signal.SIGTERM)
     assert op.wait(timeout=15) == -signal.SIGTERM
-    assert lp.group_members(pid) == []
+    assert group_members(pid) == []
     assert list((tmp_path / "run").glob("*.pid")) == []
 
 
@@ -364,21 +366,21 @@ def _chat(port: int, *, check: bool = True) -> list[str] | None:
 @pytest.mark.dynamo
 def test_real_graph_serves_scales_restarts_and_stops(tmp_path):
     model_dir = ensure_model_dir(tmp_path / "models", MODEL)
-    fe_port, prefill_sys, decode_sys, bootstrap, decode2_sys = lp.allocate_ports(5, 21000, 32000, set())
-    sup = lp.Supervisor(tmp_path / "run")
+    fe_port, prefill_sys, decode_sys, bootstrap, decode2_sys = allocate_ports(5, 21000, 32000, set())
+    sup = Supervisor(tmp_path / "run")
     kv = tmp_path / "kv"
 
     def worker(name: str, mode: str, system_port: int) -> None:
-        argv = lp.build_process_argv(kind="mocker", model_path=model_dir, model_name=MODEL, mode=mode,
+        argv = build_process_argv(kind="mocker", model_path=model_dir, model_name=MODEL, mode=mode,
                                      bootstrap_port=bootstrap, speedup_ratio=1.0)
-        env = lp.build_process_env(discovery_dir=kv, system_port=system_port)
+        env = build_process_env(discovery_dir=kv, system_port=system_port)
         sup.ensure(name, argv, env, tmp_path, tmp_path / "logs" / f"{name}.log",
                    {"probe": "worker", "port": system_port, "role": mode, "service": mode})
 
     try:
         start = time.monotonic()
-        sup.ensure("frontend-0", lp.build_process_argv(kind="frontend", http_port=fe_port),
-                   lp.build_process_env(discovery_dir=kv), tmp_path, tmp_path / "logs" / "frontend-0.log",
+        sup.ensure("frontend-0", build_process_argv(kind="frontend", http_port=fe_port),
+                   build_process_env(discovery_dir=kv), tmp_path, tmp_path / "logs" / "frontend-0.log",
                    {"probe": "frontend", "port": fe_port, "model": MODEL, "role": "frontend"})
         worker("prefill-0", "prefill", prefill_sys)
         worker("decode-0", "decode", decode_sys)
@@ -404,7 +406,7 @@ def test_real_graph_serves_scales_restarts_and_stops(tmp_path):
             st = sup.status("decode-0")
             return st.restarts == 1 and st.phase == "Running" and sup.probe("decode-0")
 
-        lp.wait_until(restarted, timeout=60, what="decode-0 to restart")
+        wait_until(restarted, timeout=60, what="decode-0 to restart")
         print(f"decode-0 restarted and ready in {time.monotonic() - start:.1f}s")
         st = sup.status("decode-0")
         assert st.last_exit_code == -signal.SIGKILL and st.pid != pids["decode-0"]
@@ -412,11 +414,11 @@ def test_real_graph_serves_scales_restarts_and_stops(tmp_path):
         # (about 10 s), round-robin still picks the dead instance now and then and the frontend
         # answers 503. A graceful stop (SIGTERM) deregisters at once.
         start = time.monotonic()
-        lp.wait_until(lambda: all(_chat(fe_port, check=False) for _ in range(4)), timeout=45, interval=0.5,
+        wait_until(lambda: all(_chat(fe_port, check=False) for _ in range(4)), timeout=45, interval=0.5,
                       what="every request to succeed again")
         print(f"all requests succeed again {time.monotonic() - start:.1f}s after the restart")
     finally:
         pgids = [sup.status(n).pid for n in sup.names() if sup.status(n).pid]
         sup.stop_all(grace=5.0)
-    assert pgids and all(lp.group_members(g) == [] for g in pgids)
+    assert pgids and all(group_members(g) == [] for g in pgids)
     assert list((tmp_path / "run").glob("*.pid")) == []

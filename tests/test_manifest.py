@@ -15,12 +15,13 @@ import pytest
 import yaml
 
 from graphs.catalog import TEMPLATES, build_spec
-from graphs.commandline import tokens, translate_role_flag
-from graphs.manifest import V1ALPHA1, V1BETA1, import_manifest, normalise_api_version, render
+from graphs.dgd.commandline import tokens, translate_role_flag
+from graphs.dgd.parse import import_manifest
+from graphs.dgd.render import V1ALPHA1, V1BETA1, normalise_api_version, render
+from graphs.dgd.versions import DynamoVersion
 from graphs.schema import structural_findings
 from graphs.spec import GraphSpec
 from graphs.specio import dump_yaml
-from graphs.versions import DynamoVersion
 
 REFERENCE = Path(__file__).resolve().parent / "fixtures" / "reference"
 SEED = REFERENCE / "seed-disagg.yaml"

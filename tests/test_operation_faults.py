@@ -20,7 +20,7 @@ from controlplane.celery import app as celery_app
 from graphs import operations, services
 from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Event, Operation
-from graphs.runtimes.localproc import wait_until
+from graphs.runtimes.processes import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[1]

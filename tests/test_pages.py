@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from graphs import services
 from graphs.catalog import PoolFields, build_spec
-from graphs.manifest import V1ALPHA1, V1BETA1, render
+from graphs.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs.models import Graph, Operation, Revision
 from graphs.specio import dump_yaml
 

@@ -11,9 +11,10 @@ import pytest
 
 from graphs.catalog import build_spec
 from graphs.checks import operational_findings
-from graphs.commandline import ROUTER_FLAGS, ROUTER_MODES, router_mode, with_router_mode
-from graphs.manifest import V1ALPHA1, V1BETA1, import_manifest, render
-from graphs.runtimes.localproc import build_process_argv, validate_extra_args
+from graphs.dgd.commandline import ROUTER_FLAGS, ROUTER_MODES, router_mode, with_router_mode
+from graphs.dgd.parse import import_manifest
+from graphs.dgd.render import V1ALPHA1, V1BETA1, render
+from graphs.runtimes.local.argv import build_process_argv, validate_extra_args
 
 
 def _wheel_parser() -> argparse.ArgumentParser:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from ..commandline import ROUTER_MODES
+from ..dgd.commandline import ROUTER_MODES
+from ..dgd.render import normalise_api_version
+from ..dgd.versions import DynamoVersion
 from ..errors import ManifestError
-from ..manifest import normalise_api_version
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
 from ..specio import spec_from_data
-from ..versions import DynamoVersion
 
 
 class FindingSerializer(serializers.Serializer):

@@ -14,11 +14,11 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from controlplane.roles import Role
+from accounts.roles import Role
 
 from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
-from ..commandline import DEFAULT_ROUTER_MODE
+from ..dgd.commandline import DEFAULT_ROUTER_MODE
 from ..models import Graph, Operation, Revision
 from ..specio import dump_yaml, load_yaml
 from ..validation import validate_manifest
@@ -253,7 +253,7 @@ def _version_param(request) -> str | None:
     value = request.query_params.get("dynamoVersion")
     if not value:
         return None
-    from ..versions import DynamoVersion
+    from ..dgd.versions import DynamoVersion
 
     try:
         return str(DynamoVersion.parse(value))

@@ -8,12 +8,12 @@ from .base import Runtime, Target
 
 def get_runtime(kind: str) -> Runtime:
     if kind == "local":
-        from .local import LocalRuntime
+        from .local.runtime import LocalRuntime
 
         return LocalRuntime()
     if kind == "kubernetes":
         try:
-            from .kuberuntime import KubernetesRuntime
+            from .kubernetes.runtime import KubernetesRuntime
         except ImportError:
             raise OperationRefused("the Kubernetes runtime is not available in this build") from None
         return KubernetesRuntime()

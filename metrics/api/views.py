@@ -1,5 +1,5 @@
 """The metrics API: per-graph summaries, chart data and objectives. Reads need the viewer role,
-writes the operator role (controlplane.roles.RolePermission)."""
+writes the operator role (accounts.roles.RolePermission)."""
 
 from __future__ import annotations
 

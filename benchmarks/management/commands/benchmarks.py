@@ -10,11 +10,11 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.cli import acting_user
 from benchmarks import services
 from benchmarks.errors import BenchmarkRefused
 from benchmarks.models import BenchmarkRun
 from benchmarks.profiles import PROFILES, ProfileError
-from controlplane.cli import acting_user
 from graphs.models import Graph
 
 PARAMS = {"concurrency": int, "request_count": int, "input_tokens_mean": int, "output_tokens_mean": int,

@@ -12,15 +12,15 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from controlplane.cli import acting_user
+from accounts.cli import acting_user
 from graphs import operations, services
+from graphs.dgd.render import normalise_api_version
+from graphs.dgd.versions import DynamoVersion
 from graphs.errors import ManifestError, OperationRefused
 from graphs.findings import Severity
-from graphs.manifest import normalise_api_version
 from graphs.models import Graph, Operation
 from graphs.specio import dump_yaml, load_yaml
 from graphs.validation import validate_manifest
-from graphs.versions import DynamoVersion
 
 
 class Command(BaseCommand):

@@ -3,8 +3,8 @@ in threads, the cluster watchers feed the status cache of Kubernetes graphs."""
 
 from django.core.management.base import BaseCommand
 
-from graphs.runtimes.kubewatch import start_cluster_watchers
-from graphs.runtimes.localoperator import LocalOperator
+from graphs.runtimes.kubernetes.watch import start_cluster_watchers
+from graphs.runtimes.local.operator import LocalOperator
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ the API read the database and never a cluster.
 One ``ClusterWatcher`` per registered cluster. In every namespace graphs use there it lists,
 then watches, three things: DynamoGraphDeployments, the pods carrying the operator's graph
 label (``nvidia.com/dynamo-graph-deployment-name``), and events. After every change it turns
-what it holds into Pod, Event and Deployment rows (kubestatus.py translates). A watch whose
+what it holds into Pod, Event and Deployment rows (status.py translates). A watch whose
 resourceVersion expired (410 Gone) lists again; a cluster that does not answer is marked
 unreachable and its graphs' state unknown, keeping the time they were last seen.
 
@@ -24,9 +24,9 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from ..models import Deployment, Event, GraphState, Pod
-from .base import LOG_HEAD_BYTES, PodStatus, nixl_backend
-from .kubernetes import (
+from ...models import Deployment, Event, GraphState, Pod
+from ..base import LOG_HEAD_BYTES, PodStatus, nixl_backend
+from .client import (
     DGD,
     KubeClient,
     KubeFailure,
@@ -39,7 +39,7 @@ from .kubernetes import (
     read_log_head,
     served_versions,
 )
-from .kubestatus import DGD_LABEL, caught_up, event_record, graph_state, pod_status
+from .status import DGD_LABEL, caught_up, event_record, graph_state, pod_status
 
 log = logging.getLogger(__name__)
 

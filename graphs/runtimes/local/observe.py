@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import LOG_HEAD_BYTES
+from ..base import LOG_HEAD_BYTES
 
 SHM_PATH = "/dev/shm"
 

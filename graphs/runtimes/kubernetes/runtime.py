@@ -9,7 +9,7 @@
 * delete: the DGD (the operator garbage-collects the rest); already gone is success.
 
 Every cluster call goes through the adapter in kubernetes.py; the status cache is fed by the
-watchers (kubewatch.py), never by these calls."""
+watchers (watch.py), never by these calls."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ import copy
 import difflib
 import re
 
-from ..manifest import V1ALPHA1
-from ..models import GraphState
-from ..specio import dump_yaml
-from .base import ApplyResult, Target
-from .kubernetes import (
+from ...dgd.render import V1ALPHA1
+from ...models import GraphState
+from ...specio import dump_yaml
+from ..base import ApplyResult, Target
+from .client import (
     APPLY_PATCH,
     DGD,
     DGDSA,

@@ -1,6 +1,6 @@
 """The one module that imports the official kubernetes client: the adapter between the
-control plane and a cluster's API server. The runtime (kuberuntime.py), the watchers
-(kubewatch.py) and the clusters app use it and never the client itself.
+control plane and a cluster's API server. The runtime (runtime.py), the watchers
+(watch.py) and the clusters app use it and never the client itself.
 
 Everything the control plane does to or reads from a cluster goes through ``KubeClient``:
 objects travel as plain dicts (``response_type="object"``: no client-side model validation,
@@ -35,8 +35,8 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from ..errors import RuntimeFailure
-from .kubestatus import GpuSummary, gpu_summary
+from ...errors import RuntimeFailure
+from .status import GpuSummary, gpu_summary
 
 log = logging.getLogger(__name__)
 

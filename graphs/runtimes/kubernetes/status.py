@@ -1,16 +1,16 @@
 """Pure translations of what a cluster reports into the status cache's terms: a Dynamo pod
 into a PodStatus (the kubectl columns plus GPUs and /dev/shm), a DGD's status into a graph
 state, a core Event into an EventRecord, and nodes plus bound pods into free GPUs.
-No network, no database: kubewatch feeds it plain dicts."""
+No network, no database: watch.py feeds it plain dicts."""
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
 
-from ..models import GraphState
-from ..spec import quantity_bytes
-from .base import EventRecord, PodStatus
+from ...models import GraphState
+from ...spec import quantity_bytes
+from ..base import EventRecord, PodStatus
 
 GPU = "nvidia.com/gpu"
 DGD_LABEL = "nvidia.com/dynamo-graph-deployment-name"

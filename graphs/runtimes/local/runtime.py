@@ -1,5 +1,5 @@
 """The local runtime, control side: records the desired state of a graph in its Deployment
-row. The local operator process (graphs.runtimes.localoperator, ``manage.py runoperator``)
+row. The local operator process (graphs.runtimes.local.operator, ``manage.py runoperator``)
 reconciles that state into real Dynamo processes and reports them back as pods, the way the
 Dynamo operator reconciles a DGD on a cluster."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from ..models import GraphState
-from ..specio import dump_yaml
-from .base import ApplyResult, Target
+from ...models import GraphState
+from ...specio import dump_yaml
+from ..base import ApplyResult, Target
 
 LOG_DIR_NAME = "logs"
 

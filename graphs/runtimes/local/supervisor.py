@@ -1,21 +1,8 @@
 """The process layer of the local runtime: Dynamo graphs as supervised processes on this host.
 
-Django-free. It builds argv and env for one Dynamo process from typed inputs (never from a
-command string), allocates loopback ports, probes readiness, and supervises processes like a
+Django-free. It probes readiness and supervises processes (argv and env from argv.py) like a
 tiny kubelet: restart with exponential back-off, CrashLoopBackOff, pidfiles so that a crashed
-operator's processes are found and killed on the next start.
-
-Dynamo 1.6.1 facts this module relies on (checked on this host, no GPU, no network):
-* ``--discovery-backend file`` plus one ``DYN_FILE_KV`` folder per graph: no etcd, no NATS.
-* ``DYN_SYSTEM_PORT`` is parsed as an i16: a worker's system port must be <= 32767.
-* A worker's ``/health`` (and ``/live``) on the system port stays 503 "notready" forever unless
-  ``DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS='["generate"]'``. The runtime logs that variable as
-  deprecated, yet reads it. ``DYN_SYSTEM_ENABLED`` is deprecated and ignored: the port alone
-  enables the server.
-* The frontend's TCP response-stream listener binds the host's IP unless
-  ``DYN_TCP_RESPONSE_STREAM_HOST`` is set.
-* The ZMQ event plane always binds ``0.0.0.0`` on random ports (and the mocker's bootstrap port
-  binds ``0.0.0.0`` too); ``DYN_EVENT_PLANE_HOST`` only changes the address it advertises."""
+operator's processes are found and killed on the next start."""
 
 from __future__ import annotations
 
@@ -28,212 +15,19 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
-from ..commandline import ROUTER_FLAGS
-from ..commandline import ROUTER_MODES as DYNAMO_ROUTER_MODES
-from .base import EventRecord, PodStatus
+from ..base import EventRecord, PodStatus
+from ..processes import LOOPBACK, group_members, proc_stat, wait_until
 
-LOOPBACK = "127.0.0.1"
-MAX_SYSTEM_PORT = 32767  # DYN_SYSTEM_PORT is an i16 in the 1.6.1 runtime config
-Kind = Literal["frontend", "mocker", "vllm"]
-Mode = Literal["agg", "prefill", "decode"]
-ENTRY_MODULES = {"frontend": "dynamo.frontend", "mocker": "dynamo.mocker", "vllm": "dynamo.vllm"}
-# "direct" expects the caller to name the worker in every request: nothing here does.
-ROUTER_MODES = tuple(m for m in DYNAMO_ROUTER_MODES if m != "direct")
-# The frontend's router tuning flags (dynamo.frontend 1.6.1), minus those that read a file.
-_ROUTER_TUNING = {flag for flag in ROUTER_FLAGS if flag not in (
-    "--router-mode", "--router-tracking-key-file", "--router-policy-config")}
-_ROUTER_TUNING |= {"--no-" + flag[2:] for flag in _ROUTER_TUNING if ROUTER_FLAGS[flag][0] == "bool"}
-
-# Extra engine flags a spec may add. Only tuning knobs: nothing that reads a file, opens a
-# listener, picks a model or loads remote code. Flags this module sets itself are not listed.
-SAFE_FLAGS: dict[str, frozenset[str]] = {
-    "frontend": frozenset({
-        "--kv-cache-block-size", "--migration-limit", "--migration-max-seq-len", "--router-temperature",
-        "--router-replica-sync", "--router-kv-events", "--router-track-active-blocks", "--router-ttl-secs",
-        "--router-queue-threshold", "--router-min-initial-workers", "--enforce-disagg",
-        "--active-decode-blocks-threshold", "--active-prefill-tokens-threshold",
-        "--active-prefill-tokens-threshold-frac", "--router-prefill-load-scale",
-        "--router-decode-active-request-weight",
-    }) | _ROUTER_TUNING,
-    "mocker": frozenset({
-        "--num-gpu-blocks-override", "--block-size", "--max-model-len", "--max-num-seqs",
-        "--max-num-batched-tokens", "--enable-prefix-caching", "--no-enable-prefix-caching",
-        "--enable-chunked-prefill", "--no-enable-chunked-prefill", "--preemption-mode",
-        "--decode-speedup-ratio", "--data-parallel-size", "--startup-time", "--engine-type",
-        "--kv-transfer-bandwidth", "--kv-transfer-timing-mode", "--kv-cache-dtype", "--kv-bytes-per-token",
-        "--gpu-memory-utilization", "--reasoning",
-    }),
-    "vllm": frozenset({
-        "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--max-model-len",
-        "--gpu-memory-utilization", "--max-num-seqs", "--max-num-batched-tokens", "--enforce-eager",
-        "--dtype", "--kv-cache-dtype", "--block-size", "--enable-prefix-caching",
-        "--no-enable-prefix-caching", "--enable-chunked-prefill", "--no-enable-chunked-prefill",
-        "--quantization", "--seed",
-        "--swap-space", "--cpu-offload-gb", "--kv-transfer-config",
-    }),
-}
-FLAG_RE = re.compile(r"^--[a-z0-9][a-z0-9-]*$")
-NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?$")
-ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-# Spec env may not change how Python or the loader starts, nor what this module pins.
-REFUSED_ENV_RE = re.compile(r"^(LD_|DYLD_|PYTHON|DYN_|(HF_HUB|TRANSFORMERS)_OFFLINE$|PATH$|BASH_ENV$|ENV$)")
-INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "VIRTUAL_ENV",
-                 "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "HF_HOME")
-# info, minus one line per HTTP response: readiness probes would otherwise fill the frontend log.
-DEFAULT_LOG = "info,dynamo_llm::http::service::service_v2=warn"
-
-
-def _check_value(value: str, flag: str) -> str:
-    if not value or len(value) > 4096 or any(c in value for c in "\x00\r\n"):
-        raise ValueError(f"value {value!r} of {flag} is empty, too long or contains NUL/newlines")
-    return value
-
-
-def validate_extra_args(kind: Kind, args: Sequence[str]) -> list[str]:
-    """Check extra engine args against the allow-list; ``--flag=value`` is split. Raises ValueError."""
-    allowed, out, flag = SAFE_FLAGS[kind], [], ""
-    for token in args:
-        token = str(token)
-        if token.startswith("--"):
-            name, eq, value = token.partition("=")
-            if not FLAG_RE.match(name):
-                raise ValueError(f"{name!r} is not a valid flag name")
-            if name not in allowed:
-                raise ValueError(f"flag {name} is not allowed for {ENTRY_MODULES[kind]} "
-                                 f"(allowed: {', '.join(sorted(allowed))})")
-            out.append(name)
-            flag = name
-            if eq:
-                out.append(_check_value(value, name))
-        elif not flag:
-            raise ValueError(f"value {token!r} does not follow a flag")
-        elif token.startswith("-") and not NUMBER_RE.match(token):
-            raise ValueError(f"short option {token!r} is not allowed; use --long-flags")
-        else:
-            out.append(_check_value(token, flag))
-    return out
-
-
-def build_process_argv(
-    *, kind: Kind, python: str = sys.executable, http_port: int | None = None,
-    model_path: str | Path | None = None, model_name: str | None = None, mode: Mode = "agg",
-    bootstrap_port: int | None = None, speedup_ratio: float | None = None,
-    router_mode: str = "round-robin", extra_args: Sequence[str] = (),
-) -> list[str]:
-    """argv for one Dynamo process. Only the modules in ENTRY_MODULES can come out of here."""
-    if kind not in ENTRY_MODULES:
-        raise ValueError(f"unknown process kind {kind!r}")
-    extra = validate_extra_args(kind, extra_args)
-    argv = [python, "-m", ENTRY_MODULES[kind]]
-    planes = ["--discovery-backend", "file", "--request-plane", "tcp"]
-    if kind == "frontend":
-        if http_port is None:
-            raise ValueError("the frontend needs an http_port")
-        if router_mode not in ROUTER_MODES:
-            raise ValueError(f"router mode {router_mode!r} is not one of {ROUTER_MODES}")
-        return [*argv, "--http-host", LOOPBACK, "--http-port", str(_port(http_port)), *planes,
-                "--router-mode", router_mode, *extra]
-    if mode not in ("agg", "prefill", "decode"):
-        raise ValueError(f"disaggregation mode {mode!r} is not agg, prefill or decode")
-    if not model_path or not model_name:
-        raise ValueError("a worker needs model_path and model_name")
-    for value, what in ((str(model_path), "model path"), (model_name, "model name")):
-        if value.startswith("-"):
-            raise ValueError(f"{what} {value!r} may not start with '-'")
-        _check_value(value, what)
-    if kind == "mocker":
-        argv += ["--model-path", str(model_path), "--model-name", model_name, *planes,
-                 "--disaggregation-mode", mode]
-        if mode == "prefill" and bootstrap_port is not None:
-            # Decode workers learn this rendezvous port (and host) from the prefill worker's
-            # discovery record; without it the mocker skips the simulated KV handshake.
-            argv += ["--bootstrap-ports", str(_port(bootstrap_port))]
-        if speedup_ratio is not None:
-            if not 0 <= speedup_ratio <= 1000:
-                raise ValueError("speedup_ratio must be within [0, 1000]")
-            argv += ["--speedup-ratio", f"{speedup_ratio:g}"]
-        return argv + extra
-    # dynamo.vllm (GPU hosts): built here, never run on this machine.
-    argv += ["--model", str(model_path), "--served-model-name", model_name, *planes,
-             "--disaggregation-mode", mode]
-    if mode == "prefill" and "--kv-transfer-config" not in extra:  # extras come back split at "="
-        # 1.6.1 refuses a prefill worker without an explicit connector (the NIXL default is gone).
-        argv += ["--kv-transfer-config", '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}']
-    return argv + extra
-
-
-def build_process_env(
-    *, discovery_dir: Path, system_port: int | None = None, log_level: str = DEFAULT_LOG,
-    extra_env: Mapping[str, str] | None = None, base_env: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """Env for one Dynamo process: a few inherited basics (never the operator's secrets), the
-    spec's checked extras, then everything that keeps the graph offline and on loopback."""
-    _check_value(log_level, "DYN_LOG")
-    base = os.environ if base_env is None else base_env
-    env = {k: base[k] for k in INHERITED_ENV if k in base}
-    for key, value in (extra_env or {}).items():
-        if not ENV_NAME_RE.match(key) or REFUSED_ENV_RE.match(key):
-            raise ValueError(f"environment variable {key!r} may not be set by a graph")
-        env[key] = _check_value(str(value), key)
-    env.update({
-        "DYN_DISCOVERY_BACKEND": "file", "DYN_REQUEST_PLANE": "tcp", "DYN_FILE_KV": str(discovery_dir),
-        "DYN_TCP_RPC_HOST": LOOPBACK, "DYN_TCP_RESPONSE_STREAM_HOST": LOOPBACK,
-        "DYN_EVENT_PLANE_HOST": LOOPBACK, "DYN_SYSTEM_HOST": LOOPBACK,
-        "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-        "PYTHONUNBUFFERED": "1", "DYN_SDK_DISABLE_ANSI_LOGGING": "1", "NO_COLOR": "1", "DYN_LOG": log_level,
-    })
-    if system_port is not None:
-        if not 1024 <= system_port <= MAX_SYSTEM_PORT:
-            raise ValueError(f"system port {system_port} is outside 1024..{MAX_SYSTEM_PORT} (Dynamo: i16)")
-        env["DYN_SYSTEM_PORT"] = str(system_port)
-        env["DYN_SYSTEM_USE_ENDPOINT_HEALTH_STATUS"] = '["generate"]'
-    return env
-
-
-def _port(port: int) -> int:
-    if not isinstance(port, int) or not 1 <= port <= 65535:
-        raise ValueError(f"{port!r} is not a TCP port")
-    return port
-
-
-# --- ports, probes, waiting -------------------------------------------------------------------
-
-class PortRangeExhausted(RuntimeError):
-    pass
-
-
-def port_is_free(port: int, host: str = LOOPBACK) -> bool:
-    # No SO_REUSEADDR: stricter than the servers' own bind, so a port in use is never handed out.
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def allocate_ports(count: int, lo: int, hi: int, taken: set[int]) -> list[int]:
-    """``count`` ports in [lo, hi] free on 127.0.0.1 now and not in ``taken``."""
-    found: list[int] = []
-    for port in range(max(lo, 1), min(hi, 65535) + 1):
-        if port not in taken and port_is_free(port):
-            found.append(port)
-            if len(found) == count:
-                return found
-    raise PortRangeExhausted(f"need {count} free ports on {LOOPBACK} in {lo}-{hi}, found {len(found)} "
-                             f"({len(taken)} already taken by local graphs); widen the port range")
-
+# --- probes ---------------------------------------------------------------------------------
 
 def http_get(port: int, path: str, *, timeout: float = 0.5) -> tuple[int, bytes] | None:
     """GET on loopback, no proxies (http.client ignores *_proxy); None when nothing answers."""
@@ -262,44 +56,6 @@ def probe_worker(system_port: int, *, timeout: float = 0.5) -> bool:
     """Ready when the system server's /health answers 200 (its "generate" endpoint is up)."""
     result = http_get(system_port, "/health", timeout=timeout)
     return bool(result and result[0] == 200)
-
-
-T = TypeVar("T")
-
-
-def wait_until(predicate: Callable[[], T], *, timeout: float, interval: float = 0.25,
-               what: str = "condition") -> T:
-    """Call ``predicate`` until it returns something truthy, which is returned; TimeoutError after."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
-
-
-# --- /proc helpers ------------------------------------------------------------------------------
-
-def proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, process group, start time in clock ticks since boot) from /proc/<pid>/stat."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError):
-        return None
-    fields = text[text.rindex(")") + 2:].split()  # the command name may contain spaces and ")"
-    return fields[0], int(fields[2]), int(fields[19])
-
-
-def group_members(pgid: int, *, started_since: int = 0) -> list[int]:
-    """Live (non-zombie) processes of a process group, optionally started at/after a tick."""
-    members = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (st := proc_stat(int(entry))) and st[1] == pgid and st[0] != "Z" \
-                and st[2] >= started_since:
-            members.append(int(entry))
-    return members
 
 
 def _signal_group(pgid: int, sig: int) -> None:

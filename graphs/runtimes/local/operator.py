@@ -5,7 +5,7 @@ as the Dynamo operator and the kubelet do on a cluster.
 One loop, about once a second: desired processes from each active Deployment's revision and
 replica overrides; ``Supervisor.ensure`` for each, ``stop`` for the rest; ``poll`` for exits
 and restarts; probes for readiness; then pods, events and the graph state go to the database.
-Only known Dynamo entry points run, with argv built from the typed spec (localproc.py)."""
+Only known Dynamo entry points run, with argv built from the typed spec (argv.py)."""
 
 from __future__ import annotations
 
@@ -23,24 +23,17 @@ from django.utils import timezone
 
 from metrics.localprom import sync_targets
 
-from ..commandline import flag_value, tokens
-from ..models import Deployment, Event, GraphState, Pod
-from ..spec import GraphSpec, Service
-from .base import EventRecord, PodStatus, nixl_backend
-from .local import graph_dir
-from .localgpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
-from .localgpus import probe as probe_gpus
-from .localobserve import head_file, process_shm
-from .localproc import (
-    MAX_SYSTEM_PORT,
-    SAFE_FLAGS,
-    PortRangeExhausted,
-    Supervisor,
-    allocate_ports,
-    build_process_argv,
-    build_process_env,
-    group_members,
-)
+from ...dgd.commandline import flag_value, tokens
+from ...models import Deployment, Event, GraphState, Pod
+from ...spec import GraphSpec, Service
+from ..base import EventRecord, PodStatus, nixl_backend
+from ..processes import PortRangeExhausted, allocate_ports, group_members
+from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process_env
+from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
+from .gpus import probe as probe_gpus
+from .observe import head_file, process_shm
+from .runtime import graph_dir
+from .supervisor import Supervisor
 from .tinymodel import ensure_model_dir
 
 log = logging.getLogger(__name__)

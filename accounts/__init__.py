@@ -1,0 +1,1 @@
+"""Roles and the acting user: the bottom layer every app may use."""

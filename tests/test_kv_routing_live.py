@@ -7,6 +7,7 @@ metrics API, per reply as cached prompt tokens, and per pod the process's own fa
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import httpx
@@ -108,6 +109,9 @@ def test_a_kv_routed_graph_reuses_prompt_prefixes_and_says_so(eager, operator, u
     row = client_for("viewer").get(f"/api/metrics/graphs/{graph.name}/").json()
     assert row["error"] == ""
     assert 0 < row["kv_hit_rate"] <= 1, row
+    overview = client_for("viewer").get("/metrics/").content.decode()
+    [percent] = re.findall(r'<td data-col="kv-hit-rate">(\d+)%</td>', overview)
+    assert 0 < int(percent) <= 100
     chart = client_for("viewer").get(f"/api/metrics/graphs/{graph.name}/chart/?window=15m").json()
     assert 0 < chart["summary"]["kv_hit_rate"] <= 1, chart["summary"]
     assert 0 < chart["summary"]["cached_token_share"] <= 1

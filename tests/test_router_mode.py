@@ -193,7 +193,7 @@ def test_the_api_creates_from_a_template_with_a_router_mode_and_refuses_an_unkno
     ok = client.post("/api/graphs/from-template/", {"template": "vllm-disagg", "name": "kvapi", "router_mode": "kv"},
                      content_type="application/json")
     assert ok.status_code == 201, ok.content
-    assert "--router-mode" in ok.json()["spec"]["services"][0]["args"]
+    assert "--router-mode" in ok.json()["spec"]["services"][0]["args"] and ok.json()["router_mode"] == "kv"
     bad = client.post("/api/graphs/from-template/", {"template": "vllm-disagg", "name": "kvbad",
                                                       "router_mode": "fastest"}, content_type="application/json")
     assert bad.status_code == 400 and "router_mode" in bad.json()

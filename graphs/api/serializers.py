@@ -89,13 +89,19 @@ class GraphSerializer(serializers.ModelSerializer):
 
 class GraphDetailSerializer(GraphSerializer):
     spec = serializers.SerializerMethodField()
+    router_mode = serializers.SerializerMethodField(
+        help_text="The Frontend's router mode (--router-mode or DYN_ROUTER_MODE; round-robin when unset).")
 
     class Meta(GraphSerializer.Meta):
-        fields = [*GraphSerializer.Meta.fields, "spec"]
+        fields = [*GraphSerializer.Meta.fields, "spec", "router_mode"]
 
     @extend_schema_field(serializers.JSONField())
     def get_spec(self, obj):
         return obj.head.spec if obj.head else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_router_mode(self, obj):
+        return obj.head.graph_spec.router_mode if obj.head else None
 
 
 class GraphCreateSerializer(serializers.Serializer):

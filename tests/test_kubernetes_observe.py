@@ -84,6 +84,61 @@ def test_a_worker_whose_dev_shm_is_smaller_than_its_spec_is_the_emptydir_trap(cl
     assert "the worker sees 64Mi" in page
 
 
+DF_HEADER = "Filesystem     1024-blocks  Used Available Capacity Mounted on\n"
+
+
+def _df(kib: int):
+    def run(command: list[str]) -> tuple[str, str, int]:
+        if command != ["df", "-kP", "/dev/shm"]:
+            return "", f"sh: {command[0]}: not found\n", 127
+        return f"{DF_HEADER}shm {kib:>19} 0 {kib:>9}   0% /dev/shm\n", "", 0
+    return run
+
+
+def test_where_pods_exec_is_allowed_df_in_the_container_measures_dev_shm(cluster, kube, watcher, settings):
+    settings.KUBERNETES_EXEC_SHM = True
+    graph = make_graph()
+    apply(graph)
+    prefill, decode = _pod(kube, "prefill"), _pod(kube, "decode")
+    decode["spec"]["volumes"] = [{"name": "shared-memory", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]
+    decode["spec"]["containers"][0]["volumeMounts"] = [{"name": "shared-memory", "mountPath": "/dev/shm"}]
+    kube.put(decode)
+    kube.set_pod_exec(decode["metadata"]["name"], _df(16 * 2**20), namespace=NS)
+    kube.set_pod_exec(prefill["metadata"]["name"], _df(65536), namespace=NS)  # what the container really got
+    watcher.watch_once(timeout=0)
+    pods = {p.service: p for p in Pod.objects.filter(deployment__graph=graph)}
+    assert (pods["decode"].shm_bytes, pods["decode"].shm_source) == (16 * GI, "df in the container")
+    assert (pods["prefill"].shm_bytes, pods["prefill"].shm_source) == (64 * MI, "df in the container")
+    execs = kube.find_requests("GET", r"/exec$")
+    assert sorted(r.path.split("/")[-2] for r in execs) == sorted([prefill["metadata"]["name"],
+                                                                   decode["metadata"]["name"]])
+    assert all(r.query["command"] == ["df", "-kP", "/dev/shm"] and r.param("container") == "main" for r in execs)
+    dep = Deployment.objects.get(graph=graph)
+    [trap] = [d for d in diagnose(dep, list(Pod.objects.filter(deployment=dep))) if "/dev/shm" in d.title]
+    assert prefill["metadata"]["name"] in trap.title and "(df in the container)" in trap.detail
+    watcher.watch_once(timeout=0)
+    assert len(kube.find_requests("GET", r"/exec$")) == 2  # once per container start
+
+
+def test_a_refused_exec_keeps_the_volumes_figure_and_says_why(cluster, kube, watcher, settings):
+    settings.KUBERNETES_EXEC_SHM = True
+    graph = make_graph()
+    apply(graph)
+    kube.inject("GET", r"/exec$", status=403, times=None)  # RBAC: no pods/exec for this service account
+    watcher.watch_once(timeout=0)
+    decode = Pod.objects.get(deployment__graph=graph, service="decode")
+    assert decode.shm_bytes == 64 * MI  # from the pod's volumes: none at /dev/shm
+    assert decode.shm_source == "pod volumes (df: pods/exec not allowed)"
+
+
+def test_without_the_admins_leave_no_pod_is_execd(cluster, kube, watcher):
+    graph = make_graph()
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    assert not kube.find_requests("GET", r"/exec$")
+    assert set(Pod.objects.filter(deployment__graph=graph).values_list("shm_source", flat=True)) == {"pod volumes"}
+
+
 def test_a_size_limit_below_the_spec_is_flagged_too(cluster, kube, watcher):
     graph = make_graph()
     apply(graph)

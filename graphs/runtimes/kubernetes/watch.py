@@ -25,7 +25,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from ...models import Deployment, Event, GraphState, Pod
-from ..base import LOG_HEAD_BYTES, PodStatus, nixl_backend
+from ..base import PodStatus
 from .client import (
     DGD,
     KubeClient,
@@ -36,9 +36,9 @@ from .client import (
     custom_path,
     read_gpus,
     read_log,
-    read_log_head,
     served_versions,
 )
+from .facts import WorkerFacts
 from .status import DGD_LABEL, caught_up, event_record, graph_state, pod_status
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ class ClusterWatcher:
         self.lock = threading.Lock()
         self.dgd_version = ""
         self.logs: dict[tuple[str, int], str] = {}  # (pod, restarts) -> last log lines
+        self.facts = WorkerFacts()  # NIXL backend and df of /dev/shm, once per container start
         self.events_written: dict[tuple[int, str], str] = {}  # (deployment, event name) -> lastTimestamp
 
     # ---------------------------------------------------------------- one cycle
@@ -242,7 +243,7 @@ class ClusterWatcher:
                 if status.phase == "CrashLoopBackOff":
                     status.last_log = self._last_log(kube, dep.namespace, status)
                 elif status.ready and status.role in ("prefill", "decode", "worker"):
-                    status.nixl_backend = self._nixl(kube, dep.namespace, status, engine)
+                    self.facts.observe(kube, dep.namespace, status, engine)
             state, message = graph_state(active=dep.active, dgd=dgd, pods=statuses, name=name,
                                          namespace=dep.namespace, awaiting=dep.observed_generation < dep.generation)
             self._write(dep, dgd, statuses, events, state, message)
@@ -256,21 +257,6 @@ class ClusterWatcher:
                 self.logs[key] = read_log(kube, namespace, pod.name, lines=LOG_LINES, previous=True)
             except KubeFailure as exc:
                 self.logs[key] = f"(no log: {exc})"
-        return self.logs[key]
-
-    def _nixl(self, kube: KubeClient, namespace: str, pod: PodStatus, engine: str) -> str:
-        """The worker's KV-transfer backend, from the head of its log, read once per container
-        start (and again while the log does not name one yet)."""
-        if engine == "mocker":
-            return nixl_backend("mocker", "")
-        key = (f"nixl:{pod.name}", pod.restarts)
-        if not self.logs.get(key):
-            if len(self.logs) > MAX_MEMO:
-                self.logs.clear()
-            try:
-                self.logs[key] = nixl_backend(engine, read_log_head(kube, namespace, pod.name, LOG_HEAD_BYTES))
-            except KubeFailure:
-                self.logs[key] = ""
         return self.logs[key]
 
     def _write(self, dep: Deployment, dgd: dict | None, pods: list[PodStatus], events: list[dict], state: str,

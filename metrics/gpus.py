@@ -13,7 +13,7 @@ from graphs.models import Deployment, Graph, Pod
 
 from . import promql
 from .charts import source_for
-from .prometheus import PrometheusError, query
+from .prometheus import PrometheusError, PrometheusUnreachable, query
 
 MIB = 2**20
 
@@ -46,7 +46,7 @@ def gpu_usage(graph: Graph, deployment: Deployment | None, pods: list[Pod] | Non
         at = int(time.time() // source.scope.scrape_interval * source.scope.scrape_interval)
         samples = query(promql.pod_gpus(namespace, names), url=source.url, at=at)
     except PrometheusError as exc:
-        out.update(state="unreachable" if "unreachable" in exc.message else "error", message=exc.message)
+        out.update(state="unreachable" if isinstance(exc, PrometheusUnreachable) else "error", message=exc.message)
         return out
     for sample in samples:
         row = out["pods"].setdefault(sample.labels.get("pod", ""), {"gpu_memory_bytes": None, "gpu_util": None,

@@ -259,3 +259,18 @@ def test_without_dcgm_series_the_gpu_columns_say_why(cluster, kube, watcher, use
     data = client_for("viewer").get(f"/api/metrics/graphs/{graph.name}/gpus/").json()
     assert (data["state"], data["pods"]) == ("no_data", [])
     assert "dcgm-exporter" in data["message"]
+
+
+def test_an_unreachable_prometheus_leaves_the_gpu_columns_empty_and_says_so(cluster, kube, watcher, client_for,
+                                                                            settings, fresh_cache):
+    from tests.metrics_fixtures import free_port
+
+    settings.PROMETHEUS_KUBERNETES_URL = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    graph = make_graph("gdown", gpus=1)
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    data = client_for("viewer").get(f"/api/metrics/graphs/{graph.name}/gpus/").json()
+    assert (data["state"], data["pods"]) == ("unreachable", [])
+    assert "connection refused" in data["message"]
+    page = client_for("viewer").get(f"/graphs/{graph.name}/status/")
+    assert page.status_code == 200 and '<td data-col="gpu-mem">—</td>' in page.content.decode()

@@ -117,7 +117,7 @@ def start_prometheus(tmp: Path, port: int) -> subprocess.Popen:
     from metrics import localprom
 
     binary = localprom.find_binary()
-    promtool = shutil.which("promtool")
+    promtool = localprom.find_tool("promtool")
     if binary is None or promtool is None:
         sys.exit("needs prometheus and promtool (Debian: apt-get install prometheus)")
     end = int(time.time()) // SCRAPE * SCRAPE

@@ -119,8 +119,9 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     p.key: p
     for p in [
-        Profile("article", "The article's: chat, streaming, concurrency 50",
-                "The seed article's benchmark: streaming chat completions with 50 requests in flight.",
+        Profile("streaming-chat", "Streaming chat, concurrency 50",
+                "Streaming chat completions with 50 requests in flight: enough load to queue prefill behind "
+                "decode on an aggregated graph, which is what disaggregation fixes.",
                 {"concurrency": 50, "request_count": 150, "input_tokens_mean": 512, "output_tokens_mean": 128}),
         Profile("long", "Long prompts, long outputs",
                 "2,048-token prompts and 512-token answers: prefill-heavy and decode-heavy at once.",

@@ -14,6 +14,8 @@ from html import escape
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from graphs.engines import MOCKER_LABEL
+
 from .models import BenchmarkRun
 from .schema import Step
 
@@ -24,7 +26,8 @@ DASHES = ["", "8 4", "2 3", "10 3 2 3", "4 4", "1 2", "12 2", "6 2 2 2"]
 MARKERS = ["circle", "square", "triangle", "diamond", "circle", "square", "triangle", "diamond"]
 
 COLUMNS = [
-    ("run", "Run"), ("graph", "Graph"), ("label", "Arm / label"), ("shape", "Shape"), ("gpus", "GPUs"),
+    ("run", "Run"), ("graph", "Graph"), ("label", "Arm / label"), ("engine", "Engine"), ("shape", "Shape"),
+    ("gpus", "GPUs"),
     ("profile", "Profile"), ("concurrency", "Concurrency"), ("request_rate", "Request rate"),
     ("ttft_p50", "TTFT p50 (ms)"), ("ttft_p90", "TTFT p90 (ms)"), ("ttft_p99", "TTFT p99 (ms)"),
     ("itl_p50", "ITL p50 (ms)"), ("itl_p90", "ITL p90 (ms)"), ("itl_p99", "ITL p99 (ms)"),
@@ -41,8 +44,8 @@ COLUMNS = [
 def step_row(run: BenchmarkRun, step: Step) -> dict:
     config, results = run.run_config, run.run_results
     row = {"run": run.pk, "graph": run.graph.name, "label": run.label or config.shape, "shape": config.shape,
-           "gpus": config.gpus, "profile": run.profile, "concurrency": step.concurrency,
-           "request_rate": step.request_rate}
+           "gpus": 0 if config.gpu_free else config.gpus, "profile": run.profile, "concurrency": step.concurrency,
+           "request_rate": step.request_rate, "engine": _engine(config)}
     for ours, stats in (("ttft", step.ttft), ("itl", step.itl), ("latency", step.request_latency),
                         ("tokens_per_user", step.tokens_per_user)):
         for q in ("p50", "p90", "p99"):
@@ -53,6 +56,11 @@ def step_row(run: BenchmarkRun, step: Step) -> dict:
                token_counts=results.token_counts.source if results.token_counts else "",
                finished_at=run.finished_at.isoformat() if run.finished_at else "")
     return row
+
+
+def _engine(config) -> str:
+    """What measured the numbers: MOCKER_LABEL for Dynamo's mocker, else the real engine."""
+    return MOCKER_LABEL if config.simulated else "real engine"
 
 
 def rows(runs: list[BenchmarkRun]) -> list[dict]:
@@ -88,7 +96,8 @@ def series(runs: list[BenchmarkRun]) -> list[dict]:
         points = [{"x": s.output_token_throughput, "concurrency": s.concurrency, "rate": s.request_rate,
                    "ttft": s.ttft.p90, "itl": s.itl.p90, "latency": s.request_latency.p90}
                   for s in run.run_results.steps if s.output_token_throughput is not None]
-        out.append({"run": run.pk, "label": f"#{run.pk} {run.label or run.run_config.shape} ({run.graph.name})",
+        sim = " · simulated" if run.run_config.simulated else ""
+        out.append({"run": run.pk, "label": f"#{run.pk} {run.label or run.run_config.shape} ({run.graph.name}){sim}",
                     "color": PALETTE[i % len(PALETTE)], "dash": DASHES[i % len(DASHES)],
                     "marker": MARKERS[i % len(MARKERS)], "points": sorted(points, key=lambda p: p["x"])})
     return out

@@ -84,7 +84,13 @@ class RunConfig(BaseModel):
     decode: int = 0
     worker: int = 0
     gpus: int = 0  # every worker replica's GPUs; a GPU-less worker (mocker) counts as one
+    # No worker asks a GPU (the mocker): ``gpus`` is then a budget of GPU-equivalents for A/B
+    # studies and sizing, and there are no tokens per GPU to report.
+    gpu_free: bool = False
     shape: str = ""  # p1d1, agg2: see benchmarks.shapes
+    # Set when the measured workers were Dynamo's mocker: "simulated with Dynamo's mocker: <why>".
+    # Every number of the run carries it (pages, CSV, reports, recommendations).
+    simulated: str = ""
 
     @property
     def disaggregated(self) -> bool:

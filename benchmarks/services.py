@@ -161,13 +161,18 @@ def resolve_tokenizer(dep: Deployment, model: str) -> aiperf.Tokenizer:
 
 
 def _snapshot(dep: Deployment) -> tuple[RunConfig, str]:
+    from graphs.engines import graph_simulation
+
     spec = dep.revision.graph_spec
     replicas = dep.desired_replicas(spec)
     shape = shape_of(spec, replicas)
     model = spec.model or spec.name
+    simulation = graph_simulation(spec, dep.runtime)
     config = RunConfig(runtime=dep.runtime, endpoint=dep.endpoint, model=model, revision=dep.revision.number,
                        replicas=replicas, prefill=shape.prefill, decode=shape.decode, worker=shape.workers,
-                       gpus=gpu_count(spec, replicas), shape=str(shape))
+                       gpus=gpu_count(spec, replicas), shape=str(shape),
+                       gpu_free=not any(s.gpus for s in spec.services if s.is_worker),
+                       simulated=f"{simulation.label}: {simulation.reason}" if simulation else "")
     return config, model
 
 
@@ -222,7 +227,7 @@ def _measure(run: BenchmarkRun, workdir: Path, scratch: Path) -> RunResults:
         except aiperf.ExportMissing as exc:
             raise RunFailed(_failure(f"{exc} during {point}", log_path)) from None
         step = aiperf.parse_step(export, index=index, artifact=name, concurrency=concurrency, request_rate=rate,
-                                 gpus=config.gpus)
+                                 gpus=0 if config.gpu_free else config.gpus)
         if step.completed == 0:
             raise RunFailed(_failure(f"no request completed during {point}", log_path))
         if step.errors:

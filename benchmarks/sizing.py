@@ -1,6 +1,6 @@
 """Replica recommendations from latency targets and measured runs, and applying them.
 
-The rule is the seed article's: time to first token is made by prefill, inter-token latency
+The rule is disaggregation's own: time to first token is made by prefill, inter-token latency
 by decode; raise prefill replicas when TTFT is too high, decode replicas when ITL is. Here it
 is applied to evidence: every successful run of the graph and of its A/B variants under the
 same load, judged at p90 (at a sweep's highest load):
@@ -26,6 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from graphs import operations
+from graphs.engines import MOCKER_LABEL
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Graph, Operation, OperationState
 from graphs.spec import MAX_REPLICAS
@@ -254,6 +255,12 @@ def recommendation_create(*, graph: Graph, user=None, via: str = "ui", ttft_ms: 
                            itl_ms=targets.get("itl_ms"))
     except NoEvidence as exc:
         raise BenchmarkRefused(str(exc)) from None
+    simulated = [r for r in runs if r.pk in set(advice.evidence) and r.run_config.simulated]
+    if simulated:
+        # A recommendation is a number derived from the runs: it carries their label.
+        advice.reasons.insert(0, f"Evidence {' '.join(f'#{r.pk}' for r in simulated)} was {MOCKER_LABEL}, not a "
+                                 "real engine: these replica counts follow the mocker's timing model. Benchmark "
+                                 "the real engine before relying on them.")
     shape = advice.shape
     wanted = ({pools["worker"][0].name: shape.workers} if shape.aggregated else
               {pools["prefill"][0].name: shape.prefill, pools["decode"][0].name: shape.decode})

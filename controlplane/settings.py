@@ -58,6 +58,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "controlplane.streaming.AsyncStreamingMiddleware",  # first: sees every response
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -228,19 +229,22 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: the default broker needs no server (a folder); production uses Redis or RabbitMQ.
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://")
+# kombu warns "No hostname was supplied" on every connection to a URL without one: name it.
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://localhost/")
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {
         "data_folder_in": str(VAR_DIR / "broker"),
         "data_folder_out": str(VAR_DIR / "broker"),
         "processed_folder": str(VAR_DIR / "broker-processed"),
+        # kombu's default is ./control, under whatever folder the process started in.
+        "control_folder": str(VAR_DIR / "broker-control"),
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem")
     else {"visibility_timeout": 3600}
 )
 if CELERY_BROKER_URL.startswith("filesystem"):
-    for _folder in ("broker", "broker-processed"):
+    for _folder in ("broker", "broker-processed", "broker-control"):
         (VAR_DIR / _folder).mkdir(parents=True, exist_ok=True)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
@@ -277,12 +281,20 @@ OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
 # and the port range it hands out to graphs.
+# Web server processes (uvicorn --workers): one per core by default. `manage.py up` passes it on;
+# containers set WEB_CONCURRENCY, which uvicorn itself reads (deploy/kustomize/base/web.yaml).
+WEB_WORKERS = max(1, int(env("WEB_WORKERS", env("WEB_CONCURRENCY", str(
+    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))))))
+
 LOCAL_RUNTIME_DIR = Path(env("LOCAL_RUNTIME_DIR", str(VAR_DIR / "local-runtime")))
 LOCAL_RUNTIME_PORT_MIN = int(env("LOCAL_RUNTIME_PORT_MIN", "18000"))
 LOCAL_RUNTIME_PORT_MAX = int(env("LOCAL_RUNTIME_PORT_MAX", "18999"))
 LOCAL_RUNTIME_PYTHON = env("LOCAL_RUNTIME_PYTHON", "")
 # Every local process is a real engine (about 100 MB each): cap them per host.
 LOCAL_RUNTIME_MAX_PROCESSES = int(env("LOCAL_RUNTIME_MAX_PROCESSES", "32"))
+# A dynamo.vllm worker (GPU hosts) loads the spec's model from a local directory or this
+# host's Hugging Face cache; only with this on may it download a hub id it lacks.
+LOCAL_RUNTIME_MODEL_DOWNLOADS = env_bool("LOCAL_RUNTIME_MODEL_DOWNLOADS", False)
 
 # Prometheus: the source of every latency chart (metrics/). PROMETHEUS_URL is the server the
 # charts query; by default the control plane's own server for local graphs (manage.py
@@ -290,6 +302,9 @@ LOCAL_RUNTIME_MAX_PROCESSES = int(env("LOCAL_RUNTIME_MAX_PROCESSES", "32"))
 # PROMETHEUS_DIR. Kubernetes graphs are read from PROMETHEUS_KUBERNETES_URL (the cluster's
 # Prometheus, scraping Dynamo's PodMonitors) when it is set.
 PROMETHEUS_BINARY = env("PROMETHEUS_BINARY", "prometheus")
+# Where scripts/services.sh unpacks Debian's prometheus when none is on PATH (no root needed);
+# PROMETHEUS_BINARY is looked for on PATH first, then here (usr/bin/).
+TOOLS_DIR = Path(env("CONTROLPLANE_TOOLS_DIR", str(BASE_DIR / "var" / "tools")))
 PROMETHEUS_LOCAL_PORT = int(env("PROMETHEUS_LOCAL_PORT", "9090"))
 PROMETHEUS_URL = env("PROMETHEUS_URL", f"http://127.0.0.1:{PROMETHEUS_LOCAL_PORT}").rstrip("/")
 PROMETHEUS_KUBERNETES_URL = env("PROMETHEUS_KUBERNETES_URL", "").rstrip("/")
@@ -308,15 +323,18 @@ PROMETHEUS_KUBERNETES_RECORDING_RULES = env_bool("PROMETHEUS_KUBERNETES_RECORDIN
 GPU_HOUR_PRICE = env("GPU_HOUR_PRICE", "")
 GPU_PRICE_CURRENCY = env("GPU_PRICE_CURRENCY", "USD")
 
-# One process-local cache by default; CACHE_URL (redis://...) shares it between web processes,
-# so that twenty viewers of one chart cost one Prometheus query whichever process serves them.
-CACHES = {
-    "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": env("CACHE_URL")}
-        if env("CACHE_URL")
-        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "controlplane"}
-    )
-}
+# One process-local cache by default; CACHE_URL shares it between web processes, so that rate
+# limits hold and twenty viewers of one chart cost one Prometheus query whichever process serves
+# them: redis://... in production, or file:///path for the processes of one host (what
+# `manage.py up` uses when it starts several web workers and no CACHE_URL is set).
+CACHE_URL = env("CACHE_URL")
+if CACHE_URL.startswith("file://"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": CACHE_URL.removeprefix("file://")}}
+elif CACHE_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "controlplane"}}
 
 # The playground (playground/): chats proxied to a graph's frontend. Limits are per user; the
 # counters live in the Django cache (per process with the default LocMem cache).

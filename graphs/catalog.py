@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .dgd.commandline import build_frontend_command, build_worker_command
 from .dgd.versions import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
+from .planner.settings import PlannerSettings, graph_mode, planner_args
 from .spec import GraphSpec, Service
 from .specio import spec_from_data
 
@@ -28,9 +29,11 @@ class Template:
 TEMPLATES = {
     t.key: t
     for t in [
-        Template("vllm-disagg", "Disaggregated vLLM, like the article",
-                 "A Frontend, a prefill pool and a decode pool of vLLM workers, each asking one GPU, with 16Gi "
-                 "of /dev/shm for NIXL.", "vllm", True, "Qwen/Qwen3-0.6B", 1),
+        Template("vllm-disagg", "Disaggregated vLLM (Dynamo's recipe)",
+                 "A Frontend, a prefill pool and a decode pool of vLLM workers, one GPU each, with 16Gi of "
+                 "/dev/shm for NIXL (without it the first KV-cache transfer between the pools fails). Dynamo's "
+                 "recipe runs 2 prefill + 2 decode; set the replicas here or scale each pool later.",
+                 "vllm", True, "Qwen/Qwen3-0.6B", 1),
         Template("vllm-agg", "Aggregated vLLM",
                  "A Frontend and one pool of vLLM workers doing prefill and decode together.",
                  "vllm", False, "Qwen/Qwen3-0.6B", 1),
@@ -82,6 +85,7 @@ def build_spec(
     decode: PoolFields | None = None,
     frontend_image: str = "",
     router_mode: str | None = None,
+    planner: PlannerSettings | None = None,
 ) -> GraphSpec:
     """A spec from the create form. Raises ManifestError (paths into the spec) or ValueError."""
     tpl = TEMPLATES[template]
@@ -123,6 +127,12 @@ def build_spec(
                 "hf_token_secret": fields.hf_token_secret or None,
             }
         )
+    if planner is not None:
+        # Dynamo's Planner as a component of the graph, its settings in its --config.
+        services.append({"name": "Planner", "role": "planner", "replicas": 1,
+                         "image": frontend_image or default_image(backend, version),
+                         "command": ["python3", "-m", "dynamo.planner"],
+                         "args": planner_args(planner, mode=graph_mode({role for role, _ in pools}))})
     return spec_from_data(
         {
             "name": name,

@@ -29,6 +29,7 @@ from .dgd.versions import (
     version_from_image,
 )
 from .findings import Finding, Severity
+from .planner.settings import PlannerSettingsError, config_arg, settings_from_config, unknown_keys
 from .spec import MAX_REPLICAS, GraphSpec, Service, quantity_bytes
 
 GI = 2**30
@@ -93,6 +94,8 @@ def operational_findings(obj: dict[str, Any], *, dynamo_version: str | None = No
             out += _check_token(service, paths)
         if service.role == "frontend":
             out += _check_router(service, paths, spec, target)
+        if service.role == "planner":
+            out += _check_planner(service, paths)
         out += _check_emptydir(service, paths)
         out += _check_version_drift(service, paths, spec, target)
     out += _check_api_version(obj, spec, target, paths)
@@ -139,6 +142,25 @@ def _check_pools(spec: GraphSpec, paths: _Paths) -> list[Finding]:
                       "a Planner manages this graph's worker replicas: manual scaling will be undone by it",
                       "change the Planner's limits instead of the replicas, or remove the planner"))
     return out
+
+
+def _check_planner(service: Service, paths: _Paths) -> list[Finding]:
+    """The Planner's --config against what 1.6.1's PlannerConfig accepts (graphs/planner/settings.py)."""
+    path = f"{paths.container(service)}.args"
+    try:
+        arg = config_arg(service.command, service.args)
+        if arg.present and arg.inline is None:
+            return [_f(Severity.INFO, "planner_config_file", path,
+                       f"the Planner reads its settings from {arg.text!r}, which this control plane cannot check",
+                       "write the settings inline (--config '{...}') to have them checked and shown")]
+        settings_from_config(arg.inline or {})
+    except PlannerSettingsError as exc:
+        return [_f(Severity.ERROR, "planner_config_invalid", path,
+                   f"Dynamo's Planner would refuse its --config: {exc}",
+                   "fix the setting in the graph form or in the --config JSON")]
+    return [_f(Severity.WARNING, "planner_config_unknown_key", path,
+               f"the Planner does not know the setting {key!r} and ignores it", "check its spelling")
+            for key in unknown_keys(arg.inline or {})]
 
 
 def _check_replicas(service: Service, paths: _Paths) -> list[Finding]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from pydantic import ValidationError
 
 from .catalog import TEMPLATES
 from .dgd.versions import KNOWN_RELEASES, LATEST, DynamoVersion
+from .planner.settings import TARGETS, PlannerSettings
 from .spec import MAX_GPUS_PER_REPLICA, MAX_REPLICAS, quantity_bytes
 
 
@@ -42,6 +44,46 @@ class TemplateForm(forms.Form):
             self.fields[f"{pool}_hf_token_secret"] = forms.CharField(max_length=253, initial="hf-token-secret",
                                                                      required=False, label="HF token Secret")
 
+        self.fields["planner_enabled"] = forms.BooleanField(
+            required=False, label="Add Dynamo's Planner",
+            help_text="It scales the prefill and decode pools from live load; on the local runtime the control "
+                      "plane executes its decisions")
+        self.fields["planner_optimization_target"] = forms.ChoiceField(
+            choices=[(t, t) for t in TARGETS], required=False, initial="throughput", label="Optimization target",
+            help_text="sla scales for the TTFT/ITL targets; the others react to queue depth and KV-cache load")
+        self.fields["planner_ttft_ms"] = forms.FloatField(min_value=0.001, required=False, initial=500.0,
+                                                          label="TTFT target (ms)")
+        self.fields["planner_itl_ms"] = forms.FloatField(min_value=0.001, required=False, initial=50.0,
+                                                         label="ITL target (ms)")
+        self.fields["planner_adjustment_interval_seconds"] = forms.IntegerField(
+            min_value=1, max_value=86400, required=False, initial=5, label="Adjustment interval (s)",
+            help_text="How often it decides (the throughput loop for sla, the load loop otherwise)")
+        self.fields["planner_min_replicas"] = forms.IntegerField(
+            min_value=0, max_value=MAX_REPLICAS, required=False, initial=1, label="Minimum replicas per pool")
+        self.fields["planner_max_gpu_budget"] = forms.IntegerField(
+            min_value=-1, max_value=100000, required=False, initial=8, label="GPU budget", help_text="-1: none")
+
+    PLANNER_FIELDS = ("planner_enabled", "planner_optimization_target", "planner_ttft_ms", "planner_itl_ms",
+                      "planner_adjustment_interval_seconds", "planner_min_replicas", "planner_max_gpu_budget")
+
+    def planner_settings(self) -> PlannerSettings | None:
+        """Raises ValueError (pydantic's, in words) for settings 1.6.1's Planner refuses."""
+        d = self.cleaned_data
+        if not d.get("planner_enabled"):
+            return None
+        try:
+            # Fields left empty take 1.6.1's defaults (the model's).
+            return PlannerSettings(**{f.removeprefix("planner_"): d[f] for f in self.PLANNER_FIELDS[1:]
+                                      if d.get(f) not in (None, "")})
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise ValueError(f"Planner{' ' + where if where else ''}: "
+                             f"{err['msg'].removeprefix('Value error, ')}") from None
+
+    def planner_group(self):
+        return [self[f] for f in self.PLANNER_FIELDS]
+
     def clean_dynamo_version(self):
         try:
             return str(DynamoVersion.parse(self.cleaned_data["dynamo_version"]))
@@ -76,7 +118,8 @@ class TemplateForm(forms.Form):
 
     def pool_groups(self, disaggregated: bool):
         pools = ("prefill", "decode") if disaggregated else ("decode",)
-        return [(p, [self[f] for f in self.fields if f.startswith(p + "_")]) for p in pools]
+        return [(p, [self[f] for f in self.fields if f.startswith(p + "_") and not f.startswith("planner_")])
+                for p in pools]
 
 
 class ManifestForm(forms.Form):

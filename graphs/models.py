@@ -90,7 +90,13 @@ class Deployment(models.Model):
     message = models.TextField(blank=True)
     endpoint = models.CharField(max_length=200, blank=True)
     ports = models.JSONField(default=dict)  # local runtime: name -> port
+    # What a Dynamo tool needs to attach to the graph (its Dynamo namespace, discovery store,
+    # the virtual connector's etcd) and whether the Planner runs (graphs/runtimes/local/planner.py).
+    runtime_info = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
+    # Kubernetes: per pool the revision's, the adapter's and the live replicas and who owns the
+    # count; drift between the stored revision and the live DGD (graphs/dgd/ownership.py shapes)
+    ownership = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"{self.graph_id} on {self.runtime}"
@@ -134,6 +140,26 @@ class Pod(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ReplicaChange(models.Model):
+    """A pool's desired replicas changed on a cluster by someone other than the control plane (the
+    Planner, an autoscaler, kubectl), as the watch saw it: a scaling decision, for the Planner timeline."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="replica_changes")
+    at = models.DateTimeField(db_index=True)  # when the writer set it (its managedFields time)
+    service = models.CharField(max_length=63)
+    before = models.PositiveIntegerField(null=True, blank=True)
+    after = models.PositiveIntegerField()
+    manager = models.CharField(max_length=128)  # the field manager that wrote it
+    actor = models.CharField(max_length=40)  # in words: the Planner, an autoscaler, kubectl...
+    via = models.CharField(max_length=10)  # "adapter": the DGDSA's /scale; "dgd": the DGD itself
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.service} {self.before}->{self.after} by {self.manager}"
 
 
 class Event(models.Model):
@@ -185,7 +211,7 @@ class Operation(models.Model):
     result = models.TextField(blank=True)
     diff = models.TextField(blank=True)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    via = models.CharField(max_length=10, default="ui")  # ui | api | cli
+    via = models.CharField(max_length=10, default="ui")  # ui | api | cli | planner
     attempts = models.PositiveIntegerField(default=0)
     lease_until = models.DateTimeField(null=True, blank=True)  # a running claim expires here
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -208,3 +234,58 @@ class Operation(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+
+class DecisionState(models.TextChoices):
+    """received → executing → acknowledged | failed | superseded; ``observed`` for a decision seen on a
+    runtime that executes it itself (the Planner patching a cluster): nothing to execute."""
+
+    RECEIVED = "received", "Received"  # recorded; no scale requested yet
+    EXECUTING = "executing", "Executing"  # scale operations requested; waiting for them and for readiness
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"  # every pool ready at the decided size; the Planner was told
+    FAILED = "failed", "Failed"  # a scale operation failed; message says which
+    SUPERSEDED = "superseded", "Superseded"  # a newer decision came first; the Planner waits for that one
+    OBSERVED = "observed", "Observed"  # seen through a watch; the runtime's own operator executes it
+
+
+class PlannerDecision(models.Model):
+    """One scaling decision of Dynamo's Planner, from either runtime: published through the
+    virtual connector (local) or observed as the Planner's write to a cluster (Kubernetes).
+    The timeline draws each as a marker with its reason; the health line reads the latest."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="planner_decisions")
+    source = models.CharField(max_length=30)  # virtual-connector | kubernetes-watch
+    decision_id = models.BigIntegerField(null=True, blank=True)  # the coordinator's id (local)
+    at = models.DateTimeField(db_index=True)  # when it was published or observed
+    desired = models.JSONField(default=dict)  # service name -> replicas the Planner asks
+    before = models.JSONField(default=dict)  # service name -> replicas before it
+    reason = models.CharField(max_length=500, blank=True)
+    actor = models.CharField(max_length=200, blank=True)  # "planner", or the field manager that wrote it
+    state = models.CharField(max_length=20, choices=DecisionState.choices, default=DecisionState.RECEIVED)
+    operations = models.JSONField(default=list)  # ids of the scale operations made for it
+    message = models.TextField(blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.graph_id} decision {self.decision_id} {self.state}"
+
+
+class ReplicaSample(models.Model):
+    """A pool's desired and ready replicas from this moment on: written only when either
+    changes, by the local operator or a cluster watcher, so the timeline can draw both."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="replica_samples")
+    service = models.CharField(max_length=63)
+    at = models.DateTimeField()
+    desired = models.PositiveIntegerField()
+    ready = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["graph_id", "service", "at"]
+        indexes = [models.Index(fields=["graph", "service", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.service} {self.desired}/{self.ready} at {self.at:%H:%M:%S}"

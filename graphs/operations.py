@@ -25,7 +25,9 @@ from django.utils import timezone
 
 from audit.services import audit_record
 
+from .dgd import topology
 from .dgd.render import normalise_api_version, render
+from .engines import graph_simulation
 from .errors import OperationRefused, RuntimeFailure
 from .findings import Severity
 from .models import (
@@ -78,7 +80,11 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
 @transaction.atomic
 def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "local",
                   revision_number: int | None = None, api_version: str = "nvidia.com/v1beta1",
-                  dry_run: bool = False, cluster: str = "", namespace: str = "") -> Operation:
+                  dry_run: bool = False, cluster: str = "", namespace: str = "", force: bool = False,
+                  recreate: bool = False, confirm: str = "") -> Operation:
+    """``force``: take fields other field managers own on the cluster (the result names each);
+    ``recreate``: delete and recreate the DGD when the revision adds or removes components,
+    which the Dynamo operator refuses on an update; ``confirm`` must then be the graph's name."""
     revision = graph.head if revision_number is None else graph.revisions.filter(number=revision_number).first()
     if revision is None:
         raise OperationRefused(f"{graph.name} has no revision {revision_number}")
@@ -92,10 +98,28 @@ def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "l
     if deployment and deployment.active and deployment.runtime != runtime:
         raise OperationRefused(f"{graph.name} runs on the {deployment.runtime} runtime; delete it there first")
     target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
+    options = {}
+    if runtime == "kubernetes":
+        options = _cluster_options(graph, deployment, revision, force=force, recreate=recreate, confirm=confirm,
+                                   dry_run=dry_run)
     return _record(graph=graph, kind=OperationKind.APPLY, user=user, via=via, revision=revision,
-                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run, **target},
+                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run, **target, **options},
                    before={"revision": deployment.revision.number if deployment and deployment.revision else None},
                    after={"revision": revision.number})
+
+
+def _cluster_options(graph: Graph, deployment, revision, *, force: bool, recreate: bool, confirm: str,
+                     dry_run: bool) -> dict:
+    """Refuse, before anything reaches the cluster, a revision that adds or removes components of
+    a deployed DGD unless the user chose to delete and recreate it (and confirmed the downtime)."""
+    live = topology.components(deployment.manifest) if deployment and deployment.active else None
+    change = topology.change(live, [s.name for s in revision.graph_spec.services]) if live is not None else None
+    if change is not None and not recreate:
+        raise OperationRefused(change.refusal(graph.name, revision.number))
+    if change is not None and not dry_run and confirm != graph.name:
+        raise OperationRefused(f"{change.downtime(graph.name)} To go ahead, confirm with the graph's name "
+                               f"({graph.name}).")
+    return {**({"force": True} if force else {}), **({"recreate": True} if change is not None else {})}
 
 
 def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, namespace: str) -> dict:
@@ -117,7 +141,8 @@ def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, nam
 
 @transaction.atomic
 def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: str = "ui",
-                  force: bool = False) -> Operation:
+                  force: bool = False, decision: int | None = None) -> Operation:
+    """``decision``: the PlannerDecision this scale executes (via planner)."""
     if not isinstance(replicas, int) or replicas < 0 or replicas > MAX_REPLICAS:
         raise OperationRefused(f"replicas must be a whole number from 0 to {MAX_REPLICAS}, not {replicas!r}")
     deployment = Deployment.objects.filter(graph=graph, active=True).first()
@@ -129,11 +154,14 @@ def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: 
         raise OperationRefused(f"{graph.name} has no service {service!r}; it has {', '.join(names)}")
     current = deployment.desired_replicas(spec)[service]
     planner = next((s.name for s in spec.services if s.role == "planner"), None)
-    if planner and deployment.runtime == "kubernetes" and spec.service(service).role in WORKER_ROLES and not force:
+    # The Planner's own decisions come through here too (via="planner"); anyone else's scale of
+    # a pool it manages would be undone by its next decision, on either runtime.
+    if planner and via != "planner" and spec.service(service).role in WORKER_ROLES and not force:
         raise OperationRefused(f"{service} is managed by Dynamo's Planner ({planner}), which will set its replicas "
                                "again on its next decision: scale anyway with force, or change the planner's bounds")
     return _record(graph=graph, kind=OperationKind.SCALE, user=user, via=via, revision=deployment.revision,
-                   params={"service": service, "replicas": replicas, **({"force": True} if force else {})},
+                   params={"service": service, "replicas": replicas, **({"force": True} if force else {}),
+                           **({"decision": decision} if decision is not None else {})},
                    before={"service": service, "replicas": current},
                    after={"service": service, "replicas": replicas})
 
@@ -231,8 +259,11 @@ def _execute_apply(op: Operation, graph: Graph) -> tuple[str, str]:
     if runtime.kind == "kubernetes":  # the operation names its cluster and namespace; the row follows on success
         target = Target(kind=runtime.kind, cluster=op.params.get("cluster", ""),
                         namespace=op.params.get("namespace", ""))
+    options = {}
+    if runtime.kind == "kubernetes":
+        options = {"force": bool(op.params.get("force")), "recreate": bool(op.params.get("recreate"))}
     result = runtime.apply(target=target, spec=spec, manifest=manifest, dry_run=bool(op.params.get("dryRun")),
-                           deployment=deployment, revision=revision)
+                           deployment=deployment, revision=revision, **options)
     if op.params.get("dryRun"):
         return ("dry run: no change" if not result.changed else "dry run: would change the live graph"), result.diff
     _event(graph, "Applied", graph.name, f"revision {revision.number} applied to the {runtime.kind} runtime")
@@ -273,9 +304,12 @@ def status_snapshot(graph: Graph) -> dict:
     pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
     events = list(Event.objects.filter(graph=graph)[:30])
     now = timezone.now()
-    spec = deployment.revision.graph_spec if deployment and deployment.revision else None
+    spec = deployment.revision.graph_spec if deployment and deployment.active and deployment.revision else None
+    simulation = graph_simulation(spec, deployment.runtime) if spec else None
     return {
         "graph": graph.name,
+        # Which services run Dynamo's mocker instead of their engine, and why (None: none do).
+        "simulation": simulation.as_dict() if simulation else None,
         "deployed": bool(deployment and deployment.active),
         "runtime": deployment.runtime if deployment else None,
         "cluster": deployment.cluster if deployment else "",
@@ -284,7 +318,11 @@ def status_snapshot(graph: Graph) -> dict:
         "state": deployment.state if deployment else GraphState.NOT_DEPLOYED,
         "message": deployment.message if deployment else "",
         "endpoint": deployment.endpoint if deployment else "",
-        "replicas": deployment.desired_replicas(spec) if spec else {},
+        # Local graphs: the Dynamo namespace, discovery store and environment a Planner or any
+        # Dynamo tool needs to attach, and whether the Planner runs (graphs/runtimes/local/planner.py).
+        "attach": deployment.runtime_info if deployment and deployment.active else {},
+        "replicas": deployment.desired_replicas(deployment.revision.graph_spec)
+        if deployment and deployment.revision else {},
         "router_mode": spec.router_mode if spec else None,
         "observed_at": deployment.observed_at.isoformat() if deployment and deployment.observed_at else None,
         "age_seconds": round((now - deployment.observed_at).total_seconds(), 1)
@@ -311,3 +349,18 @@ def pod_log(*, graph: Graph, pod: str, lines: int = 200) -> str:
     if deployment is None or not Pod.objects.filter(deployment=deployment, name=pod).exists():
         raise OperationRefused(f"{graph.name} has no pod {pod!r}")
     return get_runtime(deployment.runtime).pod_log(deployment=deployment, pod=pod, lines=lines)
+
+
+def ownership_snapshot(graph: Graph) -> dict:
+    """Who owns each pool's replicas on the cluster, the drift, and the scaling decisions others
+    made (ReplicaChange rows: ``at``, ``service``, ``before``, ``after``, ``manager``, ``actor``,
+    ``via``): from the status cache only."""
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
+    view = dict(deployment.ownership or {}) if deployment and deployment.runtime == "kubernetes" else {}
+    changes = graph.replica_changes.all()[:200]
+    return {"graph": graph.name, "revision": deployment.revision.number if deployment and deployment.revision
+            else None, "pools": view.get("pools", []), "drift": view.get("drift", []),
+            "drift_count": view.get("drift_count", 0), "ignored": view.get("ignored", []),
+            "ignored_count": view.get("ignored_count", 0),
+            "replica_changes": [{"at": c.at.isoformat(), "service": c.service, "before": c.before, "after": c.after,
+                                 "manager": c.manager, "actor": c.actor, "via": c.via} for c in changes]}

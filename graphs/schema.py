@@ -6,6 +6,8 @@ rules (unknown fields are errors unless x-kubernetes-preserve-unknown-fields; nu
 from __future__ import annotations
 
 import copy
+import hashlib
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,55 @@ DGD_CRD = "nvidia.com_dynamographdeployments.yaml"
 
 _SKIP_KEYS = {"description", "x-kubernetes-validations", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
               "x-kubernetes-map-type", "format"}
+
+
+# The newest release whose CRDs are in graphs/crds/ is unknown: the files are a snapshot of
+# upstream main (SOURCE.txt), which declares this version. Releases after it (1.6.x, 1.7.0
+# with its v1beta2) could not be obtained, so the snapshot validates every target release.
+SNAPSHOT_DECLARES = "1.5.0"
+
+
+@cache
+def schema_source() -> dict[str, str]:
+    """Where the CRD files came from, read from SOURCE.txt beside them (one place states it)."""
+    text = (CRD_DIR / "SOURCE.txt").read_text()
+    commit = re.search(r"^commit:\s+([0-9a-f]{40})\s+\((\d{4}-\d{2}-\d{2})", text, re.M)
+    with open(CRD_DIR / DGD_CRD, "rb") as handle:
+        digest = hashlib.sha256(handle.read()).hexdigest()
+    return {"repository": "github.com/ai-dynamo/dynamo", "ref": "main", "commit": commit.group(1) if commit else "",
+            "date": commit.group(2) if commit else "", "declares": SNAPSHOT_DECLARES, "file": DGD_CRD,
+            "sha256": digest}
+
+
+def schema_used(api_version: str | None, target_release: str | None) -> dict[str, Any] | None:
+    """Which schema judged a manifest, for the validation page and API: the CRD snapshot,
+    the API version's schema in it, and how it relates to the release the graph targets."""
+    if api_version not in served_versions():
+        return None
+    source = schema_source()
+    out: dict[str, Any] = {
+        "api_version": api_version, **source, "target_release": target_release,
+        "summary": (f"{api_version} schema of the DynamoGraphDeployment CRD from {source['repository']} "
+                    f"{source['ref']} at {source['commit'][:7]} ({source['date']}, declaring {source['declares']})"),
+    }
+    from .dgd.versions import DynamoVersion
+
+    try:
+        target = DynamoVersion.parse(target_release) if target_release else None
+    except ValueError:
+        target = None
+    declared = DynamoVersion.parse(SNAPSHOT_DECLARES)
+    if target is None:
+        out["note"] = "This snapshot is used for every target release."
+    elif (target.major, target.minor) == (declared.major, declared.minor):
+        out["note"] = f"The snapshot declares {declared.major}.{declared.minor}, the target release's line."
+    elif target > declared:
+        out["note"] = (f"The CRD shipped with {target} could not be obtained here; this {SNAPSHOT_DECLARES} snapshot "
+                       "is used instead, so fields added after it are reported as unknown.")
+    else:
+        out["note"] = (f"This snapshot is newer than {target}: it may accept fields the {target} operator "
+                       "does not know.")
+    return out
 
 
 @cache

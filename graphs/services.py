@@ -25,7 +25,7 @@ class GraphConflict(Exception):
 
 
 # Operational findings that refuse a save outright (not just an apply): typos, not drafts.
-REFUSED_ON_SAVE = {"replicas_absurd"}
+REFUSED_ON_SAVE = {"replicas_absurd", "planner_config_invalid"}
 
 
 def _refuse_structural(spec: GraphSpec) -> None:

@@ -22,6 +22,7 @@ WORKER_ROLES = ("prefill", "decode", "worker")
 # The /dev/shm the Dynamo operator mounts when a component sets no size
 # (internal/dynamo/shared_memory.go).
 OPERATOR_DEFAULT_SHM = 8 * 2**30
+WrittenEmpty = Literal["env", "envFrom", "resources", "container", "pod", "pod_metadata"]
 
 # The most replicas one pool may ask for. Far above any real pool; it catches typos
 # (an extra zero) before a cluster tries to schedule them.
@@ -29,6 +30,7 @@ MAX_REPLICAS = 512
 MAX_GPUS_PER_REPLICA = 64
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 COMPONENT_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$")
 QUANTITY = re.compile(
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
@@ -86,6 +88,21 @@ class Service(BaseModel):
     # Quantities written as YAML integers (gpu: 1, sharedMemorySize: 17179869184) rather than
     # strings: re-emitted as integers while the modelled value is unchanged.
     int_quantities: list[Literal["gpus", "shared_memory"]] = Field(default_factory=list)
+    # The quantities as the manifest spelled them ("08", 17179869184, "1.5Gi"): re-emitted
+    # verbatim while the modelled value is unchanged, so an import never rewrites them.
+    spelled: dict[Literal["gpus", "shared_memory"], str | int] = Field(default_factory=dict)
+    # v1alpha1 extraPodSpec.mainContainer.name as written (the operator names the container
+    # "main" whatever it says; v1beta1 always spells it "main").
+    main_container_name: str | None = None
+    # Where the token Secret sat in v1beta1 envFrom: order decides which key wins when two
+    # sources define the same variable, so it is kept (None: first).
+    hf_token_secret_index: int | None = Field(default=None, ge=0)
+    # Modelled fields the manifest wrote as empty ([] or {}): rendered empty again, never
+    # dropped. Vocabulary: env, envFrom, resources, container, pod, pod_metadata.
+    written_empty: list[WrittenEmpty] = Field(default_factory=list)
+    # The v1beta1 podTemplate keys as written ("podTemplate" itself, "metadata", "spec"); None
+    # for a spec built here, which always renders podTemplate.spec.
+    pod_template_keys: list[Literal["podTemplate", "metadata", "spec"]] | None = None
     container_extra: dict[str, Any] = Field(default_factory=dict)
     pod_extra: dict[str, Any] = Field(default_factory=dict)
     pod_metadata: dict[str, Any] = Field(default_factory=dict)
@@ -162,12 +179,17 @@ class GraphSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
+    # The DGD's metadata.name when it is not the graph's name: a DGD may have dots in its name
+    # (a DNS subdomain), a graph may not (its name is in URLs); the graph is then named with
+    # dots turned to "-", as the operator names the DGD's Services.
+    dgd_name: str | None = None
     namespace: str | None = None
     model: str | None = None  # the served model name, as the frontend lists it
     backend: Engine = "vllm"
     dynamo_version: str
     services: list[Service]
     env: list[dict[str, Any]] = Field(default_factory=list)
+    written_empty: list[Literal["env"]] = Field(default_factory=list)  # spec.env(s): [] as written
     metadata_extra: dict[str, Any] = Field(default_factory=dict)
     extra: dict[str, Any] = Field(default_factory=dict)
     extra_v1alpha1: dict[str, Any] = Field(default_factory=dict)
@@ -177,6 +199,16 @@ class GraphSpec(BaseModel):
     @classmethod
     def _name(cls, value: str) -> str:
         return check_dns_label(value, "graph name")
+
+    @field_validator("dgd_name")
+    @classmethod
+    def _dgd_name(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+            raise ValueError(f"DynamoGraphDeployment name {value!r} is not a valid Kubernetes name: use lower-case "
+                             "letters, digits, '-' and '.', starting and ending with a letter or digit")
+        return value
 
     @field_validator("namespace")
     @classmethod

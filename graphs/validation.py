@@ -11,7 +11,7 @@ from .dgd.parse import import_manifest
 from .dgd.render import render
 from .errors import ManifestError
 from .findings import Finding, Severity, has_errors, sort_findings
-from .schema import structural_findings
+from .schema import schema_used, structural_findings
 from .spec import GraphSpec
 
 
@@ -19,6 +19,9 @@ from .spec import GraphSpec
 class Report:
     findings: list[Finding] = field(default_factory=list)
     spec: GraphSpec | None = None
+    # Which CRD schema judged the structure (graphs.schema.schema_used); None when the
+    # manifest names no API version the CRD serves, or was not YAML at all.
+    schema: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -28,34 +31,37 @@ class Report:
         return {s.value: sum(1 for f in self.findings if f.severity == s) for s in Severity}
 
     def as_dict(self) -> dict[str, Any]:
-        return {"valid": self.ok, "counts": self.counts(), "findings": [f.as_dict() for f in self.findings]}
+        return {"valid": self.ok, "counts": self.counts(), "findings": [f.as_dict() for f in self.findings],
+                "schema": self.schema}
 
 
 def validate_manifest(obj: Any, *, dynamo_version: str | None = None) -> Report:
     """Findings for a manifest as the user wrote it. ``spec`` is set when it could be imported."""
     findings = structural_findings(obj)
+    api_version = obj.get("apiVersion") if isinstance(obj, dict) else None
     try:
         spec = import_manifest(obj, dynamo_version=dynamo_version)
     except ManifestError as exc:
         # The schema already named what is wrong at these paths: one finding per problem.
         known = {f.path for f in findings}
         findings += [f for f in exc.findings if f.path not in known]
-        return Report(sort_findings(findings), None)
+        return Report(sort_findings(findings), None, schema_used(api_version, dynamo_version))
     findings += operational_findings(obj, dynamo_version=dynamo_version, spec=spec)
-    return Report(sort_findings(findings), spec)
+    return Report(sort_findings(findings), spec, schema_used(api_version, dynamo_version or spec.dynamo_version))
 
 
 def validate_spec(spec: GraphSpec, *, api_version: str, dynamo_version: str | None = None) -> Report:
     """Findings for a spec as it renders in ``api_version``."""
     manifest = render(spec, api_version, dynamo_version)
     findings = structural_findings(manifest)
+    schema = schema_used(manifest["apiVersion"], dynamo_version or spec.dynamo_version)
     if dynamo_version and dynamo_version != spec.dynamo_version:
         # Judge what was rendered for that release (flags, images, paths), not the stored spec.
         try:
             checked = import_manifest(manifest, dynamo_version=dynamo_version)
         except ManifestError as exc:
-            return Report(sort_findings(findings + exc.findings), spec)
+            return Report(sort_findings(findings + exc.findings), spec, schema)
     else:
         checked = spec
     findings += operational_findings(manifest, dynamo_version=dynamo_version, spec=checked)
-    return Report(sort_findings(findings), spec)
+    return Report(sort_findings(findings), spec, schema)

@@ -3,6 +3,8 @@ service as the API."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -17,12 +19,14 @@ from clusters.selectors import parse_target
 
 from . import operations, services
 from .catalog import TEMPLATES, build_spec
+from .dgd import topology
 from .dgd.render import API_VERSIONS, V1BETA1, normalise_api_version
 from .dgd.render import render as render_manifest
 from .errors import ManifestError, OperationRefused
 from .findings import Finding, Severity
 from .forms import ManifestForm, TemplateForm
-from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, Pod, Revision
+from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, PlannerDecision, Pod, Revision
+from .selectors import graph_summaries
 from .specio import dump_yaml, load_yaml
 from .validation import Report, validate_manifest, validate_spec
 
@@ -39,7 +43,7 @@ def _api_version(request) -> str:
 @role_required(Role.VIEWER)
 @require_safe
 def graph_list(request):
-    graphs = Graph.objects.select_related("head", "deployment").order_by("name")
+    graphs = graph_summaries()
     query = request.GET.get("q", "").strip()
     if query:
         graphs = graphs.filter(name__icontains=query)
@@ -63,6 +67,22 @@ def _preview(spec, api_version: str) -> tuple[str, Report]:
     return dump_yaml(manifest), validate_spec(spec, api_version=api_version)
 
 
+# Rendering and validating a revision is a pure function of it, and revisions never change:
+# the graph page keeps the last few per process instead of redoing ~10 ms of work per view.
+_REVISION_PREVIEWS: OrderedDict[tuple[int, str], tuple[str, Report]] = OrderedDict()
+_REVISION_PREVIEWS_MAX = 256
+
+
+def _revision_preview(revision: Revision, api_version: str) -> tuple[str, Report]:
+    key = (revision.pk, api_version)
+    found = _REVISION_PREVIEWS.get(key)
+    if found is None:
+        found = _REVISION_PREVIEWS[key] = _preview(revision.graph_spec, api_version)
+        while len(_REVISION_PREVIEWS) > _REVISION_PREVIEWS_MAX:
+            _REVISION_PREVIEWS.popitem(last=False)
+    return found
+
+
 @role_required(Role.OPERATOR)
 @require_http_methods(["GET", "POST"])
 def graph_new(request):
@@ -82,7 +102,8 @@ def graph_new(request):
             spec = build_spec(template=d["template"], name=d["name"], namespace=d["namespace"], model=d["model"],
                               backend=d["backend"], dynamo_version=d["dynamo_version"],
                               prefill=form.pool("prefill"), decode=form.pool("decode"),
-                              router_mode=d.get("router_mode") or None)
+                              router_mode=d.get("router_mode") or None,
+                              planner=form.planner_settings())
             preview_yaml, report = _preview(spec, api_version)
             if request.POST.get("action") == "create":
                 graph = services.graph_create(spec=spec, user=request.user, description=d["description"],
@@ -96,7 +117,7 @@ def graph_new(request):
         except ValueError as exc:
             error = str(exc)
     context = {"form": form, "template": tpl, "templates": TEMPLATES.values(), "preview_yaml": preview_yaml,
-               "pool_groups": form.pool_groups(tpl.disaggregated),
+               "pool_groups": form.pool_groups(tpl.disaggregated), "planner_fields": form.planner_group(),
                "report": report, "error": error, "api_version": api_version, "api_versions": API_VERSIONS}
     if request.htmx and request.POST.get("action") != "create":
         return render(request, "graphs/new.html#preview", context)
@@ -174,7 +195,7 @@ def graph_detail(request, name: str):
         raise Http404("graph has no revision")
     api_version = _api_version(request)
     spec = graph.head.graph_spec
-    manifest_yaml, report = _preview(spec, api_version)
+    manifest_yaml, report = _revision_preview(graph.head, api_version)
     context = {"graph": graph, "spec": spec, "manifest_yaml": manifest_yaml, "report": report,
                "api_version": api_version, "api_versions": API_VERSIONS, **_status_context(graph)}
     if request.htmx and request.GET.get("fragment") == "manifest":
@@ -187,19 +208,26 @@ def _status_context(graph: Graph) -> dict:
     pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
     active_op = Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).first()
     recent = list(Operation.objects.filter(graph=graph).select_related("requested_by", "revision")[:10])
+    decisions = PlannerDecision.objects.in_bulk([o.params["decision"] for o in recent
+                                                 if isinstance(o.params.get("decision"), int)])
+    for o in recent:  # a scale made via planner names the decision it executes, and how it ended
+        o.decision = decisions.get(o.params.get("decision"))
     spec = deployment.revision.graph_spec if deployment and deployment.revision else None
     desired = deployment.desired_replicas(spec) if spec and deployment.active else {}
     pools = [
         {"name": s.name, "role": s.role, "replicas": desired.get(s.name, s.effective_replicas),
-         "max": max(8, desired.get(s.name, 0) * 2)}
+         "max": max(8, desired.get(s.name, 0) * 2), "planner": bool(spec.pools("planner"))}
         for s in (spec.services if spec else []) if s.role in ("prefill", "decode", "worker")
     ]
     from metrics.gpus import pod_gpu_usage
 
     from .diagnosis import diagnose
+    from .engines import graph_simulation
 
     gpu = pod_gpu_usage(deployment, pods) if deployment and deployment.active and pods else {}
+    simulation = graph_simulation(spec, deployment.runtime) if spec and deployment.active else None
     for pod in pods:
+        pod.simulated = bool(simulation and pod.service in simulation.services)
         pod.shm_requested = spec.shm_requested_bytes(pod.service) if spec else None
         pod.shm_short = bool(pod.shm_requested and pod.shm_bytes is not None
                              and pod.shm_bytes < pod.shm_requested * 0.99)
@@ -207,6 +235,7 @@ def _status_context(graph: Graph) -> dict:
         pod.gpu_mem, pod.gpu_pct = reading.get("gpu_memory_bytes"), reading.get("gpu_util")
     return {
         "deployment": deployment,
+        "simulation": simulation,
         "pods": pods,
         "events": list(graph.events.all()[:15]),
         "active_op": active_op,
@@ -214,7 +243,20 @@ def _status_context(graph: Graph) -> dict:
         "pools": pools,
         "diagnosis": diagnose(deployment, pods) if deployment and deployment.active else [],
         "deployed": bool(deployment and deployment.active),
+        **_cluster_context(graph, deployment),
     }
+
+
+def _cluster_context(graph: Graph, deployment) -> dict:
+    """Kubernetes: the scaling decisions others made, and whether the head revision needs a recreate."""
+    if deployment is None or deployment.runtime != "kubernetes" or not deployment.active:
+        return {}
+    change = None
+    if graph.head_id and deployment.revision_id != graph.head_id:
+        change = topology.change(topology.components(deployment.manifest),
+                                 [s.name for s in graph.head.graph_spec.services])
+    return {"replica_changes": list(graph.replica_changes.all()[:10]), "topology_change": change,
+            "topology_downtime": change.downtime(graph.name) if change else ""}
 
 
 @role_required(Role.VIEWER)
@@ -249,7 +291,10 @@ def graph_apply(request, name: str):
         op = operations.request_apply(graph=graph, user=request.user, via="ui", runtime=runtime,
                                       cluster=cluster, namespace=namespace,
                                       api_version=request.POST.get("apiVersion") or V1BETA1,
-                                      dry_run=request.POST.get("dry_run") == "1")
+                                      dry_run=request.POST.get("dry_run") == "1",
+                                      force=request.POST.get("force") == "1",
+                                      recreate=request.POST.get("recreate") == "1",
+                                      confirm=request.POST.get("confirm", ""))
     except (OperationRefused, ValueError) as exc:
         return _operation_response(request, graph, None, str(exc))
     return _operation_response(request, graph, op)

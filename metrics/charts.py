@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from graphs.engines import deployment_simulation
 from graphs.models import Deployment, Graph, Operation, OperationKind
 
 from . import promql
@@ -255,6 +256,8 @@ def chart_data(graph: Graph, window_text: str | None = None, *, now: float | Non
         "step": res.step, "rate_window": res.rate_window, "objectives": objectives,
         "timestamps": res.timestamps, "series": {name: [] for name in SERIES}, "summary": None,
         "markers": markers(graph, res.start, res.end),
+        # Numbers of workers that are Dynamo's mocker carry its label (graphs.engines).
+        "simulation": _simulation(deployment),
     }
     try:
         shares, window_shares = _shares(source, objectives, res.rate_window, window)
@@ -289,6 +292,11 @@ def chart_data(graph: Graph, window_text: str | None = None, *, now: float | Non
         down = ", ".join(targets["down"])
         out["message"] = f"{len(targets['down'])} of {targets['total']} scrape targets down: {down}"
     return out
+
+
+def _simulation(deployment: Deployment | None) -> dict | None:
+    simulation = deployment_simulation(deployment)
+    return simulation.as_dict() if simulation else None
 
 
 def _ms(value: float | None) -> float | None:
@@ -336,7 +344,8 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
     in-flight requests, SLO state and cost. One query per Prometheus server and runtime kind,
     whatever the number of graphs. Returns {"rows": {graph id: row}, "errors": [message]}."""
     now = time.time() if now is None else now
-    deployments = {d.graph_id: d for d in Deployment.objects.filter(graph__in=graphs).select_related("revision")}
+    deployments = {d.graph_id: d for d in Deployment.objects.filter(graph__in=graphs).select_related("revision")
+                   .defer("manifest", "revision__source_yaml")}
     objectives = {o.graph_id: o for o in Objectives.objects.filter(graph__in=graphs)}
     groups: dict[tuple[str, str], list[tuple[Graph, Source]]] = {}
     for graph in graphs:
@@ -369,6 +378,7 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
                "request_rate": s.get("request_rate"), "in_flight": s.get("in_flight"),
                "kv_hit_rate": s.get("kv_hit_rate"),
                "objectives": objs, "error": errors.get(graph.pk, ""),
+               "simulation": _simulation(deployments.get(graph.pk)),
                "cost": costs(pool_gpus(deployments.get(graph.pk)), price, s.get("input_tokens"),
                              s.get("output_tokens"))}
         row["slo"] = "unknown" if row["error"] else slo_state(row, objs)

@@ -107,9 +107,19 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def find_binary() -> str | None:
-    """The Prometheus executable, or None (Debian/Ubuntu: apt-get install prometheus)."""
-    configured = settings.PROMETHEUS_BINARY
-    return shutil.which(configured) or (configured if Path(configured).is_file() else None)
+    """The Prometheus executable, or None (``scripts/services.sh prometheus`` installs it)."""
+    return find_tool(settings.PROMETHEUS_BINARY)
+
+
+def find_tool(name: str) -> str | None:
+    """``name`` (prometheus, promtool) on PATH or as a path, else in TOOLS_DIR, where
+    scripts/services.sh unpacks Debian's package; None when it is nowhere."""
+    if shutil.which(name):
+        return shutil.which(name)
+    if os.sep in name:  # an explicit path: that file or nothing
+        return name if Path(name).is_file() else None
+    provisioned = Path(settings.TOOLS_DIR) / "usr" / "bin" / Path(name).name
+    return str(provisioned) if provisioned.is_file() and os.access(provisioned, os.X_OK) else None
 
 
 def server_argv(binary: str, *, config: Path, port: int, storage: Path, retention: str) -> list[str]:

@@ -339,3 +339,29 @@ def overview(scope: Scope, window: int) -> str:
         labelled(in_flight(scope), "stat", "in_flight"),
         labelled(kv_hit_rate(scope, window), "stat", "kv_hit_rate"),
     )
+
+
+# ------------------------------------------------------------------ the Planner timeline
+
+# Gauges Dynamo 1.6.1's Planner exports about itself (dynamo/planner/monitoring/planner_metrics.py),
+# charted beside the measured values they estimate.
+PLANNER_ESTIMATES = {
+    "planner_predicted_requests_per_second": "dynamo_planner_predicted_requests_per_second",
+    "planner_estimated_ttft_ms": "dynamo_planner_estimated_ttft_ms",
+    "planner_estimated_itl_ms": "dynamo_planner_estimated_itl_ms",
+    "planner_predicted_num_prefill_replicas": "dynamo_planner_predicted_num_prefill_replicas",
+    "planner_predicted_num_decode_replicas": "dynamo_planner_predicted_num_decode_replicas",
+    "planner_observed_requests_per_second": "dynamo_planner_observed_requests_per_second",
+}
+
+
+def planner_timeline_series(scope: Scope, rate_window: int) -> str:
+    """The Planner timeline of one graph, labelled ``series``: request_rate and input_tokens
+    (1/s), ttft_p50/p90 and itl_p50/p90 (seconds), and the Planner's own gauges (their units)."""
+    parts = [labelled(request_rate(scope, rate_window), "series", "request_rate"),
+             labelled(input_token_rate(scope, rate_window), "series", "input_tokens")]
+    parts += [labelled(latency_quantile(metric, q, scope, rate_window), "series", f"{name}_{_pct(q)}")
+              for name, metric in (("ttft", TTFT), ("itl", ITL)) for q in (0.5, 0.9)]
+    parts += [labelled(f"max({metric}{scope.selector()})", "series", name)
+              for name, metric in PLANNER_ESTIMATES.items()]
+    return either(*parts)

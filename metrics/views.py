@@ -8,12 +8,14 @@ short timeout, or at once while the circuit is open, with the reason in words.""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import Role, role_required, user_role
-from graphs.models import Graph
+from graphs.engines import deployment_simulation
+from graphs.models import Deployment, Graph
 
 from . import charts, services
 from .forms import ObjectivesForm
@@ -26,9 +28,14 @@ def _panel_context(request, graph: Graph, form: ObjectivesForm | None = None, sa
         form = ObjectivesForm(initial={"ttft_ms": objectives.ttft_ms, "itl_ms": objectives.itl_ms,
                                        "gpu_hour_price": objectives.gpu_hour_price} if objectives else None)
     window = request.GET.get("window") or charts.DEFAULT_WINDOW
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
     return {"graph": graph, "objectives": charts.objectives_dict(objectives), "form": form, "saved": saved,
+            "simulation": deployment_simulation(deployment),
             "windows": charts.WINDOWS, "window": window if window in charts.WINDOWS else charts.DEFAULT_WINDOW,
             "can_edit_objectives": user_role(request.user) >= Role.OPERATOR}
+
+
+OVERVIEW_PAGE_SIZE = 50
 
 
 @role_required(Role.VIEWER)
@@ -73,10 +80,20 @@ def objectives_edit(request, name: str):
 @role_required(Role.VIEWER)
 @require_GET
 def overview(request):
-    """Every graph with its current TTFT and ITL p90, request rate and SLO state."""
-    graphs = list(Graph.objects.filter(deployment__isnull=False).select_related("head", "deployment")
-                  .order_by("name"))
+    """Every applied graph (50 a page) with its current TTFT and ITL p90, request rate and SLO
+    state. The page itself reads only the database, so that it costs the same whether
+    Prometheus is fast, slow or down; its numbers come in the ``data`` fragment, which htmx
+    loads right after and refreshes (the same URL with an HX-Request header)."""
+    graphs = (Graph.objects.filter(deployment__isnull=False).select_related("deployment")
+              .only("name", "head", "deployment__runtime", "deployment__namespace", "deployment__graph_id")
+              .order_by("name"))
+    page = Paginator(graphs, OVERVIEW_PAGE_SIZE).get_page(request.GET.get("page"))
+    graphs = list(page.object_list)
+    context = {"page": page, "window": charts.window_label(charts.CURRENT_WINDOW)}
+    if not request.htmx:
+        return render(request, "metrics/overview.html", {**context, "rows": [(g, None) for g in graphs],
+                                                         "errors": [], "loaded": False})
     summaries = charts.graph_summaries(graphs)
     rows = [(graph, summaries["rows"][graph.pk]) for graph in graphs]
-    return render(request, "metrics/overview.html", {"rows": rows, "errors": summaries["errors"],
-                                                     "window": summaries["window"]})
+    return render(request, "metrics/overview.html#data", {**context, "rows": rows, "errors": summaries["errors"],
+                                                          "loaded": True})

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from accounts.roles import Role, user_role
+from graphs.engines import graph_simulation
 from graphs.models import Graph, GraphState
 
 from .models import PlaygroundPolicy
@@ -36,6 +37,8 @@ class ChatTarget:
     model: str
     url: str  # the frontend's chat-completions URL
     state: str
+    # Why the graph's replies come from Dynamo's mocker ("" when a real engine answers).
+    simulated: str = ""
 
 
 def may_chat(role: Role, policy: PlaygroundPolicy | None) -> bool:
@@ -49,6 +52,14 @@ def _model(graph: Graph) -> str:
     return (spec or {}).get("model") or ""
 
 
+def _simulated(graph: Graph) -> str:
+    deployment = graph.deployment
+    if deployment.revision is None:
+        return ""
+    simulation = graph_simulation(deployment.revision.graph_spec, deployment.runtime)
+    return f"{simulation.label}: {simulation.reason}" if simulation else ""
+
+
 def _serving(graph: Graph) -> bool:
     deployment = getattr(graph, "deployment", None)
     return bool(deployment and deployment.active and deployment.endpoint and deployment.state not in NOT_SERVING)
@@ -59,7 +70,7 @@ def chat_target(user, graph_name: str) -> ChatTarget:
     role = user_role(user)
     if role == Role.NONE:
         raise ChatRefused(403, "permission_denied", "your role does not allow the playground")
-    graph = (Graph.objects.select_related("head", "deployment", "playground_policy")
+    graph = (Graph.objects.select_related("head", "deployment", "deployment__revision", "playground_policy")
              .filter(name=graph_name).first())
     if graph is None:
         raise ChatRefused(404, "not_found", f"no graph named {graph_name!r}")
@@ -73,21 +84,22 @@ def chat_target(user, graph_name: str) -> ChatTarget:
         url = chat_url(graph.deployment.endpoint)
     except BadEndpoint as exc:
         raise ChatRefused(502, "bad_endpoint", str(exc)) from None
-    return ChatTarget(graph.pk, graph.name, _model(graph), url, graph.deployment.state)
+    return ChatTarget(graph.pk, graph.name, _model(graph), url, graph.deployment.state, _simulated(graph))
 
 
 def chat_graphs(user) -> list[ChatTarget]:
     """Every serving graph ``user`` may chat with, by name."""
     role = user_role(user)
     out = []
-    for graph in Graph.objects.select_related("head", "deployment", "playground_policy").order_by("name"):
+    for graph in Graph.objects.select_related("head", "deployment", "deployment__revision",
+                                              "playground_policy").order_by("name"):
         if not _serving(graph) or not may_chat(role, getattr(graph, "playground_policy", None)):
             continue
         try:
             url = chat_url(graph.deployment.endpoint)
         except BadEndpoint:
             continue
-        out.append(ChatTarget(graph.pk, graph.name, _model(graph), url, graph.deployment.state))
+        out.append(ChatTarget(graph.pk, graph.name, _model(graph), url, graph.deployment.state, _simulated(graph)))
     return out
 
 

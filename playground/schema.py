@@ -57,6 +57,8 @@ class ReplyTiming(BaseModel):
     decode_worker_id: str | None = Field(default=None, max_length=40, pattern=r"^\d+$")
     server: ServerTiming | None = None
     error: str | None = Field(default=None, max_length=500)
+    # Set when the reply came from Dynamo's mocker: the label and why, kept with the numbers.
+    simulated: str | None = Field(default=None, max_length=500)
 
 
 MAX_MESSAGES = 400

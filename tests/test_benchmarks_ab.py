@@ -108,7 +108,9 @@ def test_ab_study_compares_two_shapes_and_the_recommendation_follows_the_data(ea
     rec = response.json()
     expected = {"p1d1": {"prefill": 1, "decode": 1}, "p2d1": {"prefill": 2, "decode": 1}}[faster]
     assert rec["recommended"] == expected and rec["met"] is True
-    assert f"Run #{runs[faster].pk}" in rec["reasons"][0]
+    # The runs were measured on the mocker: the recommendation says so before anything else.
+    assert "simulated with Dynamo's mocker" in rec["reasons"][0]
+    assert f"Run #{runs[faster].pk}" in rec["reasons"][1]
     assert set(rec["runs"]) == {r.pk for r in runs.values()}
 
     viewer = client_for("viewer")

@@ -287,3 +287,20 @@ def test_the_openapi_schema_lists_the_benchmark_api(api_for):
                  "/api/benchmarks/compare/", "/api/benchmarks/recommendations/{id}/apply/",
                  "/api/benchmarks/studies/"):
         assert path in schema, path
+
+
+def test_a_mocker_run_reports_no_gpus_and_no_tokens_per_gpu(client_for):
+    graph = _graph()
+    runs = [_finished_run(graph, shape="p1d1"), _finished_run(graph, shape="p2d1", tput=1500.0)]
+    for run in runs:
+        step = run.results["steps"][0]
+        step["tokens_per_gpu"] = None  # what a GPU-free graph's run records
+        run.results["steps"][0] = step
+        run.config["gpu_free"] = True
+        run.save()
+    ids = ",".join(str(r.pk) for r in runs)
+    page = client_for("viewer").get(f"/benchmarks/compare/?runs={ids}").content.decode()
+    assert "per GPU)" not in page
+    assert page.count("none (mocker)") == 2
+    detail = client_for("viewer").get(f"/benchmarks/runs/{runs[0].pk}/").content.decode()
+    assert "none (mocker)" in detail

@@ -91,7 +91,9 @@ def test_a_short_profile_stores_aiperfs_own_percentiles(dynamo_graph, settings, 
             assert getattr(getattr(step, ours), q) == export[tag][q], (ours, q)
     assert step.request_throughput == export["request_throughput"]["avg"]
     assert step.output_token_throughput == export["output_token_throughput"]["avg"]
-    assert step.tokens_per_gpu == export["output_token_throughput"]["avg"] / 2  # 1 prefill + 1 decode
+    # A mocker graph asks no GPU: no tokens per GPU, though its 2 workers count as 2 GPU-equivalents.
+    assert step.tokens_per_gpu is None
+    assert run.run_config.gpu_free and run.run_config.gpus == 2
     assert step.completed == 10 and step.errors == 0
     assert step.output_tokens.p50 == 24  # ignore_eos: every answer has the asked length
     assert results.token_counts.source == "client"

@@ -26,12 +26,12 @@ def _spec(name="demo", prefill=1, decode=1, gpus=1, template="vllm-disagg"):
 # --- profiles ------------------------------------------------------------------------------------
 
 def test_each_profile_resolves_to_small_bounded_defaults():
-    for key in ("article", "long", "short", "custom"):
+    for key in ("streaming-chat", "long", "short", "custom"):
         params = resolve(key)
         assert params.max_seconds == 300
         assert (params.request_count or 0) <= 200
-    assert resolve("article").concurrency == 50
-    assert resolve("article").streaming is True
+    assert resolve("streaming-chat").concurrency == 50
+    assert resolve("streaming-chat").streaming is True
 
 
 @pytest.mark.parametrize(("overrides", "field"), [

@@ -127,7 +127,7 @@ def test_a_refused_exec_keeps_the_volumes_figure_and_says_why(cluster, kube, wat
     kube.inject("GET", r"/exec$", status=403, times=None)  # RBAC: no pods/exec for this service account
     watcher.watch_once(timeout=0)
     decode = Pod.objects.get(deployment__graph=graph, service="decode")
-    assert decode.shm_bytes == 64 * MI  # from the pod's volumes: none at /dev/shm
+    assert decode.shm_bytes == 16 * GI  # from the pod's volumes: the operator's shared-memory emptyDir
     assert decode.shm_source == "pod volumes (df: pods/exec not allowed)"
 
 

@@ -102,7 +102,7 @@ def test_dry_run_stores_nothing_and_shows_a_diff_against_the_live_object(cluster
     assert Deployment.objects.get(graph=graph).revision.number == 1
 
 
-def test_a_conflict_with_another_field_manager_fails_with_the_servers_message(cluster, kube, api_client_for):
+def test_a_field_another_manager_owns_is_left_alone_and_named_unless_forced(cluster, kube, api_client_for):
     graph = make_graph()
     apply(graph)
     theirs = {"apiVersion": BETA, "kind": "DynamoGraphDeployment", "metadata": {"name": "g", "namespace": NS},
@@ -112,13 +112,21 @@ def test_a_conflict_with_another_field_manager_fails_with_the_servers_message(cl
         query_params=[("fieldManager", "kubectl"), ("force", "true")],
         header_params={"Content-Type": APPLY_CT}, auth_settings=["BearerToken"], response_type="object")
     op = apply(graph)
-    assert op.state == "failed"
-    assert 'Apply failed with 1 conflict: conflict with "kubectl"' in op.result
-    assert '.spec.components[{"name":"decode"}].replicas' in op.result
-    assert "(HTTP 409)" in op.result and "never forces" in op.result
+    assert op.state == "succeeded", op.result
+    assert 'left .spec.components[name="decode"].replicas at 5 (revision: 1): owned by kubectl (Apply)' in op.result
+    assert "apply with force to take it" in op.result
     assert all(r.param("force") is None for r in kube.find_requests("PATCH", dgd_path()) if r.param("fieldManager")
                == "dynamo-control-plane")
     assert _dgd(kube)["spec"]["components"][2]["replicas"] == 5
+    assert Deployment.objects.get(graph=graph).desired_replicas(graph.head.graph_spec)["decode"] == 5
+    forced = run(operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,
+                                          force=True, via="api"))
+    assert forced.state == "succeeded", forced.result
+    assert 'took .spec.components[name="decode"].replicas from kubectl (Apply): 5 -> 1' in forced.result
+    assert _dgd(kube)["spec"]["components"][2]["replicas"] == 1
+    managers = {e["manager"] for e in _dgd(kube)["metadata"]["managedFields"]
+                if "f:replicas" in str(e.get("fieldsV1", {}).get("f:spec", {}))}
+    assert "kubectl" not in managers
 
 
 def test_an_apply_after_our_own_scale_takes_the_replicas_back(cluster, kube):

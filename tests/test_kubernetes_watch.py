@@ -10,10 +10,11 @@ import time
 import pytest
 
 from clusters.models import Cluster
-from graphs import operations
+from graphs import operations, services
 from graphs.diagnosis import diagnose
 from graphs.models import Deployment, Event, Pod
 from graphs.runtimes.kubernetes.watch import ClusterWatcher
+from graphs.specio import spec_from_data
 from tests.k8s_emulator import UNSCHEDULABLE_MESSAGE
 from tests.k8s_helpers import NS, apply, make_graph, run, scale
 
@@ -54,7 +55,10 @@ def test_a_listing_fills_pods_state_and_freshness(cluster, kube, watcher):
     decode = pods["decode"][0]
     assert (decode.role, decode.phase, decode.ready, decode.node, decode.gpus) == ("decode", "Running", True,
                                                                                    "node-1", 1)
-    assert decode.shm_bytes == SHM_64MI  # the fake operator mounts no shared-memory volume
+    # The operator mounts its shared-memory emptyDir of sharedMemorySize (8Gi when unset;
+    # deploy/operator/internal/dynamo/shared_memory.go), as the fake operator now does.
+    assert graph.head.graph_spec.service("decode").shared_memory == "16Gi"
+    assert decode.shm_bytes == 16 * 2**30
     assert decode.started_at is not None
     assert pods["Frontend"][0].role == "frontend"
     cluster.refresh_from_db()
@@ -76,7 +80,8 @@ def test_watch_events_update_pods_state_and_events(cluster, kube, watcher):
     kube.add_event(kube.get("pods", name, namespace=NS), "Failed", 'Failed to pull image "vllm-runtime:9.9.9"')
     assert watcher.watch_once(timeout=1) is True
     watches = [r for r in kube.find_requests("GET", rf"/namespaces/{NS}/") if r.param("watch") == "true"]
-    assert {r.path.rsplit("/", 1)[1] for r in watches} == {"dynamographdeployments", "pods", "events"}
+    assert {r.path.rsplit("/", 1)[1] for r in watches} == {"dynamographdeployments",
+                                                             "dynamographdeploymentscalingadapters", "pods", "events"}
     assert all(r.param("resourceVersion") not in (None, "0") for r in watches)
     pod = _pods(graph)[name]
     assert (pod.phase, pod.reason, pod.ready) == ("ImagePullBackOff", "ImagePullBackOff", False)
@@ -137,14 +142,22 @@ def test_crash_loops_keep_their_last_log_lines(cluster, kube, watcher):
 
 def test_shared_memory_comes_from_the_pods_volume(cluster, kube, watcher):
     graph = make_graph()
+    data = graph.head.graph_spec.model_dump()
+    next(s for s in data["services"] if s["name"] == "decode")["shared_memory"] = None  # the operator's 8Gi
+    services.graph_update(graph=graph, spec=spec_from_data(data), message="default /dev/shm for decode")
+    graph.refresh_from_db()
     apply(graph)
-    pod = next(p for p in kube.list_objects("pods", NS) if "decode" in p["metadata"]["name"])
-    pod["spec"]["volumes"] = [{"name": "shared-memory", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]
-    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "shared-memory", "mountPath": "/dev/shm"}]
-    kube.put(pod)
+    decode = next(p for p in kube.list_objects("pods", NS) if "decode" in p["metadata"]["name"])
+    assert {"name": "shared-memory", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in decode["spec"]["volumes"]
+    # A pod without the operator's volume (started by hand, or by an operator that mounts none)
+    # gets the container runtime's 64 MB.
+    prefill = next(p for p in kube.list_objects("pods", NS) if "prefill" in p["metadata"]["name"])
+    prefill["spec"].pop("volumes")
+    prefill["spec"]["containers"][0].pop("volumeMounts")
+    kube.put(prefill)
     watcher.watch_once(timeout=0)
     pods = _by_service(graph)
-    assert pods["decode"][0].shm_bytes == 16 * 2**30
+    assert pods["decode"][0].shm_bytes == 8 * 2**30
     assert pods["prefill"][0].shm_bytes == SHM_64MI
     dep = Deployment.objects.get(graph=graph)
     warnings = [d.title for d in diagnose(dep, list(Pod.objects.filter(deployment=dep)))]

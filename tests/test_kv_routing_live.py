@@ -114,7 +114,7 @@ def test_a_kv_routed_graph_reuses_prompt_prefixes_and_says_so(eager, operator, u
     row = client_for("viewer").get(f"/api/metrics/graphs/{graph.name}/").json()
     assert row["error"] == ""
     assert 0 < row["kv_hit_rate"] <= 1, row
-    overview = client_for("viewer").get("/metrics/").content.decode()
+    overview = client_for("viewer").get("/metrics/", HTTP_HX_REQUEST="true").content.decode()
     [percent] = re.findall(r'<td data-col="kv-hit-rate">(\d+)%</td>', overview)
     assert 0 < int(percent) <= 100
     chart = client_for("viewer").get(f"/api/metrics/graphs/{graph.name}/chart/?window=15m").json()

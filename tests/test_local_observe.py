@@ -15,10 +15,12 @@ import pytest
 from graphs import services
 from graphs.catalog import PoolFields, build_spec
 from graphs.diagnosis import diagnose
+from graphs.engines import Host
 from graphs.models import Deployment, Pod
 from graphs.runtimes.local.gpus import GpuHost, GpuShortage, assign_gpus, gpu_env, probe, usage_of
 from graphs.runtimes.local.observe import process_shm
 from graphs.runtimes.local.operator import LocalOperator
+from graphs.runtimes.local.tinymodel import ensure_model_dir
 from graphs.runtimes.processes import wait_until
 
 MI, GI = 2**20, 2**30
@@ -117,8 +119,10 @@ def test_the_operator_refuses_a_graph_with_more_gpu_workers_than_the_host_has(tm
     settings.LOCAL_RUNTIME_DIR = tmp_path
     op = LocalOperator(runtime_dir=tmp_path, port_min=26000, port_max=26999)
     # What NVML reported on the H200 host (bench/results/gpu-nvml-h200.json); vLLM workers there.
-    op.gpu_host, op.use_gpu = GpuHost(1, ["NVIDIA H200"], [150754820096], "580.159.04"), True
-    spec = build_spec(template="vllm-agg", name="big", decode=PoolFields(replicas=2, gpus=1))
+    op.gpu_host = GpuHost(1, ["NVIDIA H200"], [150754820096], "580.159.04")
+    op.host = Host(gpu=True, vllm=True)
+    model = ensure_model_dir(tmp_path / "models", "big-model")  # a local model folder: no hub needed
+    spec = build_spec(template="vllm-agg", name="big", model=str(model), decode=PoolFields(replicas=2, gpus=1))
     graph = services.graph_create(spec=spec)
     dep = Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True,
                                     state="progressing")

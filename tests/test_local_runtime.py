@@ -1,4 +1,4 @@
-"""The operator's loop of the seed article on the local runtime, with real Dynamo processes:
+"""The operator's loop of the seed brief on the local runtime, with real Dynamo processes:
 apply, wait for ready, chat, scale each pool on its own, kill a worker, delete."""
 
 from __future__ import annotations

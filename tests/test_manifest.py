@@ -1,4 +1,4 @@
-"""Render and import: lossless round trips, the v1beta1 form of the article's graph, command-line
+"""Render and import: lossless round trips, the v1beta1 form of the recipe's graph, command-line
 translation between Dynamo releases, fields the spec does not model, and golden renders of the
 catalog templates.
 
@@ -119,18 +119,18 @@ def test_the_seed_rendered_as_v1beta1_and_imported_again_renders_the_same_v1alph
     assert back == original
 
 
-# ---------------------------------------------------------------------- the article's graph
+# ---------------------------------------------------------------------- the recipe's graph
 
 
 @pytest.mark.parametrize("version", ["0.5.1", "1.6.1"])
-def test_the_articles_graph_rendered_as_v1beta1_passes_the_crd_schema(version):
+def test_the_recipes_graph_rendered_as_v1beta1_passes_the_crd_schema(version):
     manifest = render(import_manifest(seed()), V1BETA1, version)
     assert manifest["apiVersion"] == V1BETA1
     assert [c["name"] for c in manifest["spec"]["components"]] == ["Frontend", "VllmPrefillWorker", "VllmDecodeWorker"]
     assert structural_findings(manifest) == []
 
 
-def test_the_articles_graph_as_v1beta1_keeps_types_replicas_shm_gpus_and_the_token_secret():
+def test_the_recipes_graph_as_v1beta1_keeps_types_replicas_shm_gpus_and_the_token_secret():
     manifest = render(import_manifest(seed()), V1BETA1)
     components = {c["name"]: c for c in manifest["spec"]["components"]}
     assert components["Frontend"]["type"] == "frontend"
@@ -147,7 +147,7 @@ def test_the_articles_graph_as_v1beta1_keeps_types_replicas_shm_gpus_and_the_tok
     assert "dynamoNamespace" not in components["Frontend"]
 
 
-def test_the_articles_graph_for_1_6_1_gets_new_images_workdir_and_role_flags():
+def test_the_recipes_graph_for_1_6_1_gets_new_images_workdir_and_role_flags():
     manifest = render(import_manifest(seed()), V1BETA1, "1.6.1")
     prefill = container_of(manifest, "VllmPrefillWorker")
     decode = container_of(manifest, "VllmDecodeWorker")

@@ -159,25 +159,40 @@ def test_the_overview_reads_every_graph_in_one_query(known, client_for, use_prom
     make_graph("quiet-b")
     make_graph("cluster-c", runtime="kubernetes")
     before = use_prometheus.api_requests("/api/v1/query")
-    response = client_for("viewer").get("/metrics/")
+    response = client_for("viewer").get("/metrics/", headers={"HX-Request": "true"})
     after = use_prometheus.api_requests("/api/v1/query")
     assert response.status_code == 200
     assert after - before == 2  # one for the local graphs, one for the Kubernetes graph
-    rows = {graph.name: row for graph, row in response.context["rows"]}
+    body = response.content.decode()
+    assert 'data-graph="known"' in body and "160.0 ms" in body
+
+    api = client_for("viewer").get("/api/metrics/graphs/")  # the same rows, as data
+    assert api.status_code == 200
+    rows = {row["graph"]: row for row in api.json()["results"]}
     assert rows[KNOWN]["ttft_p90_ms"] == pytest.approx(160, rel=1e-6)
     assert rows[KNOWN]["itl_p90_ms"] == pytest.approx(16, rel=1e-6)
     # Five-minute average of a series seconds old: requests before its first scrape do not count.
     assert 0 < rows[KNOWN]["request_rate"] <= REQUESTS_PER_S * 1.02
     assert rows[KNOWN]["slo"] == "missed"  # ITL p90 16 ms > 10 ms
     assert rows["quiet-a"]["slo"] == "not_set" and rows["quiet-a"]["ttft_p90_ms"] is None
-    body = response.content.decode()
-    assert 'data-graph="known"' in body and "160.0 ms" in body
-
-    api = client_for("viewer").get("/api/metrics/graphs/")
-    assert api.status_code == 200
     assert [r["graph"] for r in api.json()["results"]] == ["cluster-c", KNOWN, "quiet-a", "quiet-b"]
     for row in api.json()["results"]:
         assert_conforms(client_for("viewer"), row, "Summary")
+
+
+def test_the_overview_page_asks_prometheus_nothing_and_its_fragment_brings_the_numbers(known, client_for,
+                                                                                       use_prometheus):
+    viewer = client_for("viewer")
+    before = use_prometheus.api_requests("/api/v1/query")
+    page = viewer.get("/metrics/")
+    assert use_prometheus.api_requests("/api/v1/query") == before  # the page reads only the database
+    body = page.content.decode()
+    assert page.status_code == 200 and 'data-graph="known"' in body and "asking Prometheus" in body
+    assert 'hx-trigger="load, every 15s"' in body
+    fragment = viewer.get("/metrics/", headers={"HX-Request": "true"})
+    assert use_prometheus.api_requests("/api/v1/query") == before + 1
+    text = fragment.content.decode()
+    assert "<html" not in text and "160.0 ms" in text and "asking Prometheus" not in text
 
 
 def test_twenty_concurrent_viewers_cost_one_query(known_scraped, fresh_cache, settings):

@@ -4,7 +4,6 @@ PrometheusRule holds the same groups, and the config we write for local graphs i
 from __future__ import annotations
 
 import functools
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import yaml
 from metrics import localprom
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "prometheus"
-PROMTOOL = shutil.which("promtool")
+PROMTOOL = localprom.find_tool("promtool")
 def needs_promtool(test):
     """promtool ships with Debian's prometheus package (scripts/services.sh installs it)."""
 

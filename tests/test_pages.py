@@ -296,11 +296,11 @@ def test_the_live_check_only_accepts_post(viewer):
 
 def test_importing_a_pasted_manifest_creates_the_graph(operator, reference_dir):
     seed = (reference_dir / "seed-disagg.yaml").read_text()
-    response = operator.post("/graphs/import/", {"yaml": seed, "message": "from the article"})
+    response = operator.post("/graphs/import/", {"yaml": seed, "message": "from the recipe"})
     assert response.status_code == 302
     assert response["Location"] == "/graphs/vllm-disagg/"
     graph = Graph.objects.get(name="vllm-disagg")
-    assert graph.head.message == "from the article"
+    assert graph.head.message == "from the recipe"
     assert graph.head.source_yaml == seed  # kept exactly as pasted
     assert render(graph.head.graph_spec, V1ALPHA1) == yaml.safe_load(seed)
     assert "Saved vllm-disagg as revision 1." in text(operator.get(response["Location"]))

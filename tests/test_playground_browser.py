@@ -114,6 +114,8 @@ def test_a_reply_streams_in_with_its_timings_and_the_conversation_reopens(routed
     reply = page.locator('[data-role="msg-assistant"]').last
     reply.locator('[data-role="timing"]').wait_for(timeout=15000)
     wall_ms = (time.monotonic() - started) * 1000
+    # The test graph's workers are Dynamo's mocker: the reply and its numbers say so.
+    assert reply.locator('[data-role="simulated"]').inner_text() == "simulated with Dynamo's mocker"
 
     lengths = page.evaluate("window.__lengths")
     distinct = sorted({n for _, n in lengths})
@@ -151,6 +153,7 @@ def test_a_reply_streams_in_with_its_timings_and_the_conversation_reopens(routed
     page.wait_for_url(re.compile(r"\?c=\d+$"))
     page.reload()
     assert page.locator('[data-role="msg-assistant"] [data-metric="ttft"]').inner_text().endswith(" ms")
+    assert page.locator('[data-role="msg-assistant"] [data-role="simulated"]').count() == 1  # kept with the reply
     assert page.locator('textarea[name="system_prompt"]').input_value() == "Be brief."
     page.fill('textarea[name="prompt"]', "And the KV transfer?")
     page.keyboard.press("Enter")
@@ -160,6 +163,7 @@ def test_a_reply_streams_in_with_its_timings_and_the_conversation_reopens(routed
     assert kept.owner == users["operator"] and kept.title == "Why split prefill and decode?"
     assistant = [m for m in kept.messages.all() if m.role == "assistant"]
     assert len(assistant) == 2 and all(m.reply_timing.ttft_ms > 0 for m in assistant)
+    assert all(m.reply_timing.simulated.startswith("simulated with Dynamo's mocker: ") for m in assistant)
     assert assistant[0].reply_timing.server.prefill_ms > 0
     assert own_problems(page) == []
 

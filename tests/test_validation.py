@@ -74,7 +74,7 @@ def main(manifest: dict, name: str) -> dict:
 
 
 def alpha(name: str = "g", version: str = "0.5.1") -> dict:
-    """The seed article's shape: Frontend, prefill and decode services."""
+    """The seed manifest's shape: Frontend, prefill and decode services."""
     def worker(role):
         return {"componentType": "worker", "subComponentType": role, "replicas": 1, "envFromSecret": "hf-token-secret",
                 "resources": {"limits": {"gpu": "1"}}, "sharedMemory": {"size": "16Gi"},

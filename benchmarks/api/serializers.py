@@ -25,7 +25,7 @@ class ParamsMixin(serializers.Serializer):
     host-limit checks happen in profiles.resolve, whose errors name the field."""
 
     profile = serializers.ChoiceField(choices=PROFILE_CHOICES, default="custom",
-                                      help_text="article | long | short | custom")
+                                      help_text="streaming-chat | long | short | custom")
     input_tokens_mean = _opt(serializers.IntegerField, min_value=1, max_value=MAX_INPUT_TOKENS)
     input_tokens_stddev = _opt(serializers.FloatField, min_value=0)
     output_tokens_mean = _opt(serializers.IntegerField, min_value=1, max_value=MAX_OUTPUT_TOKENS)

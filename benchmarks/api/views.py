@@ -58,7 +58,7 @@ def report_response(*, kind: str, title: str, runs: list[BenchmarkRun], filename
 
 class BenchmarkRunViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListModelMixin,
                           mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Benchmark runs of graphs. Create one with a profile (article, long, short, custom) and
+    """Benchmark runs of graphs. Create one with a profile (streaming-chat, long, short, custom) and
     any parameter overrides; follow ``state`` and ``progress``; cancel it; download its
     artifacts. Filters: ?graph=<name>&state=<state>&study=<id>."""
 

@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('label', models.CharField(blank=True, max_length=100)),
-                ('profile', models.CharField(choices=[('article', "The article's: chat, streaming, concurrency 50"), ('long', 'Long prompts, long outputs'), ('short', 'Short prompts, short outputs'), ('custom', 'Custom')], max_length=20)),
+                ('profile', models.CharField(choices=[('article', 'Chat, streaming, concurrency 50'), ('long', 'Long prompts, long outputs'), ('short', 'Short prompts, short outputs'), ('custom', 'Custom')], max_length=20)),
                 ('params', models.JSONField()),
                 ('state', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='pending', max_length=20)),
                 ('progress', models.PositiveSmallIntegerField(default=0)),
@@ -80,7 +80,7 @@ class Migration(migrations.Migration):
             name='Study',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('profile', models.CharField(choices=[('article', "The article's: chat, streaming, concurrency 50"), ('long', 'Long prompts, long outputs'), ('short', 'Short prompts, short outputs'), ('custom', 'Custom')], max_length=20)),
+                ('profile', models.CharField(choices=[('article', 'Chat, streaming, concurrency 50'), ('long', 'Long prompts, long outputs'), ('short', 'Short prompts, short outputs'), ('custom', 'Custom')], max_length=20)),
                 ('params', models.JSONField()),
                 ('arms', models.JSONField(default=list)),
                 ('keep_variants', models.BooleanField(default=False)),

@@ -21,10 +21,27 @@ class FindingSerializer(serializers.Serializer):
     fix = serializers.CharField(allow_blank=True)
 
 
+class SchemaUsedSerializer(serializers.Serializer):
+    """Which CRD schema judged the manifest's structure (see graphs/crds/SOURCE.txt)."""
+
+    api_version = serializers.CharField()
+    repository = serializers.CharField()
+    ref = serializers.CharField()
+    commit = serializers.CharField()
+    date = serializers.CharField()
+    declares = serializers.CharField(help_text="The Dynamo version the CRD snapshot declares.")
+    file = serializers.CharField()
+    sha256 = serializers.CharField()
+    target_release = serializers.CharField(allow_null=True)
+    summary = serializers.CharField()
+    note = serializers.CharField()
+
+
 class ReportSerializer(serializers.Serializer):
     valid = serializers.BooleanField()
     counts = serializers.DictField(child=serializers.IntegerField())
     findings = FindingSerializer(many=True)
+    schema = SchemaUsedSerializer(allow_null=True)
 
 
 class SpecField(serializers.JSONField):
@@ -73,14 +90,21 @@ class GraphSerializer(serializers.ModelSerializer):
     def get_revision(self, obj) -> int | None:
         return obj.head.number if obj.head else None
 
+    def _summary(self, obj, field: str) -> str | None:
+        # Lists annotate these in SQL (graphs.selectors.graph_summaries) and never load the spec.
+        annotated = f"head_{field}"
+        if hasattr(obj, annotated):
+            return getattr(obj, annotated)
+        return self._head_spec(obj).get(field)
+
     def get_model(self, obj) -> str | None:
-        return self._head_spec(obj).get("model")
+        return self._summary(obj, "model")
 
     def get_backend(self, obj) -> str | None:
-        return self._head_spec(obj).get("backend")
+        return self._summary(obj, "backend")
 
     def get_dynamo_version(self, obj) -> str | None:
-        return self._head_spec(obj).get("dynamo_version")
+        return self._summary(obj, "dynamo_version")
 
     def get_state(self, obj) -> str:
         deployment = getattr(obj, "deployment", None) if hasattr(obj, "deployment") else None
@@ -126,6 +150,24 @@ class PoolSerializer(serializers.Serializer):
     hf_token_secret = serializers.CharField(max_length=253, allow_blank=True, default="hf-token-secret")
 
 
+class PlannerSettingsSerializer(serializers.Serializer):
+    """Dynamo's Planner as a component of the graph (graphs/planner/settings.py checks the rules
+    1.6.1 applies across settings)."""
+
+    optimization_target = serializers.ChoiceField(choices=["throughput", "latency", "load", "sla"],
+                                                  default="throughput")
+    ttft_ms = serializers.FloatField(min_value=0.001, default=500.0, help_text="TTFT target (target sla)")
+    itl_ms = serializers.FloatField(min_value=0.001, default=50.0, help_text="ITL target (target sla)")
+    adjustment_interval_seconds = serializers.IntegerField(min_value=1, max_value=86400, default=5)
+    min_replicas = serializers.IntegerField(min_value=0, max_value=512, default=1)
+    max_gpu_budget = serializers.IntegerField(min_value=-1, max_value=100000, default=8,
+                                              help_text="-1: no GPU budget")
+    prefill_scale_up_queue_tokens = serializers.IntegerField(min_value=0, required=False)
+    prefill_scale_down_queue_tokens = serializers.IntegerField(min_value=0, required=False)
+    decode_scale_up_kv_rate = serializers.FloatField(min_value=0, max_value=1, required=False)
+    decode_scale_down_kv_rate = serializers.FloatField(min_value=0, max_value=1, required=False)
+
+
 class FromTemplateSerializer(serializers.Serializer):
     template = serializers.CharField()
     name = serializers.CharField(max_length=63)
@@ -135,6 +177,7 @@ class FromTemplateSerializer(serializers.Serializer):
     dynamo_version = serializers.CharField(max_length=20, default="1.6.1")
     prefill = PoolSerializer(required=False)
     decode = PoolSerializer(required=False)
+    planner = PlannerSettingsSerializer(required=False, help_text="add Dynamo's Planner with these settings")
     description = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
     router_mode = serializers.ChoiceField(
         choices=ROUTER_MODES, required=False, allow_null=True, default=None,
@@ -218,6 +261,9 @@ class ApplySerializer(serializers.Serializer):
     revision = serializers.IntegerField(required=False, min_value=1)
     apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
     dry_run = serializers.BooleanField(default=False)
+    force = serializers.BooleanField(default=False)  # kubernetes: take fields other field managers own
+    recreate = serializers.BooleanField(default=False)  # kubernetes: delete and recreate on a topology change
+    confirm = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)  # the graph name
 
     def validate_apiVersion(self, value):
         try:

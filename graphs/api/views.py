@@ -15,11 +15,15 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from accounts.roles import Role
+from metrics.charts import WindowError
+from metrics.planner import timeline_data
 
 from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
 from ..dgd.commandline import DEFAULT_ROUTER_MODE
 from ..models import Graph, Operation, Revision
+from ..planner.settings import PlannerSettings
+from ..selectors import graph_summaries
 from ..specio import dump_yaml, load_yaml
 from ..validation import validate_manifest
 from . import serializers as s
@@ -45,6 +49,8 @@ class GraphViewSet(viewsets.ModelViewSet):
     http_method_names = ["get", "post", "put", "delete", "head", "options"]
 
     def get_queryset(self):
+        if self.action == "list":
+            return graph_summaries()
         return Graph.objects.select_related("head", "deployment").order_by("name")
 
     def get_serializer_class(self):
@@ -180,8 +186,9 @@ class GraphViewSet(viewsets.ModelViewSet):
                 prefill=PoolFields(**v["prefill"]) if "prefill" in v else None,
                 decode=PoolFields(**v["decode"]) if "decode" in v else None,
                 router_mode=v.get("router_mode"),
+                planner=PlannerSettings(**v["planner"]) if "planner" in v else None,
             )
-        except ValueError as exc:
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError: the rule, in words
             raise ValidationError({"detail": str(exc)}) from None
         graph = services.graph_create(spec=spec, user=request.user, description=v["description"], via=_via(request),
                                       message=f"created from template {v['template']}")
@@ -199,7 +206,8 @@ class GraphViewSet(viewsets.ModelViewSet):
         v = data.validated_data
         op = operations.request_apply(graph=graph, user=request.user, via=_via(request), runtime=v["runtime"],
                                       revision_number=v.get("revision"), api_version=v["apiVersion"],
-                                      dry_run=v["dry_run"], cluster=v["cluster"], namespace=v["namespace"])
+                                      dry_run=v["dry_run"], cluster=v["cluster"], namespace=v["namespace"],
+                                      force=v["force"], recreate=v["recreate"], confirm=v["confirm"])
         return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(request=s.ScaleSerializer, responses={202: s.OperationSerializer})
@@ -228,6 +236,27 @@ class GraphViewSet(viewsets.ModelViewSet):
         """The status cache: state, pods, recent events and how fresh they are."""
         graph = self.get_object()
         return Response(operations.status_snapshot(graph))
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def ownership(self, request, name=None):
+        """Kubernetes: per pool the revision's, the adapter's and the live replicas and who owns the
+        count (managedFields); drift from the stored revision, autoscaler-owned differences apart;
+        the replica changes others (the Planner, autoscalers, people) made, newest first."""
+        graph = self.get_object()
+        return Response(operations.ownership_snapshot(graph))
+
+    @extend_schema(parameters=[OpenApiParameter("window", str, description="15m .. 7d (default 1h)")],
+                   responses={200: OpenApiTypes.OBJECT})
+    @action(detail=True, methods=["get"])
+    def planner(self, request, name=None):
+        """The Planner timeline: load, replicas per pool (desired and ready), each decision with
+        its reason, TTFT/ITL against the targets, the Planner's estimates, and its health."""
+        graph = self.get_object()
+        try:
+            return Response(timeline_data(graph, request.query_params.get("window")))
+        except WindowError as exc:
+            raise ValidationError({"window": str(exc)}) from None
 
     @extend_schema(responses={200: s.OperationSerializer(many=True)})
     @action(detail=True, methods=["get"], url_path="operations")

@@ -1,7 +1,7 @@
 """Reading and rewriting a worker's command line.
 
 The role of a disaggregated worker lives in its command line, and its spelling depends on
-the release: ``--is-prefill-worker`` (dynamo.vllm up to 1.3, the seed article's 0.5.1 image)
+the release: ``--is-prefill-worker`` (dynamo.vllm up to 1.3, the 0.5.1 image of v1alpha1 manifests)
 became ``--disaggregation-mode prefill|decode`` (ai-dynamo/dynamo#12089). Manifests write
 command lines in two forms, and both must survive a round trip untouched:
 
@@ -145,7 +145,9 @@ def translate_role_flag(
     no flag meant decode to one where it means aggregated; otherwise the validator reports it."""
     command = list(command) if command is not None else None
     args = list(args) if args is not None else None
-    if role not in ("prefill", "decode"):
+    if role not in ("prefill", "decode") or version == source_version:
+        # Same release: the command line is the user's, even where it spells a flag the
+        # release no longer knows (the validator says so); only a change of release rewrites.
         return command, args
     actual_engine = engine_of(command, args) or engine
     if actual_engine not in ("vllm", "mocker"):

@@ -50,7 +50,7 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
     if alpha:
         raw_services = _mapping(body.get("services"), "spec.services", hint="a map keyed by service name")
         services = [_import_alpha(n, _mapping(s, f"spec.services.{n}"), n) for n, s in raw_services.items()]
-        env = body.get("envs") or []
+        env_key = "envs"
     else:
         raw = body.get("components")
         if not isinstance(raw, list):
@@ -58,19 +58,26 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
                 "spec.components", f"spec.components must be a list of components, not {_kind(raw)}", "type"
             )
         services = [_import_beta(_mapping(c, f"spec.components[{i}]"), i) for i, c in enumerate(raw)]
-        env = body.get("env") or []
+        env_key = "env"
+    env = body.get(env_key) or []
     extra = {k: v for k, v in body.items() if k not in ("services", "components", "envs", "env")}
     common, only = _split_extra(extra, alpha_only={"pvcs"}, beta_only=set())
     backend = _infer_backend(services, body)
     version = dynamo_version or _infer_version(services) or LATEST
+    # A DGD name may have dots; a graph's may not: the graph takes the name with dots turned to
+    # "-" (as the operator's NormalizeKubeResourceName does for the DGD's Services) and keeps the
+    # DGD's own name, so that rendering gives the same object back.
+    graph_name = name.replace(".", "-") if "." in name else name
     data = {
-        "name": name,
+        "name": graph_name,
+        **({"dgd_name": name} if graph_name != name else {}),
         "namespace": metadata.get("namespace"),
         "model": _infer_model(services),
         "backend": backend,
         "dynamo_version": version,
         "services": services,
         "env": copy.deepcopy(env),
+        "written_empty": ["env"] if body.get(env_key, None) == [] else [],
         "metadata_extra": {k: copy.deepcopy(v) for k, v in metadata.items() if k not in ("name", "namespace")},
         "extra": common,
         "extra_v1alpha1": only if alpha else {},
@@ -98,16 +105,21 @@ def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
     elif ctype in ("prefill", "decode"):
         role = ctype
         extra_alpha["componentType"] = ctype
+        if sub is not None:
+            extra_alpha["subComponentType"] = sub
     else:
         role = "other"
         if ctype is not None:
             extra_alpha["componentType"] = ctype
         if sub is not None:
             extra_alpha["subComponentType"] = sub
+    written_empty = [field for field, key in (("env", "envs"), ("resources", "resources"), ("pod", "extraPodSpec"),
+                                              ("pod_metadata", "extraPodMetadata")) if raw.get(key, None) in ([], {})]
     resources = _mapping(raw.pop("resources", {}) or {}, f"spec.services.{path}.resources")
-    int_quantities = _int_quantities(resources.get("limits", {}).get("gpu"),
-                                     (raw.get("sharedMemory") or {}).get("size") if isinstance(raw.get("sharedMemory"),
-                                                                                               dict) else None)
+    shm_raw = raw.get("sharedMemory")
+    shm_size = shm_raw.get("size") if isinstance(shm_raw, dict) and not shm_raw.get("disabled") else None
+    gpu_raw = (resources.get("limits") or {}).get("gpu") if isinstance(resources.get("limits"), dict) else None
+    int_quantities = _int_quantities(gpu_raw, shm_size)
     gpus = _pop_gpu(resources, "gpu", f"spec.services.{path}.resources.limits.gpu")
     if resources:
         extra_alpha["resources"] = resources
@@ -131,6 +143,8 @@ def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
     if adapter is not None and not scaling_adapter:
         extra_alpha["scalingAdapter"] = adapter
     pod = _mapping(raw.pop("extraPodSpec", {}) or {}, f"spec.services.{path}.extraPodSpec")
+    if pod.get("mainContainer", None) == {}:
+        written_empty.append("container")
     container = _mapping(pod.pop("mainContainer", {}) or {}, f"spec.services.{path}.extraPodSpec.mainContainer")
     service = {
         "name": name,
@@ -142,6 +156,9 @@ def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:
         "env": raw.pop("envs", None) or [],
         "scaling_adapter": scaling_adapter,
         "int_quantities": int_quantities,
+        "spelled": _spelled(gpu_raw, shm_size),
+        "main_container_name": container.get("name"),
+        "written_empty": written_empty,
         "pod_extra": pod,
         "pod_metadata": raw.pop("extraPodMetadata", None) or {},
         **_import_container(container),
@@ -172,7 +189,10 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
     if adapter is not None and not scaling_adapter:
         extra_beta["scalingAdapter"] = adapter
     shm = raw.pop("sharedMemorySize", None)
-    template = _mapping(raw.pop("podTemplate", {}) or {}, f"{path}.podTemplate")
+    template_raw = raw.pop("podTemplate", None)
+    template = _mapping(copy.deepcopy(template_raw) or {}, f"{path}.podTemplate")
+    pod_template_keys = [] if template_raw is None else ["podTemplate", *(k for k in ("metadata", "spec")
+                                                                         if k in template)]
     pod_metadata = template.pop("metadata", None) or {}
     pod = _mapping(template.pop("spec", {}) or {}, f"{path}.podTemplate.spec")
     if template:
@@ -193,17 +213,20 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
     elif containers:
         pod["containers"] = containers
     container.pop("name", None)
+    written_empty = [key for key in ("env", "envFrom", "resources") if container.get(key, None) in ([], {})]
     env_from = container.pop("envFrom", None) or []
-    secret = None
+    secret, secret_index = None, None
     rest = []
-    for entry in env_from:
+    for i, entry in enumerate(env_from):
         ref = entry.get("secretRef") if isinstance(entry, dict) else None
         if secret is None and isinstance(ref, dict) and set(entry) == {"secretRef"} and set(ref) == {"name"}:
-            secret = ref["name"]
+            secret, secret_index = ref["name"], i
         else:
             rest.append(entry)
     resources = _mapping(container.pop("resources", {}) or {}, f"{path}.podTemplate.spec.containers[main].resources")
-    int_quantities = _int_quantities((resources.get("limits") or {}).get(GPU_RESOURCE), shm)
+    limits = resources.get("limits")
+    gpu_raw = limits.get(GPU_RESOURCE) if isinstance(limits, dict) else None
+    int_quantities = _int_quantities(gpu_raw, shm)
     gpus = _pop_gpu(resources, GPU_RESOURCE, f"{path}.podTemplate.spec.containers[main].resources.limits")
     fields = _import_container(container, take_env=True)
     extra_container = fields.pop("container_extra")
@@ -221,9 +244,13 @@ def _import_beta(raw: dict[str, Any], index: int) -> dict[str, Any]:
         "gpus": gpus,
         "shared_memory": None if shm is None else str(shm),
         "hf_token_secret": secret,
+        "hf_token_secret_index": secret_index or None,
         "scaling_adapter": scaling_adapter,
         "main_container_index": main_container_index,
         "int_quantities": int_quantities,
+        "spelled": _spelled(gpu_raw, shm),
+        "written_empty": written_empty,
+        "pod_template_keys": pod_template_keys,
         "pod_extra": pod,
         "pod_metadata": pod_metadata,
         "container_extra": extra_container,
@@ -246,6 +273,11 @@ def _import_container(container: dict[str, Any], *, take_env: bool = False) -> d
     container.pop("name", None)
     fields["container_extra"] = container
     return fields
+
+
+def _spelled(gpu: Any, shm: Any) -> dict[str, Any]:
+    return {k: v for k, v in (("gpus", gpu), ("shared_memory", shm)) if isinstance(v, (str, int))
+            and not isinstance(v, bool)}
 
 
 def _int_quantities(gpu: Any, shm: Any) -> list[str]:

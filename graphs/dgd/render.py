@@ -1,7 +1,7 @@
 """Render a typed GraphSpec as a DynamoGraphDeployment object. Pure functions.
 
 ``render(spec, api_version)`` builds the DGD for nvidia.com/v1alpha1 (``spec.services``, a
-map keyed by service name: the seed article's shape) or nvidia.com/v1beta1
+map keyed by service name: the shape of Dynamo's first releases) or nvidia.com/v1beta1
 (``spec.components``, a list: the storage version since Dynamo 1.4). parse.py reads either
 shape back. No database, no network."""
 
@@ -62,7 +62,7 @@ def render(spec: GraphSpec, api_version: str = V1BETA1, dynamo_version: str | No
     ``dynamo_version`` (default: the spec's own)."""
     api_version = normalise_api_version(api_version)
     version = DynamoVersion.parse(dynamo_version or spec.dynamo_version)
-    metadata: dict[str, Any] = {"name": spec.name}
+    metadata: dict[str, Any] = {"name": spec.dgd_name or spec.name}
     if spec.namespace:
         metadata["namespace"] = spec.namespace
     metadata.update(copy.deepcopy(spec.metadata_extra))
@@ -70,12 +70,12 @@ def render(spec: GraphSpec, api_version: str = V1BETA1, dynamo_version: str | No
     body: dict[str, Any] = copy.deepcopy(spec.extra)
     if api_version == V1ALPHA1:
         body.update(copy.deepcopy(spec.extra_v1alpha1))
-        if spec.env:
+        if spec.env or "env" in spec.written_empty:
             body["envs"] = copy.deepcopy(spec.env)
         body["services"] = {s.name: _render_alpha_service(s, spec, version) for s in spec.services}
     else:
         body.update(copy.deepcopy(spec.extra_v1beta1))
-        if spec.env:
+        if spec.env or "env" in spec.written_empty:
             body["env"] = copy.deepcopy(spec.env)
         body["components"] = [_render_beta_component(s, spec, version) for s in spec.services]
     return {"apiVersion": api_version, "kind": KIND, "metadata": metadata, "spec": body}
@@ -85,6 +85,8 @@ def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, bet
     container: dict[str, Any] = {}
     if beta:
         container["name"] = MAIN_CONTAINER
+    elif service.main_container_name is not None:
+        container["name"] = service.main_container_name
     source = spec.version
     if service.image is not None:
         container["image"] = retag_image(service.image, source, version)
@@ -100,17 +102,20 @@ def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, bet
         container["args"] = args
     extra = copy.deepcopy(service.container_extra)
     if beta:
-        if service.env:
+        empty = service.written_empty
+        if service.env or "env" in empty:
             container["env"] = copy.deepcopy(service.env)
-        env_from = extra.pop("envFrom", [])
+        env_from = list(extra.pop("envFrom", []))
         if service.hf_token_secret:
-            env_from = [{"secretRef": {"name": service.hf_token_secret}}, *env_from]
-        if env_from:
+            # Back where it was written: a later source wins for a key both define.
+            env_from.insert(min(service.hf_token_secret_index or 0, len(env_from)),
+                            {"secretRef": {"name": service.hf_token_secret}})
+        if env_from or "envFrom" in empty:
             container["envFrom"] = env_from
         resources = extra.pop("resources", {})
         if service.gpus is not None:
             resources.setdefault("limits", {})[GPU_RESOURCE] = _quantity(service, "gpus", service.gpus)
-        if resources:
+        if resources or "resources" in empty:
             container["resources"] = resources
     container.update(extra)
     return container
@@ -133,43 +138,59 @@ def _render_alpha_service(service: Service, spec: GraphSpec, version: DynamoVers
         out["componentType"] = service.role
     if service.hf_token_secret:
         out["envFromSecret"] = service.hf_token_secret
-    if service.env:
+    empty = service.written_empty
+    if service.env or "env" in empty:
         out["envs"] = copy.deepcopy(service.env)
     if service.replicas is not None:
         out["replicas"] = service.replicas
     resources = out.pop("resources", {})
     if service.gpus is not None:
         resources.setdefault("limits", {})["gpu"] = _quantity(service, "gpus", service.gpus)
-    if resources:
+    if resources or "resources" in empty:
         out["resources"] = resources
     if service.shared_memory is not None:
-        out["sharedMemory"] = _alpha_shm(service.shared_memory, out.pop("sharedMemory", None))
-        if "size" in out["sharedMemory"]:
-            out["sharedMemory"]["size"] = _quantity(service, "shared_memory", service.shared_memory)
+        out["sharedMemory"] = _alpha_shm(service, out.pop("sharedMemory", None))
     if service.scaling_adapter:
         out["scalingAdapter"] = {"enabled": True}
+    # extraPodSpec is a whole PodSpec: its own containers (sidecars) stay beside mainContainer.
     pod = copy.deepcopy(service.pod_extra)
-    pod.pop("containers", None)
     container = _container(service, spec, version, beta=False)
-    if container:
+    if container or "container" in empty:
         pod["mainContainer"] = container
-    if pod:
+    if pod or "pod" in empty:
         out["extraPodSpec"] = pod
-    if service.pod_metadata:
+    if service.pod_metadata or "pod_metadata" in empty:
         out["extraPodMetadata"] = copy.deepcopy(service.pod_metadata)
     return out
 
 
 def _quantity(service: Service, field: str, value: Any) -> Any:
+    """A modelled quantity as the manifest spelled it while its value is unchanged."""
+    written = service.spelled.get(field)
+    if written is not None and _same_quantity(field, written, value):
+        return written
     if field in service.int_quantities and str(value).isdigit():
         return int(value)
     return str(value)
 
 
-def _alpha_shm(size: str, original: Any) -> dict[str, Any]:
-    if str(size) == "0":
-        return original if isinstance(original, dict) and original.get("disabled") else {"disabled": True}
-    return {"size": size}
+def _same_quantity(field: str, written: Any, value: Any) -> bool:
+    if field == "gpus":
+        try:
+            return int(str(written)) == value
+        except ValueError:
+            return False
+    return str(written) == str(value)
+
+
+def _alpha_shm(service: Service, original: Any) -> dict[str, Any]:
+    """sharedMemory {disabled, size} for the modelled size, keeping what else was written."""
+    original = original if isinstance(original, dict) else {}
+    if str(service.shared_memory) == "0":
+        return original if original.get("disabled") else {"disabled": True}
+    out = {k: v for k, v in original.items() if k != "size" and not (k == "disabled" and v)}
+    out["size"] = _quantity(service, "shared_memory", service.shared_memory)
+    return out
 
 
 def _render_beta_component(service: Service, spec: GraphSpec, version: DynamoVersion) -> dict[str, Any]:
@@ -190,11 +211,16 @@ def _render_beta_component(service: Service, spec: GraphSpec, version: DynamoVer
         index = min(service.main_container_index, len(containers))
         containers.insert(index, _container(service, spec, version, beta=True))
     pod_spec["containers"] = containers
+    # An imported component renders the podTemplate keys it was written with (and any that an
+    # edit filled in); a spec built here always has podTemplate.spec.
+    keys = service.pod_template_keys
     template: dict[str, Any] = {}
-    if service.pod_metadata:
+    if service.pod_metadata or (keys is not None and "metadata" in keys):
         template["metadata"] = copy.deepcopy(service.pod_metadata)
-    template["spec"] = pod_spec
-    out["podTemplate"] = template
+    if keys is None or "spec" in keys or pod_spec != {"containers": []}:
+        template["spec"] = pod_spec
+    if template or keys is None or "podTemplate" in keys:
+        out["podTemplate"] = template
     return out
 
 

@@ -55,6 +55,9 @@ class SummarySerializer(serializers.Serializer):
     objectives = ObjectivesOutSerializer()
     cost = CostSerializer()
     error = serializers.CharField(allow_blank=True, help_text="Why Prometheus gave no answer, if it did not.")
+    simulation = serializers.JSONField(allow_null=True, help_text=(
+        "Set when the graph's workers are Dynamo's mocker: {label, reason, services}. Every number above "
+        "then comes from the mocker's timing model."))
 
 
 class GoodputSerializer(serializers.Serializer):
@@ -106,6 +109,8 @@ class ChartSerializer(serializers.Serializer):
 
     graph = serializers.CharField()
     runtime = serializers.CharField()
+    simulation = serializers.JSONField(allow_null=True, help_text=(
+        "Set when the graph's workers are Dynamo's mocker: {label, reason, services}."))
     prometheus = serializers.CharField(help_text="The Prometheus server asked.")
     state = serializers.ChoiceField(choices=["ok", "no_data", "unreachable", "error"])
     message = serializers.CharField(allow_blank=True)

@@ -123,10 +123,15 @@ class ChatColumn {
     return { node, body };
   }
 
+  get simulated() { return this.graphSelect.selectedOptions[0]?.dataset.simulated || ""; }
+
   showReply(node, timing, request) {
     const box = el("div", { class: "pg-timing", "data-role": "timing" });
     if (timing.error) node.append(el("div", { class: "error", "data-role": "error", text: timing.error }));
     renderTiming(box, timing);
+    // The reply and every number under it came from Dynamo's mocker, not a real engine.
+    if (timing.simulated) box.prepend(el("span", { class: "sim-tag", "data-role": "simulated", title: timing.simulated,
+                                                   text: "simulated with Dynamo's mocker" }));
     if (request) {
       const tools = el("div", { class: "pg-tools" });
       const origin = window.location.origin;
@@ -162,6 +167,7 @@ class ChatColumn {
     this.bubble("user", prompt);
     const body = this.requestBody(settings);
     const graph = this.graph;
+    const simulated = this.simulated;
     const { node, body: textNode } = this.bubble("assistant", "");
     node.classList.add("pg-streaming");
     const url = this.apiTemplate.replace("GRAPH", encodeURIComponent(graph));
@@ -169,6 +175,7 @@ class ChatColumn {
       signal, onDelta: (piece) => { textNode.textContent += piece; },
     });
     node.classList.remove("pg-streaming");
+    if (simulated) result.timing.simulated = simulated;
     this.messages.push({ role: "assistant", content: result.content, timing: result.timing });
     this.showReply(node, result.timing, { graph, body });
     node.scrollIntoView({ block: "end" });

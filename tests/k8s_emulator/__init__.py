@@ -29,7 +29,11 @@ Fidelity notes (what is knowingly approximate):
   period, no Terminating phase); garbage collection follows ownerReferences synchronously.
 * Watches: ``timeoutSeconds`` ends the stream cleanly (default 1800 s); BOOKMARKs when
   ``allowWatchBookmarks`` (at the end, and every ``bookmark_interval`` s); ``end_watches()``
-  closes all streams. No ``Table``/protobuf output, no aggregated discovery, no /openapi.
+  closes all streams. No ``Table``/protobuf output (except ``/openapi/v2``), no aggregated discovery.
+* ``/openapi/v3`` and ``/openapi/v2`` (protobuf for kubectl) are built from the installed CRDs
+  (``openapi.py``, ``openapi_pb.py``): kubectl applies without ``--validate=false``.
+* Identity: bearer tokens map to usernames (``add_user``); others are ``kubernetes-admin``. The
+  fake operator's webhook (``webhook.py``) exempts callers by username, as the real one.
 * The fake operator (``simulate_operator = True``) runs synchronously inside the write.
 
 Modules: ``server`` (HTTP, routing, discovery, faults, recording), ``api`` (reads, watch, /scale,
@@ -37,7 +41,8 @@ Modules: ``server`` (HTTP, routing, discovery, faults, recording), ``api`` (read
 server-side apply), ``patches`` (merge/strategic/JSON patch), ``schema`` (CRD structural schemas:
 pruning, defaulting, validation), ``selectors``, ``store`` (resourceVersion, watch history),
 ``conversion`` (v1alpha1 <-> v1beta1 hooks), ``resources`` (resource table, discovery),
-``fixtures`` (pods, events, nodes), ``operator`` (the opt-in fake Dynamo operator).
+``fixtures`` (pods, events, nodes), ``operator`` (the opt-in fake Dynamo operator), ``webhook`` (its
+validating webhook), ``openapi``/``openapi_pb`` (the OpenAPI documents).
 """
 
 from .emulator import KubeEmulator

@@ -227,9 +227,11 @@ def server_side_apply(live: dict[str, Any], applied: dict[str, Any], owners: Own
         plural = "conflict" if len(causes) == 1 else "conflicts"
         message = f"Apply failed with {len(causes)} {plural}: " + "\n".join(c["message"] for c in causes)
         raise ApiError(409, message, "Conflict", {"causes": causes})
+    # Forcing takes only the conflicting fields; one applied with the value it already has is shared.
+    taken = {(m, p) for m, p in conflicts} if force else set()
     for key, fields in owners.items():
         if key != me:
-            fields -= {t for t in fields if mine.overlap(t) is not None} if force else set()
+            fields -= {t for t in fields if (key[0], t) in taken}
     previous = owners.get(me, set())
     result = merge_applied(live, {k: v for k, v in applied.items() if k not in ("apiVersion", "kind")}, schema)
     result["apiVersion"] = applied.get("apiVersion", live.get("apiVersion"))
@@ -253,7 +255,12 @@ def _drop_empty_parents(obj: dict[str, Any], path: Path, owned: _Index) -> None:
 
 
 def _dotted(path: Path) -> str:
+    """structured-merge-diff's ``Path.String()``: ``.spec.components[name="decode"].replicas``."""
     text = ""
     for seg in path:
-        text += f"[{seg[2:]}]" if seg.startswith("k:") else f".{seg[2:]}"
+        if seg.startswith("k:"):
+            keys = json.loads(seg[2:])
+            text += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(keys.items())) + "]"
+        else:
+            text += f".{seg[2:]}"
     return text

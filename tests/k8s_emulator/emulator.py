@@ -26,6 +26,7 @@ from .writes import now
 
 CrdSource = dict[str, Any] | str | Path
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+DEFAULT_USER = "kubernetes-admin"  # who an unauthenticated request (or the emulator's token) is
 
 
 class KubeEmulator:
@@ -35,6 +36,7 @@ class KubeEmulator:
                  namespaces: tuple[str, ...] | list[str] = DEFAULT_NAMESPACES, auto_create_namespaces: bool = False,
                  simulate_operator: bool = False, history_limit: int = 10_000, watch_timeout: float = 1800.0):
         self.token = token
+        self.users: dict[str, str] = {}  # bearer token -> username (add_user)
         self.auto_create_namespaces = auto_create_namespaces
         self.simulate_operator = simulate_operator
         self.watch_timeout = watch_timeout
@@ -101,6 +103,19 @@ class KubeEmulator:
             config.api_key = {"authorization": bearer}
             config.api_key_prefix = {"authorization": "Bearer"}
         return config
+
+    def add_user(self, token: str, username: str) -> None:
+        """Accept bearer ``token`` as ``username`` (e.g. ``system:serviceaccount:llm:planner-serviceaccount``)."""
+        self.users[token] = username
+
+    def authenticate(self, authorization: str) -> str:
+        """The username of a request (401 for a wrong token when one is required)."""
+        bearer = authorization.removeprefix("Bearer ") if authorization.startswith("Bearer ") else ""
+        if bearer in self.users:
+            return self.users[bearer]
+        if self.token and bearer != self.token:
+            raise ApiError(401)
+        return DEFAULT_USER
 
     def api_client(self, **kwargs: Any) -> Any:
         """A real ``kubernetes.client.ApiClient`` talking to this emulator."""
@@ -258,7 +273,7 @@ class KubeEmulator:
         return stored
 
     def internal_write(self, key: tuple[str, str], version: str, body: dict[str, Any], sub: str | None = None,
-                       manager: str = "emulator") -> dict[str, Any]:
+                       manager: str = "emulator", user: str = DEFAULT_USER) -> dict[str, Any]:
         """Write through the full pipeline (validation, generation, managedFields, hooks) as ``manager``."""
         res = self.registry.by_group_resource(*key)
         if res is None:
@@ -266,7 +281,7 @@ class KubeEmulator:
         meta = body["metadata"]
         namespace = meta.get("namespace") if res.namespaced else None
         req = Request("PUT", res, version, namespace, meta["name"], sub, {"fieldManager": manager},
-                      user_agent=manager)
+                      user_agent=manager, user=user)
         with self.store.cond:
             return self.api.write(req, self.store.get(key, namespace, meta["name"]), body)
 

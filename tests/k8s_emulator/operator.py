@@ -12,8 +12,17 @@ cluster has converged:
 * DGD status: ``state``, a ``Ready`` condition (reasons ``all_resources_are_ready``,
   ``pods_not_ready``, ``insufficient_capacity``), ``observedGeneration`` and per-component replica
   counts (``status.services`` in v1alpha1, ``status.components`` in v1beta1);
-* the validating webhook that forbids editing a component's replicas on the DGD while a DGDSA owns
-  them (403, only for managers other than the operator and ``*planner*``).
+* the validating webhook on DGD updates (``webhook.py``: immutable component topology, replicas of
+  adapter-managed components, 422 as current releases answer or ``webhook_status = 403`` as older);
+* pods as the operator renders them: the ``shared-memory`` emptyDir (medium Memory) mounted at
+  ``/dev/shm``, 8Gi when ``sharedMemorySize`` is unset and none when it is ``"0"``
+  (``internal/dynamo/shared_memory.go``, ``internal/consts/consts.go``); one Service per component
+  named ``NormalizeKubeResourceName(<dgd>-<lower(component)>)`` (lower case, dots to ``-``;
+  ``internal/dynamo/graph.go``), port 8000 ``http`` for a frontend, 9090 ``system`` otherwise;
+* a failing reconcile (``fail_reconcile[dgd] = "error text"``), as the controller's deferred
+  status update does it (``internal/controller/dynamographdeployment_controller.go``):
+  ``state: failed``, ``Ready=False`` reason ``failed_to_reconcile_the_resources`` with the error as
+  its message, and ``observedGeneration`` left where it was.
 
 ``pod_overrides[component] = {...}`` passes extra :func:`build_pod` arguments (e.g.
 ``{"waiting_reason": "ImagePullBackOff"}`` or ``{"unschedulable": True}``) to its pods.
@@ -26,13 +35,17 @@ import secrets
 from collections import deque
 from typing import Any
 
-from .errors import ApiError
+from . import webhook
 from .fixtures import COMPONENT_LABEL, DGD_LABEL, build_pod, now
 
 DGD = ("nvidia.com", "dynamographdeployments")
 DGDSA = ("nvidia.com", "dynamographdeploymentscalingadapters")
 POD = ("", "pods")
+SERVICE = ("", "services")
 MANAGER = "dynamo-operator"
+SHM_VOLUME = "shared-memory"
+SHM_DEFAULT = "8Gi"
+FAILED_REASON = "failed_to_reconcile_the_resources"
 
 
 class FakeOperator:
@@ -40,6 +53,8 @@ class FakeOperator:
         self.emu = emu
         self.pod_overrides: dict[str, dict[str, Any]] = {}
         self.enforce_adapter_webhook = True
+        self.webhook_status = 422  # 403 for releases before the v1beta1 webhooks
+        self.fail_reconcile: dict[str, str] = {}  # DGD name -> the error its reconcile returns
         self.queue: deque[tuple[str, str]] = deque()
         self.busy = False
 
@@ -71,16 +86,13 @@ class FakeOperator:
     # -- webhook ----------------------------------------------------------------------------------
     def admission(self, req: Any, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
         if (not self.emu.simulate_operator or not self.enforce_adapter_webhook or req.res.key != DGD
-                or old is None or req.sub == "status" or req.manager == MANAGER or "planner" in req.manager):
+                or old is None or req.sub == "status" or new["metadata"].get("deletionTimestamp")):
             return
-        namespace, name = new["metadata"].get("namespace"), new["metadata"]["name"]
-        before, after = _replicas(old), _replicas(new)
-        for comp, value in after.items():
-            adapter = f"{name}-{comp.lower()}"
-            if value != before.get(comp) and self.emu.store.get(DGDSA, namespace, adapter) is not None:
-                raise ApiError(403, f'admission webhook "vdynamographdeployment.kb.io" denied the request: '
-                               f'replicas of component "{comp}" are managed by DynamoGraphDeploymentScalingAdapter '
-                               f'"{adapter}"; scale it through the adapter\'s scale subresource', "Forbidden")
+        res = self.emu.registry.by_group_resource(*DGD)
+        before, after = (self.emu.api.view(res, obj, "v1beta1") for obj in (old, new))
+        errors = webhook.update_errors(before, after, req.user)
+        if errors:
+            raise webhook.denial(new["metadata"]["name"], errors, self.webhook_status)
 
     # -- reconcile --------------------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> None:
@@ -89,6 +101,9 @@ class FakeOperator:
         if dgd is None or dgd["metadata"].get("deletionTimestamp"):
             return
         version = dgd["apiVersion"].split("/")[1]
+        if name in self.fail_reconcile:
+            self._write_failure(dgd, self.fail_reconcile[name])
+            return
         beta = emu.api.view(emu.registry.by_group_resource(*DGD), dgd, "v1beta1")
         owner = {"apiVersion": dgd["apiVersion"], "kind": dgd["kind"], "name": name,
                  "uid": dgd["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
@@ -100,11 +115,13 @@ class FakeOperator:
             adapter_name = f"{name}-{cname.lower()}"
             adapter = emu.store.get(DGDSA, namespace, adapter_name)
             if "scalingAdapter" in comp:
-                if adapter is None:
-                    emu.put({"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeploymentScalingAdapter",
-                             "metadata": {"name": adapter_name, "namespace": namespace, "ownerReferences": [owner],
-                                          "labels": {DGD_LABEL: name}},
-                             "spec": {"dgdRef": {"name": name, "componentName": cname}, "replicas": replicas}})
+                if adapter is None:  # a write as the operator's, so its managedFields name it
+                    emu.internal_write(DGDSA, "v1beta1", {
+                        "apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeploymentScalingAdapter",
+                        "metadata": {"name": adapter_name, "namespace": namespace, "ownerReferences": [owner],
+                                     "labels": {DGD_LABEL: name}},
+                        "spec": {"dgdRef": {"name": name, "componentName": cname}, "replicas": replicas}},
+                        manager=MANAGER, user=webhook.OPERATOR_PRINCIPAL)
                 else:
                     desired = (adapter.get("spec") or {}).get("replicas", replicas)
                     if desired != replicas:
@@ -120,11 +137,38 @@ class FakeOperator:
                 emu.api.remove(emu.registry.by_group_resource(*DGDSA), adapter)
             wanted[cname] = replicas
             self._scale_pods(namespace, name, comp, replicas, owner)
+            self._service(namespace, name, comp, owner)
         for pod in emu.store.list(POD, namespace):
             labels = pod["metadata"].get("labels") or {}
             if labels.get(DGD_LABEL) == name and labels.get(COMPONENT_LABEL) not in wanted:
                 emu.api.remove(emu.registry.by_group_resource(*POD), pod)
+        for svc in emu.store.list(SERVICE, namespace):
+            labels = svc["metadata"].get("labels") or {}
+            if labels.get(DGD_LABEL) == name and labels.get(COMPONENT_LABEL) not in wanted:
+                emu.api.remove(emu.registry.by_group_resource(*SERVICE), svc)
         self._write_status(dgd, version, components, wanted)
+
+    def _write_failure(self, dgd: dict[str, Any], error: str) -> None:
+        """The controller's deferred status write after ``Reconcile`` returned an error."""
+        meta, status = dgd["metadata"], dict(dgd.get("status") or {})
+        cond = {"type": "Ready", "status": "False", "reason": FAILED_REASON, "message": error,
+                "lastTransitionTime": now()}
+        status.update(state="failed", conditions=[cond])  # observedGeneration stays: not advanced on error
+        self.emu.set_status("dgd", meta["name"], status, namespace=meta.get("namespace"), manager=MANAGER)
+
+    def _service(self, namespace: str, name: str, comp: dict[str, Any], owner: dict[str, Any]) -> None:
+        cname = comp["name"]
+        svc_name = normalize_kube_resource_name(f"{name}-{cname.lower()}")
+        if self.emu.store.get(SERVICE, namespace, svc_name) is not None:
+            return
+        port = ({"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}
+                if comp.get("type") == "frontend" else
+                {"name": "system", "port": 9090, "targetPort": "system", "protocol": "TCP"})
+        self.emu.put({"apiVersion": "v1", "kind": "Service",
+                      "metadata": {"name": svc_name, "namespace": namespace, "ownerReferences": [owner],
+                                   "labels": {DGD_LABEL: name, COMPONENT_LABEL: cname}},
+                      "spec": {"type": "ClusterIP", "ports": [port],
+                               "selector": {DGD_LABEL: name, COMPONENT_LABEL: cname}}})
 
     def _set_dgd_replicas(self, dgd: dict[str, Any], version: str, component: str, replicas: int) -> None:
         body = self.emu.api.view(self.emu.registry.by_group_resource(*DGD), dgd, version)
@@ -136,7 +180,7 @@ class FakeOperator:
         else:
             body["spec"]["components"] = [{**c, "replicas": replicas} if c["name"] == component else c
                                           for c in body["spec"]["components"]]
-        self.emu.internal_write(DGD, version, body, manager=MANAGER)
+        self.emu.internal_write(DGD, version, body, manager=MANAGER, user=webhook.OPERATOR_PRINCIPAL)
 
     def _scale_pods(self, namespace: str, name: str, comp: dict[str, Any], replicas: int,
                     owner: dict[str, Any]) -> None:
@@ -159,7 +203,7 @@ class FakeOperator:
             kwargs = {"dgd": name, "component": cname, "component_type": ctype, "sub_component_type": sub,
                       "image": image, "gpus": int(limits.get("nvidia.com/gpu", 0) or 0), "owner": owner,
                       **self.pod_overrides.get(cname, {})}
-            pod = build_pod(pod_name, namespace, **kwargs)
+            pod = with_shared_memory(build_pod(pod_name, namespace, **kwargs), comp.get("sharedMemorySize"))
             # The main container runs the component's own command line, as the operator renders it.
             pod["spec"]["containers"][0].update({k: list(containers[0][k]) for k in ("command", "args")
                                                  if k in containers[0]})
@@ -209,13 +253,6 @@ class FakeOperator:
             emu.set_status("dgd", meta["name"], status, namespace=meta.get("namespace"), manager=MANAGER)
 
 
-def _replicas(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec") or {}
-    if "components" in spec:
-        return {c.get("name"): c.get("replicas") for c in spec.get("components") or []}
-    return {k: (v or {}).get("replicas") for k, v in (spec.get("services") or {}).items()}
-
-
 def _pod_ready(pod: dict[str, Any]) -> bool:
     conds = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
@@ -224,3 +261,21 @@ def _pod_ready(pod: dict[str, Any]) -> bool:
 def _unschedulable(pod: dict[str, Any]) -> bool:
     conds = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conds)
+
+
+def normalize_kube_resource_name(name: str) -> str:
+    """``NormalizeKubeResourceName`` (internal/dynamo/graph.go): dots to ``-``, lower case."""
+    return name.replace(".", "-").lower()
+
+
+def with_shared_memory(pod: dict[str, Any], size: Any) -> dict[str, Any]:
+    """``ApplySharedMemoryVolumeAndMount``: the ``shared-memory`` emptyDir at /dev/shm on the main
+    container, ``size`` or 8Gi when unset; nothing when ``"0"`` (disabled)."""
+    if size is not None and str(size) in ("0", "0Gi", "0Mi"):
+        return pod
+    spec = pod["spec"]
+    spec["volumes"] = [v for v in spec.get("volumes") or [] if v.get("name") != SHM_VOLUME] + [
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": str(size or SHM_DEFAULT)}}]
+    main = next((c for c in spec["containers"] if c.get("name") == "main"), spec["containers"][0])
+    main["volumeMounts"] = [*(main.get("volumeMounts") or []), {"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    return pod

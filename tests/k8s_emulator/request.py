@@ -25,6 +25,7 @@ class Request:
     content_type: str = ""
     user_agent: str = ""
     warnings: list[str] = field(default_factory=list)
+    user: str = "kubernetes-admin"  # the authenticated username (admission webhooks see it)
 
     @property
     def body(self) -> Any:

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from . import openapi, openapi_pb
 from .errors import ApiError, status_body
 from .request import Request
 
@@ -39,6 +40,14 @@ class RecordedRequest:
     def param(self, name: str) -> str | None:
         values = self.query.get(name)
         return values[-1] if values else None
+
+
+@dataclass
+class RawBody:
+    """An answer sent as is (the protobuf OpenAPI document)."""
+
+    data: bytes
+    content_type: str
 
 
 @dataclass
@@ -112,8 +121,7 @@ class Handler(BaseHTTPRequestHandler):
         record = RecordedRequest(method, url.path, query, ctype, _decode(raw, ctype), dict(self.headers))
         emu.record(record)
         try:
-            if emu.token and self.headers.get("Authorization") != f"Bearer {emu.token}":
-                raise ApiError(401)
+            user = emu.authenticate(self.headers.get("Authorization") or "")
             fault = emu.take_fault(method, url.path)
             if fault is not None and self._fault(fault, record):
                 return
@@ -124,7 +132,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
             req_warnings: list[str] = []
             code, body = self._route(method, url.path, {k: v[-1] for k, v in query.items()}, raw, ctype,
-                                     req_warnings)
+                                     req_warnings, user)
             record.status = code
             self._send(code, body, warnings=req_warnings)
         except ApiError as err:
@@ -187,7 +195,7 @@ class Handler(BaseHTTPRequestHandler):
         return True
 
     def _route(self, method: str, path: str, query: dict[str, str], raw: bytes, ctype: str,
-               warnings: list[str]) -> tuple[int, Any]:
+               warnings: list[str], user: str) -> tuple[int, Any]:
         emu = self.server.emu
         registry = emu.registry
         segs = [s for s in path.split("/") if s]
@@ -215,7 +223,7 @@ class Handler(BaseHTTPRequestHandler):
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
         req = Request(method, res, version, namespace, name, sub, query, raw, ctype,
-                      self.headers.get("User-Agent") or "", warnings)
+                      self.headers.get("User-Agent") or "", warnings, user)
         if res.namespaced and namespace is None and (name is not None or method == "POST"):
             raise ApiError(404)
         return emu.api.handle(req)
@@ -226,6 +234,8 @@ class Handler(BaseHTTPRequestHandler):
             return VERSION_INFO
         if segs in (["healthz"], ["livez"], ["readyz"]):
             return "ok"
+        if segs[:1] == ["openapi"]:
+            return self._openapi(segs[1:])
         if segs == ["api"]:
             return {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": f"127.0.0.1:{self.server.server_port}"}]}
@@ -239,13 +249,28 @@ class Handler(BaseHTTPRequestHandler):
             return registry.resource_list(segs[1], segs[2]) or _raise(404)
         return None
 
+    def _openapi(self, segs: list[str]) -> Any:
+        registry = self.server.emu.registry
+        if segs == ["v2"]:
+            doc = openapi.v2_document(registry)
+            if "protobuf" in (self.headers.get("Accept") or ""):
+                return RawBody(openapi_pb.document(doc), openapi_pb.CONTENT_TYPE)
+            return doc
+        if segs == ["v3"]:
+            return openapi.v3_root(registry)
+        if len(segs) == 4 and segs[:2] == ["v3", "apis"]:
+            return openapi.v3_document(registry, segs[2], segs[3]) or _raise(404)
+        return _raise(404)
+
     # -- responses ---------------------------------------------------------------------------------
     def _send(self, code: int, body: Any, headers: dict[str, str] | None = None,
               warnings: list[str] | None = None) -> None:
         if hasattr(body, "__next__"):
             self._stream(body, warnings or [])
             return
-        if isinstance(body, str):
+        if isinstance(body, RawBody):
+            data, ctype = body.data, body.content_type
+        elif isinstance(body, str):
             data, ctype = body.encode(), "text/plain; charset=utf-8"
         else:
             data, ctype = json.dumps(body).encode(), "application/json"

@@ -1,6 +1,7 @@
 """Start the whole product on this machine: web (ASGI), Celery worker with beat, the local
-operator and, where installed, Prometheus for local graphs. Applies the example graph and
-waits until it serves. Ctrl-C stops everything, Dynamo processes included."""
+operator and Prometheus for local graphs (provisioned by scripts/services.sh when it is
+missing, as for the tests). Applies the example graph and waits until it serves, or says why
+it does not and what to do. Ctrl-C stops everything, Dynamo processes included."""
 
 from __future__ import annotations
 
@@ -18,8 +19,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from graphs.errors import OperationRefused
-from graphs.models import Deployment, Graph
+from controlplane.example_graph import ExampleGraph
 from metrics.localprom import find_binary
 
 
@@ -31,34 +31,48 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--no-example", action="store_true", help="do not apply the example graph")
         parser.add_argument("--password", default=os.environ.get("CONTROLPLANE_ADMIN_PASSWORD", "admin"))
+        parser.add_argument("--no-provision", action="store_true",
+                            help="do not install Prometheus when it is missing (scripts/services.sh prometheus)")
 
-    def handle(self, *args, port, host, no_example, password, **opts):
+    def handle(self, *args, port, host, no_example, password, no_provision, **opts):
+        self.step("setting up the database (migrate)")
         call_command("migrate", verbosity=0)
+        self.step("creating the role groups, the users and the example graphs (bootstrap)")
         call_command("bootstrap", admin_password=password, demo_users=True)
         logs = Path(settings.VAR_DIR) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        self.logs = logs
         py = sys.executable
         commands = {
+            # One web process per core: a Django page is CPU-bound Python, one process serves one at a time.
             "web": [py, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
-                    "--no-access-log"],
+                    "--no-access-log", "--workers", str(settings.WEB_WORKERS)],
             "worker": [py, "-m", "celery", "-A", "controlplane", "worker", "-B", "--concurrency", "2",
                        "--loglevel", "INFO", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")],
             "operator": [py, "manage.py", "runoperator"],
         }
-        # Prometheus scrapes local graphs for the latency charts. It is optional: without the
-        # binary everything else works and the charts say that Prometheus is unreachable.
+        # Prometheus scrapes local graphs for the latency charts. Without it everything else
+        # works and the charts say that Prometheus is unreachable; so provision it first.
         optional = {"prometheus"}
+        if find_binary() is None and not no_provision:
+            self.provision_prometheus()
         if find_binary():
             commands["prometheus"] = [py, "manage.py", "runprometheus"]
         else:
             self.stderr.write(
-                f"Prometheus is not installed ({settings.PROMETHEUS_BINARY!r} is not on PATH), so local graphs get "
-                "no latency charts. Install it (Debian/Ubuntu: apt-get install prometheus) or set PROMETHEUS_BINARY; "
-                f"or point PROMETHEUS_URL at a server that scrapes them (now {settings.PROMETHEUS_URL}).")
+                f"Prometheus is not installed ({settings.PROMETHEUS_BINARY!r} is not on PATH nor in "
+                f"{settings.TOOLS_DIR}), so local graphs get no latency charts. Run `scripts/services.sh prometheus` "
+                "(Debian/Ubuntu), or install Prometheus and set PROMETHEUS_BINARY; or point PROMETHEUS_URL at a "
+                f"server that scrapes them (now {settings.PROMETHEUS_URL}).")
+        env = dict(os.environ)
+        if settings.WEB_WORKERS > 1 and not settings.CACHE_URL:
+            # Several web processes share rate limits and cached Prometheus answers through files.
+            env["CACHE_URL"] = f"file://{Path(settings.VAR_DIR) / 'cache'}"
+        self.step(f"starting {', '.join(commands)} (logs in {logs})")
         self.procs: dict[str, subprocess.Popen] = {}
         for name, argv in commands.items():
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                    start_new_session=True, cwd=settings.BASE_DIR)
+                                    start_new_session=True, cwd=settings.BASE_DIR, env=env)
             self.procs[name] = proc
             threading.Thread(target=self._pump, args=(name, proc, logs / f"{name}.log"), daemon=True).start()
         signal.signal(signal.SIGTERM, lambda *_: self._stop(0))
@@ -68,7 +82,7 @@ class Command(BaseCommand):
             banner = f"\nDynamo Control Plane is up: {url}  (log in as admin / {password})"
             self.stdout.write(self.style.SUCCESS(banner))
             if not no_example:
-                self._apply_example()
+                ExampleGraph(self, url).apply_and_watch()
             while all(p.poll() is None for n, p in self.procs.items() if n not in optional):
                 for name in [n for n in optional if n in self.procs and self.procs[n].poll() is not None]:
                     self.stderr.write(f"{name} stopped (status {self.procs.pop(name).returncode}); the rest keeps "
@@ -80,12 +94,36 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self._stop(0)
 
+    def step(self, text: str) -> None:
+        self.stdout.write(f"up: {text}")
+        self.stdout.flush()
+
+    def provision_prometheus(self) -> None:
+        """Install Prometheus the way the tests get it: scripts/services.sh, which unpacks
+        Debian's package into TOOLS_DIR (no root needed). Its output is shown as it comes."""
+        script = Path(settings.BASE_DIR) / "scripts" / "services.sh"
+        self.step(f"Prometheus (for the latency charts) is not on PATH: provisioning it with {script} prometheus")
+        env = dict(os.environ, CONTROLPLANE_TOOLS_DIR=str(settings.TOOLS_DIR))
+        try:
+            proc = subprocess.Popen(["bash", str(script), "prometheus"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, env=env, cwd=settings.BASE_DIR)
+        except OSError as exc:
+            self.stderr.write(f"could not run {script}: {exc}")
+            return
+        for line in proc.stdout:
+            self.stdout.write(f"      {line.rstrip()}")
+        if proc.wait() != 0:
+            self.stderr.write(f"provisioning Prometheus failed (status {proc.returncode}); see the lines above")
+
     def _pump(self, name: str, proc: subprocess.Popen, path: Path) -> None:
         with open(path, "a") as log:
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
-                if name != "worker" or "ERROR" in line or "succeeded" in line:
+                # The worker's periodic reconcile tasks would print a line every few seconds:
+                # show only what users act on (operations, benchmark runs) and problems.
+                if name != "worker" or "ERROR" in line or "WARNING" in line or any(
+                        task in line for task in ("operation_run", "benchmark_run", "study_step")):
                     sys.stdout.write(f"{name:>8} | {line}")
 
     def _wait_http(self, url: str, timeout: float) -> None:
@@ -98,30 +136,6 @@ class Command(BaseCommand):
             except OSError:
                 time.sleep(0.5)
         raise RuntimeError(f"{url} did not answer within {timeout:g}s; see var/logs/web.log")
-
-    def _apply_example(self) -> None:
-        from graphs import operations
-
-        graph = Graph.objects.filter(name="demo").first()
-        if graph is None:
-            return
-        deployment = Deployment.objects.filter(graph=graph, active=True).first()
-        if deployment is None:
-            try:
-                operations.request_apply(graph=graph, via="cli", runtime="local")
-            except OperationRefused as exc:
-                self.stderr.write(f"example graph not applied: {exc}")
-                return
-            self.stdout.write("applying the example graph 'demo' (frontend + mocker prefill and decode workers)")
-        start = time.monotonic()
-        while time.monotonic() - start < 180:
-            deployment = Deployment.objects.filter(graph=graph).first()
-            if deployment and deployment.state == "ready":
-                self.stdout.write(self.style.SUCCESS(
-                    f"example graph 'demo' is serving at {deployment.endpoint} after {time.monotonic() - start:.0f}s"))
-                return
-            time.sleep(1)
-        self.stderr.write("example graph 'demo' is not ready after 180s: see its page")
 
     def _stop(self, code: int) -> None:
         for proc in self.procs.values():

@@ -51,6 +51,11 @@ class Command(BaseCommand):
         p.add_argument("--revision", type=int)
         p.add_argument("--api-version", default="nvidia.com/v1beta1")
         p.add_argument("--dry-run", action="store_true")
+        p.add_argument("--force", action="store_true",
+                       help="kubernetes: take the fields other field managers own (the result names each)")
+        p.add_argument("--recreate", metavar="GRAPH_NAME", default="",
+                       help="kubernetes: delete and recreate the DGD when the revision adds or removes components "
+                            "(stops the whole graph); give the graph's name to confirm")
         p.add_argument("--wait", type=float, default=0, help="seconds to wait for the operation to finish")
         p = sub.add_parser("scale", help="set one pool's replicas")
         p.add_argument("name")
@@ -167,10 +172,11 @@ class Command(BaseCommand):
             raise CommandError(f"operation #{op.pk} still {op.state} after {seconds:g}s")
 
     def do_apply(self, name, runtime, revision=None, api_version="nvidia.com/v1beta1", dry_run=False, wait=0,
-                 cluster="", namespace="", **opts):
+                 cluster="", namespace="", force=False, recreate="", **opts):
         op = operations.request_apply(graph=self._graph(name), user=self.user, via="cli", runtime=runtime,
                                       revision_number=revision, api_version=api_version, dry_run=dry_run,
-                                      cluster=cluster, namespace=namespace)
+                                      cluster=cluster, namespace=namespace, force=force, recreate=bool(recreate),
+                                      confirm=recreate)
         self._wait(op, wait)
         if dry_run and wait:
             op.refresh_from_db()

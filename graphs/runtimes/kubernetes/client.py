@@ -255,6 +255,12 @@ def adapter_name(dgd: str, component: str) -> str:
     return f"{dgd}-{component.lower()}"
 
 
+def service_name(dgd: str, component: str) -> str:
+    """The Service the operator creates for a component: ``NormalizeKubeResourceName(<dgd>-<lower(comp)>)``,
+    lower case with dots turned to ``-`` (Services reject dots; internal/dynamo/graph.go)."""
+    return f"{dgd}-{component.lower()}".replace(".", "-").lower()
+
+
 # ------------------------------------------------------------------------------------ cluster-wide reads
 
 

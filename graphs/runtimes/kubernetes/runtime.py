@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import copy
 import difflib
+import json
 import re
+import time
 
+from ...dgd import ownership, topology
 from ...dgd.render import V1ALPHA1
 from ...models import GraphState
 from ...specio import dump_yaml
@@ -86,6 +89,19 @@ def _set_replicas(obj: dict, component: str, replicas: int) -> None:
         next(c for c in body["components"] if c.get("name") == component)["replicas"] = replicas
 
 
+def _replicas_component(field_path: tuple[str, ...]) -> str | None:
+    """The component whose replicas a field path is (either API version), else None."""
+    if len(field_path) == 4 and field_path[:2] in (("f:spec", "f:components"), ("f:spec", "f:services")) \
+            and field_path[3] == "f:replicas":
+        seg = field_path[2]
+        return json.loads(seg[2:]).get("name") if seg.startswith("k:") else seg[2:]
+    return None
+
+
+def _webhook_denial(failure: KubeFailure) -> bool:
+    return "admission webhook" in str(failure) and "denied the request" in str(failure)
+
+
 def _conflicting_managers(failure: KubeFailure) -> set[str]:
     texts = [c.get("message", "") for c in (failure.body.get("details") or {}).get("causes") or []]
     return set(_CONFLICT_WITH.findall("\n".join(texts) or str(failure)))
@@ -95,30 +111,56 @@ class KubernetesRuntime:
     kind = "kubernetes"
 
     def apply(self, *, target: Target, spec, manifest: dict, dry_run: bool = False, deployment,
-              revision) -> ApplyResult:
+              revision, force: bool = False, recreate: bool = False) -> ApplyResult:
         api_version, name, namespace = manifest["apiVersion"], manifest["metadata"]["name"], target.namespace
         body = copy.deepcopy(manifest)
         body["metadata"]["namespace"] = namespace
+        stored = copy.deepcopy(body)  # the revision as rendered: drift is measured against it
         path = custom_path(api_version, DGD, namespace, name)
         what = f"apply DynamoGraphDeployment {namespace}/{name} ({api_version}) on cluster {target.cluster}"
+        warnings: list[str] = []
         with connect(target.cluster) as kube:
             live = kube.get(path, what=what)
-            held = self._adapter_held(kube, spec, body, live, api_version, namespace)
+            change = topology.change(topology.components(live), topology.components(body) or [])
+            if change is not None and not recreate:
+                raise KubeFailure(f"{what}: {change.refusal(name, revision.number)}", status=422)
+            if change is not None and not dry_run:
+                self._delete_and_wait(kube, path, what)
+                warnings.append(f"deleted and recreated: the live DGD had {', '.join(change.live)}, "
+                                f"revision {revision.number} {change.describe()}")
+                live = None
+            held = self._adapter_held(spec, body, live)
+            kept = [] if force else self._leave_foreign(body, live)
+            taken = ownership.foreign_fields(body, live) if force else []
             query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
             if dry_run:
                 query.append(("dryRun", "All"))
-            after = self._server_side_apply(kube, path, body, query, what, api_version)
+            if change is not None and dry_run:
+                after = body  # the server cannot preview a create over the live object: show the new one
+            elif force:
+                after = self._server_side_apply(kube, path, body, [*query, ("force", "true")], what, api_version)
+            else:
+                after = self._server_side_apply(kube, path, body, query, what, api_version)
         diff = live_diff(live, after, live_label=f"live {target.cluster}/{namespace}/{name}",
                          after_label=f"revision {revision.number}" + (" (server dry run)" if dry_run else ""))
-        warnings = [f"{component} keeps its live {count} replicas: its scaling adapter owns the count"
-                    for component, count in held.items() if count != _replicas_of(manifest, component)]
+        warnings += [f"{component} keeps its live {count} replicas: its scaling adapter owns the count (the Dynamo "
+                     "operator's webhook refuses any other writer); scale it through the adapter"
+                     for component, count in held.items() if count != _replicas_of(manifest, component)]
+        warnings += [f"left {ownership.dotted(p)} at {theirs!r} (revision: {ours!r}): owned by "
+                     f"{', '.join(o.label for o in who)}; apply with force to take it" for p, ours, theirs, who in kept]
+        warnings += [f"took {ownership.dotted(p)} from {', '.join(o.label for o in who)}: {theirs!r} -> {ours!r}"
+                     for p, ours, theirs, who in taken]
         if dry_run:
             return ApplyResult(changed=live is None or bool(diff), diff=diff, warnings=warnings)
         changed = live is None or after["metadata"].get("resourceVersion") != live["metadata"].get("resourceVersion")
         deployment.runtime, deployment.cluster, deployment.namespace = self.kind, target.cluster, namespace
-        deployment.revision, deployment.manifest, deployment.api_version = revision, body, api_version
-        # An apply sets every pool to the revision's replicas, except those an adapter owns.
+        deployment.revision, deployment.manifest, deployment.api_version = revision, stored, api_version
+        # An apply sets every pool to the revision's replicas, except those another owner keeps.
         deployment.replicas = {c: n for c, n in held.items() if n != _replicas_of(manifest, c)}
+        for field_path, _ours, theirs, _who in kept:
+            component = _replicas_component(field_path)
+            if component and isinstance(theirs, int):
+                deployment.replicas[component] = theirs
         if changed or not deployment.active:
             deployment.generation += 1
             deployment.state = GraphState.PROGRESSING
@@ -127,23 +169,47 @@ class KubernetesRuntime:
         deployment.save()
         return ApplyResult(changed=changed, diff=diff, warnings=warnings)
 
-    def _adapter_held(self, kube: KubeClient, spec, body: dict, live: dict | None, api_version: str,
-                      namespace: str) -> dict[str, int]:
-        """Pools whose DGDSA exists keep their live replicas in the applied object: the adapter
-        owns that count and the operator's webhook refuses any other writer (dynamo-facts §0)."""
+    def _delete_and_wait(self, kube: KubeClient, path: str, what: str, timeout: float = 60.0) -> None:
+        """Delete the DGD and wait until it is gone (its finalizer runs first), so the create that
+        follows is a create and not an update of the terminating object."""
+        try:
+            kube.call("DELETE", path, what=what, query=[("propagationPolicy", "Foreground")])
+        except KubeFailure as exc:
+            if exc.status != 404:
+                raise
+        deadline = time.monotonic() + timeout
+        while kube.get(path, what=what) is not None:
+            if time.monotonic() > deadline:
+                raise KubeFailure(f"{what}: the old DynamoGraphDeployment is still terminating after {timeout:.0f}s; "
+                                  "apply again once it is gone", transient=True)
+            time.sleep(0.5)
+
+    def _adapter_held(self, spec, body: dict, live: dict | None) -> dict[str, int]:
+        """Pools whose component has ``scalingAdapter`` in the live or the applied spec keep their
+        live replicas: the operator's webhook refuses any other count from anyone but the operator
+        and the Planner, whether or not the adapter object exists yet (webhook/validation/shared.go)."""
         held: dict[str, int] = {}
         if live is None:
             return held
-        name = body["metadata"]["name"]
+        live_names = topology.components(live) or []
         for service in spec.services:
-            count = _replicas_of(live, service.name)
-            if not service.scaling_adapter or count is None:
+            if service.name not in live_names:
                 continue
-            adapter = custom_path(api_version, DGDSA, namespace, adapter_name(name, service.name))
-            if kube.get(adapter, what=f"read the scaling adapter of {service.name}") is not None:
+            # No replicas on the live object reads as 1, as the webhook compares them (nil -> 1).
+            count = _replicas_of(live, service.name)
+            count = 1 if count is None else count
+            if ownership.has_adapter(live, service.name) or ownership.has_adapter(body, service.name):
                 _set_replicas(body, service.name, count)
                 held[service.name] = count
         return held
+
+    def _leave_foreign(self, body: dict, live: dict | None) -> list:
+        """Set the fields another manager owns to their live values, so that a plain apply leaves
+        them alone (it would otherwise fail with a conflict, or take them)."""
+        kept = ownership.foreign_fields(body, live)
+        for field_path, _ours, theirs, _who in kept:
+            ownership.set_path(body, field_path, copy.deepcopy(theirs))
+        return kept
 
     def _server_side_apply(self, kube: KubeClient, path: str, body: dict, query: list, what: str,
                            api_version: str) -> dict:
@@ -160,8 +226,7 @@ class KubernetesRuntime:
             if others or not _conflicting_managers(exc):
                 raise KubeFailure(
                     f"{exc}. Another field manager ({', '.join(sorted(others)) or 'unknown'}) owns these fields; "
-                    "the control plane never forces a conflict: change them back there, or hand them over, "
-                    "then apply again.", status=409, body=exc.body) from None
+                    "apply with force to take them.", status=409, body=exc.body) from None
         # Only our own earlier scale (a patch recorded as an Update by our field manager) holds
         # these fields: taking them back overrides nobody else.
         return kube.call("PATCH", path, what=what, query=[*query, ("force", "true")], body=body,
@@ -178,6 +243,13 @@ class KubernetesRuntime:
             except KubeFailure as exc:
                 if exc.status != 404:  # 404: no adapter for this pool (or no DGDSA CRD): patch the DGD
                     raise
+                live = kube.get(custom_path(api_version, DGD, namespace, name), what=what)
+                if ownership.has_adapter(live, service):
+                    # The webhook refuses a DGD patch of this component's replicas even before the
+                    # operator has created its adapter (webhook/validation/shared.go).
+                    raise KubeFailure(f"{what}: {service} has a scaling adapter that the Dynamo operator has not "
+                                      f"created yet ({adapter_name(name, service)}); its replicas can only be "
+                                      "set through it: try again once it exists", transient=True) from None
                 self._patch_dgd_replicas(kube, api_version, namespace, name, service, replicas, what)
         overrides = dict(deployment.replicas or {})
         overrides[service] = replicas
@@ -211,7 +283,10 @@ class KubernetesRuntime:
                 kube.call("PATCH", path, what=what, query=manager, body=patch, content_type=JSON_PATCH)
                 return
             except KubeFailure as exc:
-                if exc.status != 422 or attempt == 2:
+                # 422 is both a failed test op (the list moved: read again) and the operator's
+                # webhook refusing the change (422 Invalid now, 403 in older releases): only the
+                # first is worth another try.
+                if exc.status != 422 or attempt == 2 or _webhook_denial(exc):
                     raise
 
     def delete(self, *, target: Target, spec, deployment) -> None:

@@ -147,6 +147,13 @@ def graph_state(*, active: bool, dgd: dict | None, pods: list[PodStatus], name: 
     status = dgd.get("status") or {}
     ready = _condition(status.get("conditions"), "Ready")
     state = status.get("state") or ""
+    if state == "failed" and ready is not None and ready.get("status") != "True":
+        # A failed reconcile leaves observedGeneration behind on purpose (the controller advances
+        # it only on success: internal/controller/dynamographdeployment_controller.go), so the
+        # error is the news, not the generation it has not reached.
+        generation = (dgd.get("metadata") or {}).get("generation")
+        return GraphState.FAILED, (f"the Dynamo operator failed to reconcile generation {generation} "
+                                   f"({ready.get('reason', '')}): {ready.get('message', '')} · DGD state failed")
     if ready is not None and not caught_up(dgd):
         generation = (dgd.get("metadata") or {}).get("generation")
         return GraphState.PROGRESSING, f"the Dynamo operator has not reconciled generation {generation} yet"

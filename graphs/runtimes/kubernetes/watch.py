@@ -28,6 +28,7 @@ from ...models import Deployment, Event, GraphState, Pod
 from ..base import PodStatus
 from .client import (
     DGD,
+    DGDSA,
     KubeClient,
     KubeFailure,
     WatchExpired,
@@ -37,13 +38,15 @@ from .client import (
     read_gpus,
     read_log,
     served_versions,
+    service_name,
 )
 from .facts import WorkerFacts
+from .owners import record_ownership
 from .status import DGD_LABEL, caught_up, event_record, graph_state, pod_status
 
 log = logging.getLogger(__name__)
 
-KINDS = ("dgds", "pods", "events")
+KINDS = ("dgds", "dgdsas", "pods", "events")
 MAX_EVENTS = 2000  # per namespace: events of unrelated objects are kept only this long
 MAX_MEMO = 10_000  # remembered event stamps and crash logs; forgetting them only costs a rewrite
 LOG_LINES = 20
@@ -65,6 +68,7 @@ class ClusterWatcher:
         self.views: dict[str, NamespaceView] = {}
         self.lock = threading.Lock()
         self.dgd_version = ""
+        self.dgdsa_version = ""  # "" where the cluster has no DGDSA CRD
         self.logs: dict[tuple[str, int], str] = {}  # (pod, restarts) -> last log lines
         self.facts = WorkerFacts()  # NIXL backend and df of /dev/shm, once per container start
         self.events_written: dict[tuple[int, str], str] = {}  # (deployment, event name) -> lastTimestamp
@@ -90,8 +94,9 @@ class ClusterWatcher:
             errors: list[str] = []
             try:
                 if not self.dgd_version:
-                    versions = self._guard(lambda: served_versions(kube)[0], errors) or []
+                    versions, adapters = self._guard(lambda: served_versions(kube), errors) or ([], [])
                     self.dgd_version = "v1beta1" if "v1beta1" in versions else (versions[0] if versions else "")
+                    self.dgdsa_version = "v1beta1" if "v1beta1" in adapters else (adapters[0] if adapters else "")
                 for namespace in namespaces:
                     for kind in KINDS:
                         if self._path(namespace, kind) and kind not in self._view(namespace).versions:
@@ -177,6 +182,8 @@ class ClusterWatcher:
     def _path(self, namespace: str, kind: str) -> str:
         if kind == "dgds":
             return custom_path(f"nvidia.com/{self.dgd_version}", DGD, namespace) if self.dgd_version else ""
+        if kind == "dgdsas":
+            return custom_path(f"nvidia.com/{self.dgdsa_version}", DGDSA, namespace) if self.dgdsa_version else ""
         return core_path(kind, namespace)
 
     def _list(self, kube: KubeClient, namespace: str, kind: str) -> None:
@@ -237,6 +244,8 @@ class ClusterWatcher:
                 pod_names = {p["metadata"]["name"] for p in pods}
                 events = [e for e in view.objects["events"].values()
                           if _concerns(e, name, pod_names)]
+                refs = [(((a.get("spec") or {}).get("dgdRef") or {}), a) for a in view.objects["dgdsas"].values()]
+                adapters = {r.get("componentName") or r.get("serviceName"): a for r, a in refs if r.get("name") == name}
             statuses = [pod_status(p) for p in pods]
             engine = dep.revision.graph_spec.backend if dep.revision else ""
             for status in statuses:
@@ -247,6 +256,8 @@ class ClusterWatcher:
             state, message = graph_state(active=dep.active, dgd=dgd, pods=statuses, name=name,
                                          namespace=dep.namespace, awaiting=dep.observed_generation < dep.generation)
             self._write(dep, dgd, statuses, events, state, message)
+            if dep.active:
+                record_ownership(dep, dgd, adapters)
 
     def _last_log(self, kube: KubeClient, namespace: str, pod: PodStatus) -> str:
         key = (pod.name, pod.restarts)
@@ -265,7 +276,8 @@ class ClusterWatcher:
         spec = dep.revision.graph_spec if dep.revision else None
         frontend = next((s.name for s in spec.services if s.role == "frontend"), None) if spec else None
         name = ((dep.manifest or {}).get("metadata") or {}).get("name") or dep.graph.name
-        endpoint = f"http://{name}-{frontend.lower()}.{dep.namespace}.svc.cluster.local:8000" if frontend else ""
+        endpoint = (f"http://{service_name(name, frontend)}.{dep.namespace}.svc.cluster.local:8000"
+                    if frontend else "")
         with transaction.atomic():
             Pod.objects.filter(deployment=dep).exclude(name__in=[p.name for p in pods]).delete()
             if pods:

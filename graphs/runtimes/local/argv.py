@@ -158,9 +158,12 @@ def build_process_argv(
 def build_process_env(
     *, discovery_dir: Path, system_port: int | None = None, log_level: str = DEFAULT_LOG,
     extra_env: Mapping[str, str] | None = None, base_env: Mapping[str, str] | None = None,
+    hub_offline: bool = True,
 ) -> dict[str, str]:
     """Env for one Dynamo process: a few inherited basics (never the operator's secrets), the
-    spec's checked extras, then everything that keeps the graph offline and on loopback."""
+    spec's checked extras, then everything that keeps the graph offline and on loopback.
+    ``hub_offline=False`` (a real engine allowed to download its model) drops only the hub's
+    offline switches."""
     _check_value(log_level, "DYN_LOG")
     base = os.environ if base_env is None else base_env
     env = {k: base[k] for k in INHERITED_ENV if k in base}
@@ -175,6 +178,9 @@ def build_process_env(
         "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
         "PYTHONUNBUFFERED": "1", "DYN_SDK_DISABLE_ANSI_LOGGING": "1", "NO_COLOR": "1", "DYN_LOG": log_level,
     })
+    if not hub_offline:
+        for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+            env.pop(key)
     if system_port is not None:
         if not 1024 <= system_port <= MAX_SYSTEM_PORT:
             raise ValueError(f"system port {system_port} is outside 1024..{MAX_SYSTEM_PORT} (Dynamo: i16)")

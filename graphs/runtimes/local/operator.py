@@ -9,7 +9,6 @@ Only known Dynamo entry points run, with argv built from the typed spec (argv.py
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import shutil
 import sys
@@ -24,7 +23,10 @@ from django.utils import timezone
 from metrics.localprom import sync_targets
 
 from ...dgd.commandline import flag_value, tokens
+from ...engines import Host, local_engine, resolve_model, spec_model
 from ...models import Deployment, Event, GraphState, Pod
+from ...planner import services as planner_services
+from ...planner.settings import PlannerSettingsError
 from ...spec import GraphSpec, Service
 from ..base import EventRecord, PodStatus, nixl_backend
 from ..processes import PortRangeExhausted, allocate_ports, group_members
@@ -32,6 +34,7 @@ from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process
 from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
 from .gpus import probe as probe_gpus
 from .observe import head_file, process_shm
+from .planner import PlannerExecutor
 from .runtime import graph_dir
 from .supervisor import Supervisor
 from .tinymodel import ensure_model_dir
@@ -44,9 +47,10 @@ _OWN_FLAGS = {"--model", "--model-path", "--model-name", "--served-model-name", 
               "--bootstrap-ports", "--speedup-ratio", "--http-port", "--http-host", "--router-mode"}
 
 
-def gpu_engine_available(gpu_count: int) -> bool:
-    """vLLM workers run only where vLLM is installed and NVML sees an NVIDIA GPU."""
-    return gpu_count > 0 and importlib.util.find_spec("vllm") is not None
+def gpu_engine_available() -> bool:
+    """vLLM workers run only where vLLM is installed and an NVIDIA GPU is visible."""
+    host = Host.detect()
+    return host.gpu and host.vllm
 
 
 @dataclass
@@ -97,16 +101,20 @@ class LocalOperator:
         self.owner: dict[str, int] = {}  # pod name -> deployment id
         self.model_names: dict[str, str] = {}
         self.logs: dict[str, Path] = {}
-        self.gpu_host = probe_gpus()
-        self.use_gpu = gpu_engine_available(self.gpu_host.count)
+        self.host = Host.detect()  # what graphs.engines.local_engine decides each worker runs on
+        self.use_gpu = self.host.gpu and self.host.vllm
+        self.gpu_host = probe_gpus()  # NVML: how many GPUs there are to give GPU workers
         self.gpu_held: dict[str, list[int]] = {}  # pod name -> NVML indices, kept while it runs
         self.nixl: dict[str, str] = {}  # pod name -> transfer backend, once its log names it
         self.max_processes = settings.LOCAL_RUNTIME_MAX_PROCESSES
+        self.planner = PlannerExecutor(root=self.root, python=self.python, port=self._port,
+                                       release=lambda key: self.ports.pop(key, None))
+        self.samples: dict[int, dict[str, tuple[int, int]]] = {}  # last replicas written, per deployment
 
     # ---------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
-        killed = Supervisor.reap_orphans(self.root / "pids")
+        killed = Supervisor.reap_orphans(self.root / "pids") + Supervisor.reap_orphans(self.root / "pids-planner")
         if killed:
             log.warning("stopped %d process(es) left by a previous operator run", len(killed))
         self.supervisor.install_exit_handlers()
@@ -124,6 +132,7 @@ class LocalOperator:
             time.sleep(max(0.1, interval - (time.monotonic() - started)))
 
     def shutdown(self) -> None:
+        self.planner.shutdown()
         self.supervisor.stop_all()
 
     # ---------------------------------------------------------------- one pass
@@ -191,9 +200,11 @@ class LocalOperator:
             dep_id = self.owner.get(name)
             if dep_id in by_dep:
                 by_dep[dep_id].append(status)
+        info = self.planner.reconcile(deployments, by_dep, discovery=lambda n: graph_dir(n) / "discovery",
+                                      folder=lambda n: graph_dir(n) / "planner")
         for dep in deployments:
             self.write_status(dep, by_dep.get(dep.pk, []), problems.get(dep.pk, ""),
-                              [e for e in events if self.owner.get(e.object) == dep.pk])
+                              [e for e in events if self.owner.get(e.object) == dep.pk], info.get(dep.pk, {}))
 
     def _release(self, planned: list[Planned]) -> None:
         for p in planned:
@@ -237,6 +248,8 @@ class LocalOperator:
         model_dir = ensure_model_dir(self.root / "models", model_name)
         out: list[Planned] = []
         for service in spec.services:
+            if service.role == "planner" and self.planner.planner_runs():
+                out += self.plan_planner(dep, service, model_name, gdir)
             if service.role not in ("frontend", "prefill", "decode", "worker"):
                 continue
             for index in range(replicas.get(service.name, 0)):
@@ -250,21 +263,43 @@ class LocalOperator:
                                               router_mode=spec.router_mode, extra_args=extra)
                     env = build_process_env(discovery_dir=discovery)
                 else:
-                    kind = "vllm" if (self.use_gpu and spec.backend == "vllm") else "mocker"
+                    kind = local_engine(spec, service, self.host).engine
                     probe = "worker"
+                    model_path, offline = model_dir, True
+                    if kind == "vllm":
+                        # A real engine loads the spec's model, never the tokenizer-only directory.
+                        try:
+                            source = resolve_model(spec_model(spec, service),
+                                                   downloads=settings.LOCAL_RUNTIME_MODEL_DOWNLOADS)
+                        except ValueError as exc:
+                            raise ValueError(f"{service.name} cannot start dynamo.vllm: {exc}") from None
+                        model_path, offline = source.model, source.offline
                     mode = {"worker": "agg"}.get(service.role, service.role)
                     extra, ignored = extra_engine_args(service, kind)
                     speedup = flag_value(tokens(service.command, service.args), "--speedup-ratio")
                     argv = build_process_argv(
-                        kind=kind, python=self.python, model_path=model_dir, model_name=model_name, mode=mode,
+                        kind=kind, python=self.python, model_path=model_path, model_name=model_name, mode=mode,
                         bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
                         speedup_ratio=float(speedup) if speedup else None, extra_args=extra)
-                    env = build_process_env(discovery_dir=discovery, system_port=port)
+                    env = build_process_env(discovery_dir=discovery, system_port=port, hub_offline=offline)
                     gpus = (service.gpus or 1) if kind == "vllm" else 0
                 self.model_names[name] = model_name
                 self.logs[name] = gdir / "logs" / f"{name}.log"
                 out.append(Planned(name, service, service.role, argv, env, port, probe, ignored, kind, gpus))
         return out
+
+    def plan_planner(self, dep: Deployment, service: Service, model_name: str, gdir: Path) -> list[Planned]:
+        """The real Planner, where dynamo.planner imports: one process, however many replicas."""
+        name = pod_name(dep.graph.name, service.name, 0)
+        port = self._port(name)  # where it publishes dynamo_planner_* (scraped as pool "planner")
+        try:
+            argv = self.planner.planner_argv(dep, service, model_name=model_name, metrics_port=port)
+        except PlannerSettingsError as exc:
+            raise ValueError(f"{service.name}: {exc}") from None
+        self.model_names[name] = model_name
+        self.logs[name] = gdir / "logs" / f"{name}.log"
+        env = self.planner.env(dep.graph.name, gdir / "discovery")
+        return [Planned(name, service, "planner", argv, env, port, "")]
 
     def _port(self, key: str) -> int:
         if key not in self.ports:
@@ -274,7 +309,8 @@ class LocalOperator:
 
     # ---------------------------------------------------------------- status cache
 
-    def write_status(self, dep: Deployment, pods: list[PodStatus], problem: str, events: list[EventRecord]) -> None:
+    def write_status(self, dep: Deployment, pods: list[PodStatus], problem: str, events: list[EventRecord],
+                     runtime_info: dict | None = None) -> None:
         now = timezone.now()
         frontend = next((p for p in pods if p.role == "frontend"), None)
         state, message = self.graph_state(dep, pods, problem)
@@ -302,7 +338,23 @@ class LocalOperator:
             Deployment.objects.filter(pk=dep.pk).update(
                 state=state, message=message[:2000], observed_at=now, observed_generation=dep.generation,
                 endpoint=f"http://127.0.0.1:{frontend.port}" if frontend and frontend.port else "",
+                runtime_info=runtime_info or {},
             )
+            self.observe_replicas(dep, pods)
+
+    def observe_replicas(self, dep: Deployment, pods: list[PodStatus]) -> None:
+        """Desired and ready replicas per worker pool, for the Planner timeline (written on change)."""
+        if not dep.active or dep.revision is None:
+            self.samples.pop(dep.pk, None)
+            return
+        dep.refresh_from_db(fields=["replicas"])
+        spec = dep.revision.graph_spec
+        desired = dep.desired_replicas(spec)
+        now = {s.name: (desired[s.name], sum(1 for p in pods if p.service == s.name and p.ready))
+               for s in spec.services if s.is_worker}
+        if now != self.samples.get(dep.pk):
+            planner_services.replicas_observe(graph=dep.graph, pools=now)
+            self.samples[dep.pk] = now
 
     def graph_state(self, dep: Deployment, pods: list[PodStatus], problem: str) -> tuple[str, str]:
         if not dep.active:
@@ -332,3 +384,7 @@ class LocalOperator:
         # Stale discovery records of stopped workers would make a re-applied frontend route to
         # dead addresses: start the next apply from an empty folder.
         shutil.rmtree(graph_dir(dep.graph.name) / "discovery", ignore_errors=True)
+        # Likewise the virtual connector's etcd (stopped earlier in this pass): a re-applied graph
+        # must not execute a decision its previous life left unacknowledged.
+        shutil.rmtree(graph_dir(dep.graph.name) / "planner", ignore_errors=True)
+        self.planner.offsets.pop(dep.pk, None)

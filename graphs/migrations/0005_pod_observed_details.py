@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('graphs', '0002_restrict_revision_refs'),
+        ('graphs', '0004_cluster_ownership'),
     ]
 
     operations = [

@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import enum
 from functools import wraps
+from typing import TYPE_CHECKING, TypeAlias
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+if TYPE_CHECKING:
+    from django.contrib.auth.base_user import AbstractBaseUser
+    from django.contrib.auth.models import AnonymousUser
+
+    # Who acts: a signed-in user, the anonymous user of a request, or None (a script, a task).
+    Actor: TypeAlias = AbstractBaseUser | AnonymousUser | None
 
 
 class Role(enum.IntEnum):
@@ -27,7 +35,7 @@ class Role(enum.IntEnum):
 ROLE_GROUPS = {"viewer": Role.VIEWER, "operator": Role.OPERATOR, "admin": Role.ADMIN}
 
 
-def user_role(user) -> Role:
+def user_role(user: Actor) -> Role:
     if not user or not user.is_authenticated or not user.is_active:
         return Role.NONE
     if user.is_superuser:

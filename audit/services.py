@@ -9,6 +9,8 @@ from typing import Any
 from .models import AuditRecord
 
 REDACTED = "[redacted]"
+# The actor of a manage.py CLI call made without --user (accounts/cli.py).
+SERVER_ADMIN = "server administrator (CLI without --user)"
 # Keys whose values are never stored: token values, passwords, kubeconfig credentials.
 _SECRET_KEY = re.compile(r"(token|password|secret_value|secret-value|credential|private|client-key|"
                          r"client_key|bearer|api[_-]?key|hf_token$)", re.I)
@@ -34,7 +36,8 @@ def audit_record(*, actor=None, via: str = "ui", action: str, target_type: str, 
                  before: Any = None, after: Any = None, message: str = "") -> AuditRecord:
     user = actor if actor is not None and getattr(actor, "pk", None) else None
     return AuditRecord.objects.create(
-        actor=user, actor_name=getattr(user, "username", "") if user else ("system" if via == "system" else ""),
+        actor=user, actor_name=getattr(user, "username", "") if user else
+        {"system": "system", "cli": SERVER_ADMIN}.get(via, ""),
         via=via, action=action, target_type=target_type, target=str(target)[:253],
         before=redact(before), after=redact(after), message=message[:2000],
     )

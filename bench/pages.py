@@ -13,6 +13,7 @@ def _seed(n_graphs: int, pods_per_graph: int) -> None:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
+    from clusters.models import Cluster
     from graphs import services
     from graphs.catalog import build_spec
     from graphs.models import Deployment, Event, Graph, Pod
@@ -21,11 +22,12 @@ def _seed(n_graphs: int, pods_per_graph: int) -> None:
         User.objects.create_superuser("bench", "b@x", "bench-pass-1")
     have = Graph.objects.count()
     now = timezone.now()
+    cluster, _ = Cluster.objects.get_or_create(name="bench", defaults={"namespaces": ["bench"]})
     for i in range(have, n_graphs):
         spec = build_spec(template="mocker-disagg", name=f"bench-{i:04d}", model="m", backend="mocker")
         graph = services.graph_create(spec=spec)
         # Cluster-side rows (as the watchers write them): the local operator leaves them alone.
-        dep = Deployment.objects.create(graph=graph, runtime="kubernetes", cluster="bench", namespace="bench",
+        dep = Deployment.objects.create(graph=graph, runtime="kubernetes", cluster=cluster, namespace="bench",
                                         revision=graph.head, active=True,
                                         state="ready", observed_at=now, endpoint="http://127.0.0.1:1")
         Pod.objects.bulk_create([

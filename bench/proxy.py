@@ -66,8 +66,8 @@ def django_setup_main(model: str, endpoint: str) -> None:
     django.setup()
     from django.contrib.auth.models import Group, User
     from django.core.management import call_command
-    from rest_framework.authtoken.models import Token
 
+    from accounts.tokens import token_create
     from graphs.catalog import build_spec
     from graphs.models import Deployment
     from graphs.services import graph_create
@@ -77,7 +77,7 @@ def django_setup_main(model: str, endpoint: str) -> None:
     user.groups.add(Group.objects.get_or_create(name="operator")[0])
     graph = graph_create(spec=build_spec(template="mocker-disagg", name="bench", model=model, backend="mocker"))
     Deployment.objects.create(graph=graph, revision=graph.head, active=True, state="ready", endpoint=endpoint)
-    print(Token.objects.create(user=user).key)
+    print(token_create(user=user, name="bench", via="system")[1])
 
 
 # --- the client ---------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from graphs.errors import Refused
 
-class BenchmarkRefused(Exception):
+
+class BenchmarkRefused(Refused):
     """A run, study or recommendation that cannot start or change: the graph is not serving,
     another run is active, the run already finished. Shown to the user as is (HTTP 409)."""
 

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from jobs.models import Job
+
 from .profiles import PROFILES, RunParams
 from .schema import Arm, RunConfig, RunResults
 
@@ -30,8 +32,9 @@ FINISHED_RUN_STATES = (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
 PROFILE_CHOICES = [(p.key, p.title) for p in PROFILES.values()]
 
 
-class BenchmarkRun(models.Model):
-    """One benchmark of one graph: one aiperf invocation, or several for a sweep."""
+class BenchmarkRun(Job):
+    """One benchmark of one graph: one aiperf invocation, or several for a sweep. One active
+    run per graph (the job model's constraint): two load generators would measure each other."""
 
     graph = models.ForeignKey("graphs.Graph", on_delete=models.CASCADE, related_name="benchmark_runs")
     revision = models.ForeignKey("graphs.Revision", null=True, blank=True, on_delete=models.PROTECT,
@@ -48,37 +51,17 @@ class BenchmarkRun(models.Model):
     error = models.TextField(blank=True)
     artifact_dir = models.CharField(max_length=500, blank=True)
     log_path = models.CharField(max_length=500, blank=True)  # aiperf's stdout/stderr, every invocation
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
-                                     related_name="+")
-    via = models.CharField(max_length=10, default="ui")  # ui | api | study
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                             on_delete=models.SET_NULL, related_name="+")
-    attempts = models.PositiveIntegerField(default=0)
-    lease_until = models.DateTimeField(null=True, blank=True)  # renewed by the worker every second
+    # The lease (Job.lease_until) is renewed by the worker every second.
     # The aiperf process group of the running invocation, to stop it from another process.
     host = models.CharField(max_length=255, blank=True)
     pgid = models.PositiveIntegerField(null=True, blank=True)
     proc_start = models.BigIntegerField(null=True, blank=True)  # /proc start time: guards against pid reuse
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["graph", "state"])]
-        constraints = [
-            # Two load generators on one graph would each measure the other: one at a time.
-            models.UniqueConstraint(fields=["graph"], condition=Q(state__in=["pending", "running"]),
-                                    name="one_active_benchmark_per_graph"),
-        ]
 
     def __str__(self) -> str:
         return f"benchmark #{self.pk} of graph {self.graph_id} ({self.state})"
-
-    @property
-    def is_active(self) -> bool:
-        return self.state in ACTIVE_RUN_STATES
 
     @property
     def run_params(self) -> RunParams:

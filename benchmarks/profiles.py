@@ -13,6 +13,8 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from graphs.errors import Refused
+
 MAX_INPUT_TOKENS = 32_768
 MAX_OUTPUT_TOKENS = 8_192
 MAX_REQUEST_RATE = 10_000.0
@@ -21,12 +23,17 @@ MAX_SWEEP_POINTS = 8
 MIN_SECONDS = 10
 
 
-class ProfileError(ValueError):
+class ProfileError(Refused, ValueError):
     """Parameters that cannot make a run. ``errors`` maps a field name to its messages."""
+
+    status = 400
 
     def __init__(self, errors: dict[str, list[str]]):
         self.errors = errors
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
+
+    def as_dict(self) -> dict:
+        return self.errors
 
 
 class RunParams(BaseModel):

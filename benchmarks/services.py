@@ -23,6 +23,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -31,6 +32,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation
 from graphs.runtimes.local.tinymodel import ensure_model_dir
+from jobs.dispatch import enqueue
 
 from . import aiperf
 from .errors import BenchmarkRefused, RunCancelled, RunFailed
@@ -41,11 +43,15 @@ from .schema import RunConfig, RunResults, TokenCounts
 from .shapes import gpu_count, shape_of
 from .targets import slo_targets
 
+if TYPE_CHECKING:
+    from accounts.roles import Actor
+
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 STALE_PENDING = dt.timedelta(seconds=30)
 GIVE_UP_PENDING = dt.timedelta(minutes=10)
+EXECUTE_TASK = "benchmarks.tasks.benchmark_execute"
 SERVING_STATES = (GraphState.READY, GraphState.DEGRADED)
 STAND_IN_TOKENIZER = "benchmark-stand-in"
 
@@ -72,13 +78,11 @@ def serving_deployment(graph: Graph) -> Deployment:
 
 
 def _enqueue(run: BenchmarkRun) -> None:
-    from .tasks import benchmark_execute
-
-    transaction.on_commit(lambda: benchmark_execute.delay(run.pk))
+    enqueue(EXECUTE_TASK, run.pk)
 
 
 @transaction.atomic
-def request_benchmark(*, graph: Graph, profile: str, params: dict | RunParams | None = None, user=None,
+def request_benchmark(*, graph: Graph, profile: str, params: dict | RunParams | None = None, user: Actor = None,
                       via: str = "ui", study=None, label: str = "") -> BenchmarkRun:
     """Record a pending run of ``profile`` (with ``params`` overriding its defaults).
     Raises ProfileError (bad parameters, by field) or BenchmarkRefused."""
@@ -114,27 +118,22 @@ def request_benchmark(*, graph: Graph, profile: str, params: dict | RunParams | 
 # --- execution -----------------------------------------------------------------------------------
 
 def _claim(run_id: int) -> bool:
-    now = timezone.now()
-    return bool(BenchmarkRun.objects.filter(pk=run_id, state=RunState.PENDING).update(
-        state=RunState.RUNNING, started_at=now, attempts=1, host=hostname(), progress_text="starting aiperf",
-        lease_until=now + dt.timedelta(seconds=settings.BENCHMARK_LEASE_SECONDS)))
+    return BenchmarkRun.claim(run_id, lease_seconds=settings.BENCHMARK_LEASE_SECONDS, attempts=1, host=hostname(),
+                              progress_text="starting aiperf")
 
 
 def _finish(run_id: int, state: str, *, error: str = "", results: RunResults | None = None) -> bool:
-    fields = {"state": state, "finished_at": timezone.now(), "lease_until": None, "pgid": None,
-              "error": error[:20000]}
+    fields = {"pgid": None, "error": error[:20000]}
     if results is not None:
         fields["results"] = results.model_dump(mode="json")
     if state == RunState.SUCCEEDED:
         fields.update(progress=100, progress_text="done")
     else:
         fields["progress_text"] = {RunState.CANCELLED: "cancelled"}.get(state, "failed")
-    done = BenchmarkRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(**fields)
+    done = BenchmarkRun.finish(run_id, state, **fields)
     study_id = BenchmarkRun.objects.filter(pk=run_id).values_list("study_id", flat=True).first()
     if done and study_id:
-        from .tasks import study_advance
-
-        transaction.on_commit(lambda: study_advance.delay(study_id))
+        enqueue("benchmarks.tasks.study_advance", study_id)
     return bool(done)
 
 
@@ -178,10 +177,8 @@ def _snapshot(dep: Deployment) -> tuple[RunConfig, str]:
 
 def _heartbeat(run_id: int, progress: int, text: str) -> tuple[bool, str]:
     """Renew the lease and publish progress. Returns (keep going, why not)."""
-    lease = timezone.now() + dt.timedelta(seconds=settings.BENCHMARK_LEASE_SECONDS)
-    alive = BenchmarkRun.objects.filter(pk=run_id, state=RunState.RUNNING).update(
-        progress=progress, progress_text=text[:200], lease_until=lease)
-    if not alive:
+    if not BenchmarkRun.renew(run_id, lease_seconds=settings.BENCHMARK_LEASE_SECONDS, progress=progress,
+                              progress_text=text[:200]):
         return False, "the run was finished elsewhere (reconciled or cancelled)"
     row = BenchmarkRun.objects.filter(pk=run_id).values("cancel_requested_at", "cancel_requested_by__username").get()
     if row["cancel_requested_at"] is not None:
@@ -314,7 +311,7 @@ def _kill_orphan(run: BenchmarkRun) -> None:
 
 
 @transaction.atomic
-def benchmark_cancel(*, run: BenchmarkRun, user=None, via: str = "ui") -> BenchmarkRun:
+def benchmark_cancel(*, run: BenchmarkRun, user: Actor = None, via: str = "ui") -> BenchmarkRun:
     """Cancel a pending run now; ask a running one to stop (its worker does within a second)."""
     audit_record(actor=user, via=via, action="benchmark.cancel", target_type="benchmark", target=str(run.pk),
                  before={"state": run.state})
@@ -342,20 +339,17 @@ def benchmark_cancel(*, run: BenchmarkRun, user=None, via: str = "ui") -> Benchm
 
 
 def runs_reconcile() -> dict[str, int]:
-    from .tasks import benchmark_execute as task
-
     now = timezone.now()
     failed = requeued = 0
-    for run in BenchmarkRun.objects.filter(state=RunState.RUNNING, lease_until__lt=now):
+    for run in BenchmarkRun.lease_expired(now):
         _kill_orphan(run)
         why = "the worker running this benchmark stopped (its heartbeat expired); aiperf was stopped"
         failed += _finish(run.pk, RunState.FAILED, error=_failure(why, Path(run.log_path)) if run.log_path else why)
-    for run in BenchmarkRun.objects.filter(state=RunState.PENDING, created_at__lt=now - STALE_PENDING):
+    for run in BenchmarkRun.waiting_since(now - STALE_PENDING):
         if run.created_at < now - GIVE_UP_PENDING:
-            failed += BenchmarkRun.objects.filter(pk=run.pk, state=RunState.PENDING).update(
-                state=RunState.FAILED, finished_at=now, error="no worker picked this run up within 10 minutes")
+            failed += BenchmarkRun.give_up(run, RunState.FAILED, error="no worker picked this run up within 10 minutes")
         else:
-            task.delay(run.pk)
+            enqueue(EXECUTE_TASK, run.pk, on_commit=False)
             requeued += 1
     return {"failed": failed, "requeued": requeued}
 

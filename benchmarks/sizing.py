@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from celery import current_app
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -30,12 +30,16 @@ from graphs.engines import MOCKER_LABEL
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Graph, Operation, OperationState
 from graphs.spec import MAX_REPLICAS
+from jobs.dispatch import enqueue
 
 from .errors import BenchmarkRefused
 from .models import BenchmarkRun, Recommendation, RecommendationState, RunState
 from .profiles import ProfileError
 from .shapes import Shape, shape_of
 from .targets import slo_targets
+
+if TYPE_CHECKING:
+    from accounts.roles import Actor
 
 MAX_STEP_FACTOR = 4  # one recommendation at most quadruples a pool: beyond, measure first
 
@@ -230,7 +234,7 @@ def observation(run: BenchmarkRun) -> Observation | None:
 
 
 @transaction.atomic
-def recommendation_create(*, graph: Graph, user=None, via: str = "ui", ttft_ms: float | None = None,
+def recommendation_create(*, graph: Graph, user: Actor = None, via: str = "ui", ttft_ms: float | None = None,
                           itl_ms: float | None = None, run_ids: list[int] | None = None) -> Recommendation:
     """Recommend replicas for a deployed graph. Targets: the ones given, else its objectives.
     Raises ProfileError (no targets, unknown runs) or BenchmarkRefused."""
@@ -274,15 +278,11 @@ def recommendation_create(*, graph: Graph, user=None, via: str = "ui", ttft_ms: 
 
 
 def _schedule(rec_id: int, *, now: bool) -> None:
-    from .tasks import recommendation_advance
-
-    if current_app.conf.task_always_eager and not now:
-        return
-    transaction.on_commit(lambda: recommendation_advance.apply_async((rec_id,), countdown=0 if now else 2))
+    enqueue("benchmarks.tasks.recommendation_advance", rec_id, countdown=0 if now else 2)
 
 
 @transaction.atomic
-def recommendation_apply(*, recommendation: Recommendation, user=None, via: str = "ui") -> Recommendation:
+def recommendation_apply(*, recommendation: Recommendation, user: Actor = None, via: str = "ui") -> Recommendation:
     """Apply a recommendation: one scale operation per pool that changes."""
     locked = Recommendation.objects.select_for_update().get(pk=recommendation.pk)
     if locked.state not in (RecommendationState.PROPOSED, RecommendationState.FAILED):

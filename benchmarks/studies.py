@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from typing import TYPE_CHECKING
 
-from celery import current_app
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -21,6 +21,7 @@ from graphs import operations, services
 from graphs.errors import ManifestError, OperationRefused
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, OperationState
 from graphs.services import GraphConflict
+from jobs.dispatch import enqueue
 
 from .errors import BenchmarkRefused
 from .models import ACTIVE_STUDY_STATES, BenchmarkRun, RunState, Study, StudyState
@@ -28,6 +29,9 @@ from .profiles import ProfileError, RunParams, resolve
 from .schema import Arm
 from .services import benchmark_cancel, request_benchmark
 from .shapes import MAX_ARMS, Shape, parse_shape, same_budget_shapes, shape_of, variant_name, variant_spec
+
+if TYPE_CHECKING:
+    from accounts.roles import Actor
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,7 @@ def _source(graph: Graph) -> tuple:
 
 @transaction.atomic
 def request_study(*, graph: Graph, profile: str, params: dict | None = None, arms: list[str] | None = None,
-                  keep_variants: bool = False, user=None, via: str = "ui") -> Study:
+                  keep_variants: bool = False, user: Actor = None, via: str = "ui") -> Study:
     """Record an A/B study. ``arms`` are shapes (p1d1, p2d1, agg2); empty: every shape with the
     graph's current GPUs. Raises ProfileError (by field) or BenchmarkRefused."""
     run_params = resolve(profile, params)
@@ -86,14 +90,10 @@ def request_study(*, graph: Graph, profile: str, params: dict | None = None, arm
 
 
 def _schedule(study_id: int, *, now: bool) -> None:
-    from .tasks import study_advance
-
-    if current_app.conf.task_always_eager and not now:
-        return  # eager (tests): the caller or the reconcile drives the waiting
-    transaction.on_commit(lambda: study_advance.apply_async((study_id,), countdown=0 if now else WAIT_SECONDS))
+    enqueue("benchmarks.tasks.study_advance", study_id, countdown=0 if now else WAIT_SECONDS)
 
 
-def study_cancel(*, study: Study, user=None) -> Study:
+def study_cancel(*, study: Study, user: Actor = None) -> Study:
     if not study.is_active:
         raise BenchmarkRefused(f"study #{study.pk} already {study.state}")
     Study.objects.filter(pk=study.pk).update(cancel_requested_at=timezone.now())
@@ -183,7 +183,7 @@ def _apply(study: Study, arm: Arm, graph: Graph) -> str:
         if Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).exists():
             return "wait"
         _spec, _replicas, _serving, source = _source(study.graph)
-        target = ({"runtime": source.runtime, "cluster": source.cluster, "namespace": source.namespace}
+        target = ({"runtime": source.runtime, "cluster": source.cluster_name, "namespace": source.namespace}
                   if source is not None else {"runtime": "local"})
         try:
             op = operations.request_apply(graph=graph, user=study.requested_by, via="study", **target)

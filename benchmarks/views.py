@@ -89,13 +89,7 @@ def _run_context(run: BenchmarkRun) -> dict:
 @require_safe
 def run_detail(request, pk: int):
     run = get_object_or_404(BenchmarkRun.objects.select_related("graph", "revision", "requested_by", "study"), pk=pk)
-    context = _run_context(run)
-    if request.htmx and request.GET.get("fragment") == "status":
-        response = render(request, "benchmarks/detail.html#status", context)
-        if not run.is_active:
-            response.status_code = STOP_POLLING
-        return response
-    return render(request, "benchmarks/detail.html", context)
+    return _page_or_status(request, "benchmarks/detail.html", _run_context(run), active=run.is_active)
 
 
 @role_required(Role.OPERATOR)
@@ -216,13 +210,18 @@ def _study_context(study: Study) -> dict:
 @require_safe
 def study_detail(request, pk: int):
     study = get_object_or_404(Study.objects.select_related("graph", "requested_by"), pk=pk)
-    context = _study_context(study)
+    return _page_or_status(request, "benchmarks/study.html", _study_context(study), active=study.is_active)
+
+
+def _page_or_status(request, template: str, context: dict, *, active: bool) -> HttpResponse:
+    """The page, or (htmx asking ``?fragment=status``) its status fragment, whose 286 stops the
+    polling once the run or study is finished."""
     if request.htmx and request.GET.get("fragment") == "status":
-        response = render(request, "benchmarks/study.html#status", context)
-        if not study.is_active:
+        response = render(request, f"{template}#status", context)
+        if not active:
             response.status_code = STOP_POLLING
         return response
-    return render(request, "benchmarks/study.html", context)
+    return render(request, template, context)
 
 
 @role_required(Role.OPERATOR)

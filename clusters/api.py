@@ -1,4 +1,5 @@
-"""The clusters REST API: viewers read, admins write. The token endpoint is write-only."""
+"""The clusters REST API, admins only, like the /clusters/ pages: a cluster's record holds its
+connection details (kubeconfig path, context, the last error). The token endpoint is write-only."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.exceptions import APIException
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
@@ -16,9 +17,14 @@ from graphs.errors import RuntimeFailure
 from . import services
 from .models import Cluster
 
+K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS-1123 label: cluster and namespace names
+
 
 class ClusterSerializer(serializers.ModelSerializer):
-    namespaces = serializers.ListField(child=serializers.CharField(max_length=63), allow_empty=False)
+    namespaces = serializers.ListField(child=serializers.RegexField(K8S_NAME, max_length=63, error_messages={
+        "invalid": "is not a valid namespace name (lower-case letters, digits and '-')"}), min_length=1)
+    name = serializers.RegexField(K8S_NAME, max_length=63, error_messages={
+        "invalid": "must be a Kubernetes name (lower-case letters, digits and '-')"})
     dynamo_installed = serializers.BooleanField(read_only=True)
 
     class Meta:
@@ -28,7 +34,9 @@ class ClusterSerializer(serializers.ModelSerializer):
                   "gpu_free", "checked_at", "watched_at", "error", "created_at", "updated_at"]
         read_only_fields = ["reachable", "server_version", "dgd_versions", "dgdsa_versions", "gpu_allocatable",
                             "gpu_free", "checked_at", "watched_at", "error", "created_at", "updated_at"]
-        extra_kwargs = {"name": {"validators": []}}  # uniqueness is the service's to check (one message)
+        # Uniqueness is the service's to check (one message); ``name`` is declared above. The
+        # service strips paths itself: lengths are checked on what was sent.
+        extra_kwargs = {"kubeconfig": {"trim_whitespace": False}, "context": {"trim_whitespace": False}}
 
 
 class HFTokenSerializer(serializers.Serializer):
@@ -43,6 +51,11 @@ class HFTokenResultSerializer(serializers.Serializer):
     secret_name = serializers.CharField()
     key = serializers.CharField()
     created = serializers.BooleanField()
+
+
+class NameTaken(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "name_taken"
 
 
 class ClusterUnavailable(APIException):
@@ -62,37 +75,29 @@ class ClusterViewSet(viewsets.ModelViewSet):
     lookup_field = "name"
     lookup_value_regex = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
     renderer_classes = [JSONRenderer]  # no browsable forms echoing what was typed
-    required_roles = {"create": Role.ADMIN, "update": Role.ADMIN, "partial_update": Role.ADMIN,
-                      "destroy": Role.ADMIN, "check": Role.ADMIN, "hf_token": Role.ADMIN}
+    required_roles = {"list": Role.ADMIN, "retrieve": Role.ADMIN, "create": Role.ADMIN, "update": Role.ADMIN,
+                      "partial_update": Role.ADMIN, "destroy": Role.ADMIN, "check": Role.ADMIN,
+                      "hf_token": Role.ADMIN}
 
     def perform_create(self, serializer):
-        try:
-            serializer.instance = services.cluster_create(**_fields(serializer.validated_data), user=self.request.user,
-                                                          via="api")
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        if Cluster.objects.filter(name=serializer.validated_data["name"]).exists():
+            raise NameTaken(f"a cluster named {serializer.validated_data['name']} is already registered")
+        serializer.instance = services.cluster_create(**_fields(serializer.validated_data), user=self.request.user,
+                                                      via="api")
 
     def perform_update(self, serializer):
-        try:
-            serializer.instance = services.cluster_update(
-                cluster=serializer.instance, user=self.request.user, via="api", **_fields(serializer.validated_data))
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        serializer.instance = services.cluster_update(
+            cluster=serializer.instance, user=self.request.user, via="api", **_fields(serializer.validated_data))
 
     def perform_destroy(self, instance):
-        try:
-            services.cluster_delete(cluster=instance, user=self.request.user, via="api")
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
+        services.cluster_delete(cluster=instance, user=self.request.user, via="api")
 
     @extend_schema(request=None, responses={202: ClusterSerializer})
     @action(detail=True, methods=["post"])
     def check(self, request, name=None):
         """Check the cluster again (a task): reachability, CRD versions, GPUs."""
-        from .tasks import cluster_check
-
         cluster = self.get_object()
-        cluster_check.delay(cluster.pk)
+        services.cluster_check_later(cluster)
         return Response(self.get_serializer(cluster).data, status=status.HTTP_202_ACCEPTED)
 
     @sensitive_variables("data", "v")
@@ -109,8 +114,6 @@ class ClusterViewSet(viewsets.ModelViewSet):
             created = services.hf_token_secret_put(
                 cluster=cluster, namespace=v["namespace"], value=v["value"], via="api",
                 secret_name=v["secret_name"], key=v["key"], user=request.user)
-        except services.ClusterError as exc:
-            raise ValidationError({"detail": str(exc)}) from None
         except RuntimeFailure as exc:
             raise ClusterUnavailable(str(exc)) from None
         result = {"namespace": v["namespace"], "secret_name": v["secret_name"], "key": v["key"], "created": created}

@@ -1,4 +1,4 @@
-"""Reads other apps use: the targets a graph may be applied to, and a cluster's free GPUs.
+"""Reads other apps use: the targets a graph may be applied to, and a cluster by name or id.
 Database only: never a cluster."""
 
 from __future__ import annotations
@@ -46,6 +46,14 @@ def check_target(cluster: str, namespace: str) -> Cluster:
     return found
 
 
-def cluster_free_gpus(name: str) -> int | None:
-    """Free nvidia.com/gpu on the cluster as the watchers last saw it (None: unknown)."""
-    return Cluster.objects.filter(name=name).values_list("gpu_free", flat=True).first()
+def cluster_named(name: str) -> Cluster | None:
+    return Cluster.objects.filter(name=name).first() if name else None
+
+
+def cluster_found(pk: int) -> Cluster | None:
+    return Cluster.objects.filter(pk=pk).first()
+
+
+def cluster_stamps() -> dict[int, object]:
+    """Every registered cluster's id and when it was last edited (the watchers restart on an edit)."""
+    return dict(Cluster.objects.values_list("pk", "updated_at"))

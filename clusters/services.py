@@ -5,16 +5,22 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.db.models import ProtectedError
 from django.utils import timezone
 
 from audit.services import audit_record
-from graphs.errors import RuntimeFailure
-from graphs.models import Deployment, GraphState
-from graphs.runtimes.kubernetes import client as kubernetes
+from graphs.errors import Refused, RuntimeFailure
+from jobs.dispatch import enqueue
 
+from . import kubernetes
+from .gpus import GpuSummary
 from .models import Cluster
+
+if TYPE_CHECKING:
+    from accounts.roles import Actor
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +33,10 @@ HF_TOKEN_KEY = "HF_TOKEN"
 EDITABLE = ("name", "description", "in_cluster", "kubeconfig", "context", "namespaces")
 
 
-class ClusterError(ValueError):
-    """A cluster change that cannot be made, with the reason for the user."""
+class ClusterError(Refused, ValueError):
+    """A cluster change that cannot be made, with the reason for the user (HTTP 400)."""
+
+    status = 400
 
 
 def clean_namespaces(value) -> list[str]:
@@ -45,8 +53,8 @@ def clean_namespaces(value) -> list[str]:
 
 
 def _in_use(cluster: Cluster):
-    return Deployment.objects.filter(runtime="kubernetes", cluster=cluster.name).exclude(
-        active=False, state=GraphState.NOT_DEPLOYED)
+    """The graphs deployed on the cluster (Deployment.cluster points here)."""
+    return cluster.deployments.in_use()
 
 
 def _validate(cluster: Cluster) -> None:
@@ -58,27 +66,27 @@ def _validate(cluster: Cluster) -> None:
         raise ClusterError(f"a cluster named {cluster.name} is already registered")
 
 
-@transaction.atomic
 def _snapshot(cluster: Cluster) -> dict:
     return {"name": cluster.name, "in_cluster": cluster.in_cluster, "kubeconfig": cluster.kubeconfig,
             "context": cluster.context, "namespaces": list(cluster.namespaces or []),
             "description": cluster.description}
 
 
+@transaction.atomic
 def cluster_create(*, name: str, namespaces, description: str = "", in_cluster: bool = False,
-                   kubeconfig: str = "", context: str = "", user=None, via: str = "ui") -> Cluster:
+                   kubeconfig: str = "", context: str = "", user: Actor = None, via: str = "ui") -> Cluster:
     cluster = Cluster(name=name, description=description, in_cluster=in_cluster, kubeconfig=kubeconfig.strip(),
                       context=context.strip(), namespaces=clean_namespaces(namespaces))
     _validate(cluster)
     cluster.save()
     audit_record(actor=user, via=via, action="cluster.create", target_type="cluster", target=cluster.name,
                  after=_snapshot(cluster))
-    transaction.on_commit(lambda: _check_later(cluster.pk))
+    cluster_check_later(cluster)
     return cluster
 
 
 @transaction.atomic
-def cluster_update(*, cluster: Cluster, user=None, via: str = "ui", **changes) -> Cluster:
+def cluster_update(*, cluster: Cluster, user: Actor = None, via: str = "ui", **changes) -> Cluster:
     cluster = Cluster.objects.select_for_update().get(pk=cluster.pk)
     before = _snapshot(cluster)
     unknown = set(changes) - set(EDITABLE)
@@ -99,24 +107,27 @@ def cluster_update(*, cluster: Cluster, user=None, via: str = "ui", **changes) -
     cluster.save()
     audit_record(actor=user, via=via, action="cluster.update", target_type="cluster", target=cluster.name,
                  before=before, after=_snapshot(cluster))
-    transaction.on_commit(lambda: _check_later(cluster.pk))
+    cluster_check_later(cluster)
     return cluster
 
 
 @transaction.atomic
-def cluster_delete(*, cluster: Cluster, user=None, via: str = "ui") -> None:
+def cluster_delete(*, cluster: Cluster, user: Actor = None, via: str = "ui") -> None:
     names = list(_in_use(cluster).values_list("graph__name", flat=True))
     if names:
         raise ClusterError(f"graphs are deployed on {cluster.name} ({', '.join(names)}): delete them first")
     audit_record(actor=user, via=via, action="cluster.delete", target_type="cluster", target=cluster.name,
                  before=_snapshot(cluster))
-    cluster.delete()
+    cluster.deployments.update(cluster=None)  # graphs deleted there let go of it
+    try:
+        cluster.delete()
+    except ProtectedError:  # a graph was deployed there meanwhile
+        raise ClusterError(f"graphs are deployed on {cluster.name}: delete them first") from None
 
 
-def _check_later(cluster_id: int) -> None:
-    from .tasks import cluster_check
-
-    cluster_check.delay(cluster_id)
+def cluster_check_later(cluster: Cluster) -> None:
+    """Check the cluster in the background (a task), once the current transaction commits."""
+    enqueue("clusters.tasks.cluster_check", cluster.pk)
 
 
 def cluster_check(*, cluster: Cluster) -> Cluster:
@@ -137,8 +148,21 @@ def cluster_check(*, cluster: Cluster) -> Cluster:
     return cluster
 
 
+def cluster_watched(*, cluster: Cluster, gpus: GpuSummary | None, error: str = "") -> None:
+    """The watchers' report: the cluster answered (``error``: what part of it did not)."""
+    fields = {"reachable": True, "watched_at": timezone.now(), "error": error[:2000]}
+    if gpus is not None:
+        fields.update(gpu_allocatable=gpus.allocatable, gpu_free=gpus.free)
+    Cluster.objects.filter(pk=cluster.pk).update(**fields)
+
+
+def cluster_unreachable(*, cluster: Cluster, error: str) -> None:
+    """The watchers' report: the cluster did not answer."""
+    Cluster.objects.filter(pk=cluster.pk).update(reachable=False, error=error[:2000])
+
+
 def hf_token_secret_put(*, cluster: Cluster, namespace: str, value: str, secret_name: str = HF_TOKEN_SECRET,
-                        key: str = HF_TOKEN_KEY, user=None, via: str = "ui") -> bool:
+                        key: str = HF_TOKEN_KEY, user: Actor = None, via: str = "ui") -> bool:
     """Create or replace the Hugging Face token in Secret ``secret_name`` of ``namespace``
     (other keys of that Secret stay). True when the Secret was created. The value goes to the
     cluster only: it is not stored, returned or logged here."""

@@ -61,10 +61,8 @@ def cluster_delete(request, name: str):
 @role_required(Role.ADMIN)
 @require_POST
 def cluster_check(request, name: str):
-    from .tasks import cluster_check as task
-
     cluster = get_object_or_404(Cluster, name=name)
-    task.delay(cluster.pk)
+    services.cluster_check_later(cluster)
     messages.success(request, f"Checking {name}; this page shows the result when it is in.")
     return redirect("clusters:list")
 

@@ -3,18 +3,19 @@ for bad input."""
 
 from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from graphs.errors import ManifestError, OperationRefused
-from graphs.services import GraphConflict
+from graphs.errors import Refused
+from graphs.untrusted import QueryParameterError, query_int
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, ManifestError):
-        return Response(exc.as_dict(), status=400)
-    if isinstance(exc, (OperationRefused, GraphConflict)):
-        return Response({"detail": str(exc)}, status=409)
+    if isinstance(exc, Refused):  # every refusal, of every app: one status per kind, set on the class
+        return Response(exc.as_dict(), status=exc.status)
+    if isinstance(exc, QueryParameterError):
+        return Response({exc.name: [exc.message]}, status=400)
     if isinstance(exc, RequestDataTooBig):
         return Response({"detail": "the request body is too large"}, status=400)
     if isinstance(exc, DataError):
@@ -22,3 +23,18 @@ def exception_handler(exc, context):
         return Response({"detail": "the request holds a value the database cannot store or look up "
                                    "(such as a NUL byte)"}, status=400)
     return drf_exception_handler(exc, context)
+
+
+class Pagination(PageNumberPagination):
+    """DRF's page numbers, read like every other integer query parameter: ``?page=abc`` or a
+    30-digit page is a 400 naming ``page``; a page past the end is still a 404."""
+
+    def get_page_number(self, request, paginator):
+        return query_int(request.query_params, self.page_query_param, default=1)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_query_param:
+                parameter["schema"]["minimum"] = 1
+        return parameters

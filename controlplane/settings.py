@@ -25,10 +25,32 @@ def env_bool(name: str, default: bool) -> bool:
     return value in {"1", "true", "yes", "on"}
 
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me" if DEBUG else "")
-if not SECRET_KEY:
-    raise RuntimeError("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+def installation_secret_key(var_dir: Path) -> str:
+    """The key of this installation: made once, on first start, in var/secret_key (mode 0600),
+    and read from there ever after, so sessions survive restarts and no two installations share
+    a key. Every process started by ``up`` reads the same file; O_EXCL settles a race."""
+    path = var_dir / "secret_key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_text().strip()
+        if len(key) < 50:
+            raise RuntimeError(f"{path} holds no usable secret key: delete it to make a new one") from None
+        return key
+    import secrets
+
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key
+
+
+# Production-safe by default: debug pages (settings, URL patterns, tracebacks) only when a
+# developer asks for them with DJANGO_DEBUG=1.
+DEBUG = env_bool("DJANGO_DEBUG", False)
+# DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE, as deploy/ mounts it) wins; otherwise the key
+# this installation generated for itself under var/.
+SECRET_KEY = env("DJANGO_SECRET_KEY") or installation_secret_key(VAR_DIR)
 ALLOWED_HOSTS = [h for h in env("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in env("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
@@ -41,7 +63,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -84,6 +106,14 @@ AXES_FAILURE_LIMIT = int(env("AXES_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = float(env("AXES_COOLOFF_HOURS", "0.25"))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# Attempts refused during a lockout are not recorded: they do not restart the cool-off, which
+# runs from the failure that caused the lockout.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# The address is the TCP peer (REMOTE_ADDR). The ASGI server rewrites it from X-Forwarded-For
+# only when the peer is one of FORWARDED_ALLOW_IPS (comma-separated addresses or networks of
+# the proxies in front: none by default), so a client cannot pick its own address.
+AXES_IPWARE_META_PRECEDENCE_ORDER = ("REMOTE_ADDR",)
+FORWARDED_ALLOW_IPS = env("FORWARDED_ALLOW_IPS", "")
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 
@@ -110,7 +140,7 @@ if env("CSP_REPORT_URI"):
 
 # Behind TLS (production): secure cookies, HSTS, redirect to https. The proxy in front of
 # the web process must set X-Forwarded-Proto.
-SECURE_TLS = env_bool("DJANGO_SECURE_TLS", not DEBUG)
+SECURE_TLS = env_bool("DJANGO_SECURE_TLS", False)  # deploy/ sets it; `make up` serves plain loopback HTTP
 SESSION_COOKIE_SECURE = SECURE_TLS
 CSRF_COOKIE_SECURE = SECURE_TLS
 SESSION_COOKIE_HTTPONLY = True
@@ -189,7 +219,7 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env("DJANGO_STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 # WhiteNoise serves static files from the ASGI app; in development straight from the finders.
-WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_USE_FINDERS = True  # collected (the image) or not (`make up`)
 WHITENOISE_AUTOREFRESH = DEBUG
 
 # Uploads and pasted manifests are capped: a DGD is a few KB; 1 MB leaves ample room.
@@ -199,15 +229,28 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        # "Authorization: Token <key>", hashed and expiring keys (accounts/tokens.py).
+        "accounts.tokens.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.roles.RolePermission"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    # The API reads JSON (and YAML where a view says so), within bounds (depth, 64-bit integers,
+    # storable text: graphs/untrusted.py). No form encodings: they carry no types, so a schema
+    # could not say what a field must be.
+    "DEFAULT_PARSER_CLASSES": ["graphs.api.parsers.BoundedJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    "DEFAULT_PAGINATION_CLASS": "controlplane.api.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "controlplane.api.exception_handler",
 }
+# API tokens (accounts/): django-rest-knox stores a SHA-512 digest of each key, never the key.
+KNOX_TOKEN_MODEL = "accounts.ApiToken"
+REST_KNOX = {"TOKEN_MODEL": KNOX_TOKEN_MODEL, "AUTH_HEADER_PREFIX": "Token", "AUTO_REFRESH": False}
+# knox's own migrations create its default token table even when the model is swapped out;
+# without them Django creates nothing for the swapped model.
+MIGRATION_MODULES = {"knox": None}
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "Dynamo Control Plane API",
     "DESCRIPTION": "Graph definitions, DynamoGraphDeployment manifests, validation and operations.",
@@ -215,6 +258,8 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     # Swagger UI served from our own static files (drf-spectacular-sidecar), never a CDN.
+    # Every 4xx documented, request bodies closed (controlplane/openapi.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "controlplane.openapi.document_errors"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
@@ -257,7 +302,7 @@ CELERY_BEAT_SCHEDULE = {
     "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
 }
 
-# Kubernetes clusters (clusters/, graphs/runtimes/kubernetes/client.py). Timeouts are (connect, read)
+# Kubernetes clusters (clusters/, clusters/kubernetes.py). Timeouts are (connect, read)
 # seconds; a call failing transiently (no answer, 429, 5xx) is tried KUBERNETES_RETRIES times in all,
 # with exponential back-off from KUBERNETES_RETRY_BACKOFF (capped, Retry-After honoured); the
 # watchers hold each watch open KUBERNETES_WATCH_SECONDS before renewing it.

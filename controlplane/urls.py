@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.urls import include, path
+from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
@@ -31,6 +32,24 @@ urlpatterns = [
     # The split view serves its init script as a file: no inline script under the CSP.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("", include("audit.urls")),
+    path("", include("accounts.urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
 ]
+
+
+def _api_aware(page_handler, status: int, detail: str):
+    """Errors under /api/ answer JSON like the rest of the API; pages keep their HTML pages."""
+
+    def handler(request, exception=None):
+        if request.path.startswith("/api/"):
+            return JsonResponse({"detail": detail}, status=status)
+        return page_handler(request, exception) if exception is not None else page_handler(request)
+
+    return handler
+
+
+handler400 = _api_aware(defaults.bad_request, 400, "Bad request.")
+handler403 = _api_aware(defaults.permission_denied, 403, "You do not have permission to perform this action.")
+handler404 = _api_aware(defaults.page_not_found, 404, "Not found.")
+handler500 = _api_aware(defaults.server_error, 500, "The server could not complete this request.")

@@ -21,11 +21,9 @@ class Diagnosis:
 
 def _free_gpus(deployment) -> int | None:
     """Free GPUs on the deployment's cluster as its watcher last saw them (None: unknown)."""
-    if getattr(deployment, "runtime", "") != "kubernetes" or not deployment.cluster:
+    if getattr(deployment, "runtime", "") != "kubernetes" or not deployment.cluster_name:
         return None
-    from clusters.selectors import cluster_free_gpus
-
-    return cluster_free_gpus(deployment.cluster)
+    return deployment.cluster.gpu_free
 
 
 def _size(n: int) -> str:

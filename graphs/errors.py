@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
-from .findings import Finding, Severity
+from .findings import Finding, Severity, bounded
 
 
-class ManifestError(Exception):
+class Refused(Exception):
+    """The one base of every refusal: a request the control plane will not carry out as asked,
+    with the reason for the user. Pages show the message as is; the API's one exception
+    handler (controlplane/api.py) answers ``as_dict()`` with ``status``: 409 for a conflict
+    with the current state, 400 where the request itself is wrong."""
+
+    status = 409
+
+    def as_dict(self) -> dict:
+        return {"detail": str(self)}
+
+
+class ManifestError(Refused):
     """Input that cannot become a graph: unparsable YAML, a wrong shape, schema errors.
     Carries every finding so the caller can show all of them at once, with their paths."""
 
+    status = 400
+
     def __init__(self, findings: list[Finding]):
-        self.findings = findings
-        super().__init__("; ".join(f"{f.path}: {f.message}" for f in findings) or "invalid manifest")
+        self.findings = bounded(findings)
+        shown = self.findings[:10]
+        more = f" (and {len(findings) - len(shown):,} more)" if len(findings) > len(shown) else ""
+        super().__init__("; ".join(f"{f.path}: {f.message}" for f in shown) + more or "invalid manifest")
 
     @classmethod
     def single(cls, path: str, message: str, code: str = "invalid", fix: str = "") -> ManifestError:
@@ -24,7 +40,7 @@ class ManifestError(Exception):
         }
 
 
-class OperationRefused(Exception):
+class OperationRefused(Refused):
     """An operation that cannot start: another one runs, the graph is invalid, bad counts."""
 
 

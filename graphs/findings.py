@@ -29,6 +29,30 @@ class Finding:
         return data
 
 
+# What one validation may answer: a manifest with 20,000 broken components gets the first
+# MAX_FINDINGS findings and a note, each message at most MAX_MESSAGE_CHARS (a schema message
+# may quote a whole array).
+MAX_FINDINGS = 100
+MAX_MESSAGE_CHARS = 500
+
+
+def bounded(findings: list[Finding]) -> list[Finding]:
+    """``findings`` within MAX_FINDINGS and MAX_MESSAGE_CHARS, saying how many were left out."""
+    if findings and findings[-1].code == "truncated":
+        return findings  # bounded already
+    out = [f if max(len(f.message), len(f.path), len(f.fix)) <= MAX_MESSAGE_CHARS
+           else Finding(f.severity, f.code, _cut(f.path), _cut(f.message), _cut(f.fix))
+           for f in findings[:MAX_FINDINGS]]
+    if len(findings) > MAX_FINDINGS:
+        out.append(Finding(Severity.INFO, "truncated", "",
+                           f"{len(findings) - MAX_FINDINGS:,} more findings are not shown; fix these first"))
+    return out
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[: MAX_MESSAGE_CHARS - 1] + "…"
+
+
 def has_errors(findings: list[Finding]) -> bool:
     return any(f.severity == Severity.ERROR for f in findings)
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+
+from jobs.models import Job
 
 from .spec import GraphSpec
 
@@ -68,13 +69,22 @@ class GraphState(models.TextChoices):
     UNKNOWN = "unknown", "Unknown"  # the runtime has not reported recently
 
 
+class DeploymentQuerySet(models.QuerySet):
+    def in_use(self) -> DeploymentQuerySet:
+        """Deployments that still hold their place on a runtime: all but those deleted and gone."""
+        return self.exclude(active=False, state=GraphState.NOT_DEPLOYED)
+
+
 class Deployment(models.Model):
     """The desired and observed state of one graph on its runtime. The desired part is
     written by operations; the observed part by the runtime's observer only."""
 
     graph = models.OneToOneField(Graph, on_delete=models.CASCADE, related_name="deployment")
     runtime = models.CharField(max_length=20, default="local")  # local | kubernetes
-    cluster = models.CharField(max_length=100, blank=True)
+    # PROTECT: a registered cluster cannot be removed while a graph is deployed on it; a graph
+    # deleted there lets go of it when the cluster is removed (clusters.services.cluster_delete).
+    cluster = models.ForeignKey("clusters.Cluster", null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="deployments")
     namespace = models.CharField(max_length=63, blank=True)
     api_version = models.CharField(max_length=40, default="nvidia.com/v1beta1")
     # desired
@@ -98,8 +108,15 @@ class Deployment(models.Model):
     # count; drift between the stored revision and the live DGD (graphs/dgd/ownership.py shapes)
     ownership = models.JSONField(default=dict, blank=True)
 
+    objects = DeploymentQuerySet.as_manager()
+
     def __str__(self) -> str:
         return f"{self.graph_id} on {self.runtime}"
+
+    @property
+    def cluster_name(self) -> str:
+        """The cluster's name ("" off Kubernetes): what pages, the API and targets show."""
+        return self.cluster.name if self.cluster_id else ""
 
     def desired_replicas(self, spec: GraphSpec) -> dict[str, int]:
         out = {s.name: s.effective_replicas for s in spec.services}
@@ -197,9 +214,10 @@ class OperationState(models.TextChoices):
 ACTIVE_STATES = (OperationState.PENDING, OperationState.RUNNING)
 
 
-class Operation(models.Model):
+class Operation(Job):
     """An apply, scale or delete: who asked, when, what changed, and how it ended. The row
-    is the audit trail and the thing the UI follows."""
+    is the audit trail and the thing the UI follows. One unfinished operation per graph (the
+    job model's constraint): a graph changes one step at a time."""
 
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="operations")
     kind = models.CharField(max_length=20, choices=OperationKind.choices)
@@ -210,30 +228,9 @@ class Operation(models.Model):
     after = models.JSONField(default=dict)
     result = models.TextField(blank=True)
     diff = models.TextField(blank=True)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
-    via = models.CharField(max_length=10, default="ui")  # ui | api | cli | planner
-    attempts = models.PositiveIntegerField(default=0)
-    lease_until = models.DateTimeField(null=True, blank=True)  # a running claim expires here
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["graph", "state"])]
-        constraints = [
-            # At most one unfinished operation per graph: the database enforces serialisation,
-            # so two requests racing past the service's check cannot both be recorded.
-            models.UniqueConstraint(fields=["graph"], condition=Q(state__in=["pending", "running"]),
-                                    name="one_active_operation_per_graph"),
-        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.kind} {self.state}"
-
-    @property
-    def is_active(self) -> bool:
-        return self.state in ACTIVE_STATES
 
 
 class DecisionState(models.TextChoices):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -24,6 +25,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from audit.services import audit_record
+from clusters.selectors import check_target
+from jobs.dispatch import enqueue
 
 from .dgd import topology
 from .dgd.render import normalise_api_version, render
@@ -46,16 +49,21 @@ from .runtimes.registry import get_runtime, target_for
 from .spec import MAX_REPLICAS, WORKER_ROLES
 from .validation import validate_spec
 
+if TYPE_CHECKING:
+    from accounts.roles import Actor
+
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 STALE_PENDING = dt.timedelta(seconds=30)
+RUN_TASK = "graphs.tasks.operation_run"
+# What a runtime changes on the (locked) Deployment row it is handed; the operation saves it.
+DESIRED_FIELDS = ["runtime", "cluster", "namespace", "api_version", "revision", "manifest", "replicas", "active",
+                  "generation", "state", "message"]
 
 
 def _enqueue(op: Operation) -> None:
-    from .tasks import operation_run
-
-    transaction.on_commit(lambda: operation_run.delay(op.pk))
+    enqueue(RUN_TASK, op.pk)
 
 
 def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
@@ -78,7 +86,7 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
 
 
 @transaction.atomic
-def request_apply(*, graph: Graph, user=None, via: str = "ui", runtime: str = "local",
+def request_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: str = "local",
                   revision_number: int | None = None, api_version: str = "nvidia.com/v1beta1",
                   dry_run: bool = False, cluster: str = "", namespace: str = "", force: bool = False,
                   recreate: bool = False, confirm: str = "") -> Operation:
@@ -127,20 +135,18 @@ def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, nam
     and a deployed graph stays where it is until deleted there."""
     if runtime != "kubernetes":
         return {}
-    from clusters.selectors import check_target
-
     try:
         check_target(cluster, namespace)
     except ValueError as exc:
         raise OperationRefused(str(exc)) from None
-    if deployment and deployment.active and (deployment.cluster, deployment.namespace) != (cluster, namespace):
-        raise OperationRefused(f"{graph.name} runs on cluster {deployment.cluster} in namespace "
+    if deployment and deployment.active and (deployment.cluster_name, deployment.namespace) != (cluster, namespace):
+        raise OperationRefused(f"{graph.name} runs on cluster {deployment.cluster_name} in namespace "
                                f"{deployment.namespace}; delete it there first")
     return {"cluster": cluster, "namespace": namespace}
 
 
 @transaction.atomic
-def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: str = "ui",
+def request_scale(*, graph: Graph, service: str, replicas: int, user: Actor = None, via: str = "ui",
                   force: bool = False, decision: int | None = None) -> Operation:
     """``decision``: the PlannerDecision this scale executes (via planner)."""
     if not isinstance(replicas, int) or replicas < 0 or replicas > MAX_REPLICAS:
@@ -167,7 +173,7 @@ def request_scale(*, graph: Graph, service: str, replicas: int, user=None, via: 
 
 
 @transaction.atomic
-def request_delete(*, graph: Graph, user=None, via: str = "ui") -> Operation:
+def request_delete(*, graph: Graph, user: Actor = None, via: str = "ui") -> Operation:
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment is None or not deployment.active:
         raise OperationRefused(f"{graph.name} is not deployed")
@@ -181,19 +187,14 @@ def _claim(op_id: int) -> int | None:
     Returns the attempt number this caller owns, or None."""
     now = timezone.now()
     claimable = Q(state=OperationState.PENDING) | Q(state=OperationState.RUNNING, lease_until__lt=now)
-    claimed = Operation.objects.filter(claimable, pk=op_id, attempts__lt=MAX_ATTEMPTS).update(
-        state=OperationState.RUNNING, started_at=now,
-        lease_until=now + dt.timedelta(seconds=settings.OPERATION_LEASE_SECONDS), attempts=F("attempts") + 1
-    )
-    if not claimed:
+    if not Operation.claim(op_id, lease_seconds=settings.OPERATION_LEASE_SECONDS,
+                           claimable=claimable & Q(attempts__lt=MAX_ATTEMPTS), attempts=F("attempts") + 1):
         return None
     return Operation.objects.values_list("attempts", flat=True).get(pk=op_id)
 
 
 def _finish(op_id: int, state: str, result: str, diff: str = "") -> None:
-    Operation.objects.filter(pk=op_id, state=OperationState.RUNNING).update(
-        state=state, result=result[:10000], diff=diff[:100000], finished_at=timezone.now(), lease_until=None
-    )
+    Operation.finish(op_id, state, result=result[:10000], diff=diff[:100000])
 
 
 def operation_run(op_id: int) -> str:
@@ -204,14 +205,14 @@ def operation_run(op_id: int) -> str:
     attempt = _claim(op_id)
     if attempt is None:
         return "not claimed"
+    if settings.OPERATION_FAULT_DELAY:  # fault tests kill workers here: claimed, nothing done yet
+        time.sleep(settings.OPERATION_FAULT_DELAY)
     try:
         with transaction.atomic():
             op = Operation.objects.select_for_update(of=("self",)).select_related("graph", "revision").get(pk=op_id)
             if op.state != OperationState.RUNNING or op.attempts != attempt:
                 return "claim lost"
             result, diff = _execute(op)
-            if settings.OPERATION_FAULT_DELAY:
-                time.sleep(settings.OPERATION_FAULT_DELAY)
             _finish(op_id, OperationState.SUCCEEDED, result, diff)
     except OperationRefused as exc:
         _finish(op_id, OperationState.FAILED, str(exc))
@@ -240,9 +241,11 @@ def _execute(op: Operation) -> tuple[str, str]:
     if op.kind == OperationKind.SCALE:
         service, replicas = op.params["service"], int(op.params["replicas"])
         runtime.scale(target=target, spec=spec, service=service, replicas=replicas, deployment=deployment)
+        deployment.save(update_fields=DESIRED_FIELDS)
         _event(graph, "Scaled", service, f"{service} scaled from {op.before.get('replicas')} to {replicas} replicas")
         return f"{service}: {op.before.get('replicas')} → {replicas} replicas", ""
     runtime.delete(target=target, spec=spec, deployment=deployment)
+    deployment.save(update_fields=DESIRED_FIELDS)
     _event(graph, "Deleted", graph.name, "delete requested: stopping every pod")
     return "delete requested", ""
 
@@ -266,6 +269,7 @@ def _execute_apply(op: Operation, graph: Graph) -> tuple[str, str]:
                            deployment=deployment, revision=revision, **options)
     if op.params.get("dryRun"):
         return ("dry run: no change" if not result.changed else "dry run: would change the live graph"), result.diff
+    deployment.save(update_fields=DESIRED_FIELDS)
     _event(graph, "Applied", graph.name, f"revision {revision.number} applied to the {runtime.kind} runtime")
     text = f"revision {revision.number} applied" if result.changed else "no change"
     return "; ".join([text, *result.warnings]), result.diff
@@ -278,29 +282,21 @@ def _event(graph: Graph, reason: str, obj: str, message: str, type_: str = "Norm
 def operations_reconcile() -> dict[str, int]:
     """Finish or fail what got stuck: re-enqueue pending rows nobody picked up and running
     rows whose lease expired (their worker died); fail those out of attempts."""
-    from .tasks import operation_run as task
-
     now = timezone.now()
     requeued = failed = 0
-    stuck = Operation.objects.filter(
-        Q(state=OperationState.PENDING, created_at__lt=now - STALE_PENDING)
-        | Q(state=OperationState.RUNNING, lease_until__lt=now)
-    )
-    for op in stuck:
+    for op in Operation.waiting_since(now - STALE_PENDING) | Operation.lease_expired(now):
         if op.attempts >= MAX_ATTEMPTS:
-            failed += Operation.objects.filter(pk=op.pk, state=op.state).update(
-                state=OperationState.FAILED, finished_at=now, lease_until=None,
-                result=(op.result + "\n" if op.result else "") + f"gave up after {op.attempts} attempts (worker lost)",
-            )
+            failed += Operation.give_up(op, OperationState.FAILED, result=(op.result + "\n" if op.result else "")
+                                        + f"gave up after {op.attempts} attempts (worker lost)")
         else:
-            task.delay(op.pk)
+            enqueue(RUN_TASK, op.pk, on_commit=False)
             requeued += 1
     return {"requeued": requeued, "failed": failed}
 
 
 def status_snapshot(graph: Graph) -> dict:
     """What pages and the API show: read from the status cache only."""
-    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision", "cluster").first()
     pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
     events = list(Event.objects.filter(graph=graph)[:30])
     now = timezone.now()
@@ -312,7 +308,7 @@ def status_snapshot(graph: Graph) -> dict:
         "simulation": simulation.as_dict() if simulation else None,
         "deployed": bool(deployment and deployment.active),
         "runtime": deployment.runtime if deployment else None,
-        "cluster": deployment.cluster if deployment else "",
+        "cluster": deployment.cluster_name if deployment else "",
         "namespace": deployment.namespace if deployment else "",
         "revision": deployment.revision.number if deployment and deployment.revision else None,
         "state": deployment.state if deployment else GraphState.NOT_DEPLOYED,

@@ -4,6 +4,7 @@ CLI and tasks call them; none of them saves a domain object itself."""
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 
@@ -11,7 +12,7 @@ from audit.services import audit_record
 
 from .dgd.parse import import_manifest
 from .dgd.render import V1BETA1, normalise_api_version, render
-from .errors import ManifestError
+from .errors import ManifestError, Refused
 from .findings import Finding, Severity
 from .models import Deployment, Graph, Revision
 from .schema import structural_findings
@@ -19,8 +20,11 @@ from .spec import GraphSpec
 from .specio import dump_yaml
 from .validation import Report, validate_manifest, validate_spec
 
+if TYPE_CHECKING:
+    from accounts.roles import Actor
 
-class GraphConflict(Exception):
+
+class GraphConflict(Refused):
     """The graph changed under the caller (stale revision) or the name is taken."""
 
 
@@ -42,7 +46,7 @@ def _refuse_structural(spec: GraphSpec) -> None:
 
 
 @transaction.atomic
-def graph_create(*, spec: GraphSpec, user=None, description: str = "", message: str = "",
+def graph_create(*, spec: GraphSpec, user: Actor = None, description: str = "", message: str = "",
                  source_yaml: str = "", source_api_version: str = "", via: str = "ui") -> Graph:
     _refuse_structural(spec)
     if Graph.objects.filter(name=spec.name).exists():
@@ -64,8 +68,9 @@ def graph_create(*, spec: GraphSpec, user=None, description: str = "", message: 
 
 
 @transaction.atomic
-def graph_update(*, graph: Graph, spec: GraphSpec, user=None, message: str = "", expected_head: int | None = None,
-                 source_yaml: str = "", source_api_version: str = "", via: str = "ui") -> Revision:
+def graph_update(*, graph: Graph, spec: GraphSpec, user: Actor = None, message: str = "",
+                 expected_head: int | None = None, source_yaml: str = "", source_api_version: str = "",
+                 via: str = "ui") -> Revision:
     """A new revision. ``expected_head`` guards against overwriting someone else's edit."""
     if spec.name != graph.name:
         raise ManifestError([Finding(Severity.ERROR, "rename", "metadata.name",
@@ -89,7 +94,7 @@ def graph_update(*, graph: Graph, spec: GraphSpec, user=None, message: str = "",
     return revision
 
 
-def graph_import(*, obj: dict, user=None, text: str = "", dynamo_version: str | None = None,
+def graph_import(*, obj: dict, user: Actor = None, text: str = "", dynamo_version: str | None = None,
                  message: str = "", via: str = "ui") -> tuple[Graph, Revision, Report]:
     """Create a graph from a manifest, or add a revision when the graph exists. Nothing is
     stored when the manifest has structural errors."""
@@ -111,14 +116,44 @@ def graph_import(*, obj: dict, user=None, text: str = "", dynamo_version: str | 
     return existing, revision, report
 
 
+class GraphHasBenchmarks(GraphConflict):
+    """Deleting the graph would delete benchmark runs: refused unless the caller says so."""
+
+    def __init__(self, graph: Graph, run_ids: list[int]):
+        self.run_ids = run_ids
+        shown = ", ".join(f"#{pk}" for pk in run_ids[:20]) + (" …" if len(run_ids) > 20 else "")
+        super().__init__(
+            f"{graph.name} has {len(run_ids)} benchmark run{'s' if len(run_ids) != 1 else ''} ({shown}) that measured "
+            "its revisions; deleting the graph deletes them too. Export what you want to keep, then delete with "
+            "the benchmark runs (the API's ?with_benchmarks=true, the page's checkbox).")
+
+    def as_dict(self) -> dict:
+        return {**super().as_dict(), "benchmark_runs": self.run_ids}
+
+
 @transaction.atomic
-def graph_delete(*, graph: Graph, user=None, via: str = "ui") -> None:
+def graph_delete(*, graph: Graph, user: Actor = None, via: str = "ui", with_benchmarks: bool = False) -> None:
+    """Delete a graph, its revisions and its history. A benchmark run is evidence measured
+    against one revision; it is never dropped as a side effect: with runs, the caller must ask
+    for ``with_benchmarks`` (the runs, their studies and recommendations go too, audited)."""
+    graph = Graph.objects.select_for_update().get(pk=graph.pk)
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment is not None and deployment.active:
         raise GraphConflict(f"{graph.name} is deployed: delete its deployment first")
+    # The reverse relation, not an import: benchmarks sit above graphs.
+    runs = graph.benchmark_runs.order_by("pk")
+    run_ids = list(runs.values_list("pk", flat=True))
+    if run_ids and not with_benchmarks:
+        raise GraphHasBenchmarks(graph, run_ids)
+    active = [pk for pk, state in runs.values_list("pk", "state") if state in ("pending", "running")]
+    if active:
+        raise GraphConflict(f"{graph.name} has benchmark runs in progress ({', '.join(f'#{pk}' for pk in active)}): "
+                            "cancel them first")
     audit_record(actor=user, via=via, action="graph.delete", target_type="graph", target=graph.name,
                  before={"revision": graph.head.number if graph.head else None,
-                         "spec": graph.head.spec if graph.head else None})
+                         "spec": graph.head.spec if graph.head else None, "benchmark_runs": run_ids})
+    if run_ids:
+        runs.delete()
     Graph.objects.filter(pk=graph.pk).update(head=None)
     graph.delete()
 

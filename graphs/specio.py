@@ -7,12 +7,17 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from . import untrusted
 from .errors import ManifestError
 from .findings import Finding, Severity
 from .spec import GraphSpec
 
 
 def spec_from_data(data: Any) -> GraphSpec:
+    try:
+        untrusted.check(data)
+    except untrusted.UntrustedInputError as exc:
+        raise ManifestError.single(exc.path, exc.message, "unstorable") from None
     try:
         return GraphSpec.model_validate(data)
     except ValidationError as exc:
@@ -62,7 +67,25 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             event = self.peek_event()
             raise yaml.composer.ComposerError(
                 None, None, f"YAML aliases (*{event.anchor}) are not accepted in manifests", event.start_mark)
-        return super().compose_node(parent, index)
+        # Composing recurses once per level: bound it well before Python's recursion limit.
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > untrusted.MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {untrusted.MAX_DEPTH} levels deep", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_yaml_int(self, node):
+        # int() of a literal of thousands of digits raises ValueError (Python's digit limit) or
+        # takes quadratic time: refuse it by its length first.
+        literal = self.construct_scalar(node)
+        if len(literal) > untrusted.MAX_NUMBER_CHARS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the integer {literal[:12]}… ({len(literal):,} characters) is too large; "
+                            "integers fit in 64 bits", node.start_mark)
+        return super().construct_yaml_int(node)
 
 
 def _construct_mapping(loader, node, deep=False):
@@ -79,8 +102,7 @@ def _construct_mapping(loader, node, deep=False):
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
 
 
 def load_yaml(text: str | bytes, *, max_bytes: int) -> Any:
@@ -109,6 +131,10 @@ def load_yaml(text: str | bytes, *, max_bytes: int) -> Any:
     if len(documents) > 1:
         raise ManifestError.single(
             "", f"expected one DynamoGraphDeployment, found {len(documents)} YAML documents", "many")
+    try:
+        untrusted.check(documents[0])
+    except untrusted.UntrustedInputError as exc:
+        raise ManifestError.single(exc.path, exc.message, "unstorable") from None
     return documents[0]
 
 

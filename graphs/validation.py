@@ -10,9 +10,13 @@ from .checks import operational_findings
 from .dgd.parse import import_manifest
 from .dgd.render import render
 from .errors import ManifestError
-from .findings import Finding, Severity, has_errors, sort_findings
+from .findings import Finding, Severity, bounded, has_errors, sort_findings
 from .schema import schema_used, structural_findings
 from .spec import GraphSpec
+
+# A DGD runs a handful of components; more than this is a mistake or an attack, refused before
+# the schema and the checks spend time on each one.
+MAX_COMPONENTS = 100
 
 
 @dataclass
@@ -22,6 +26,9 @@ class Report:
     # Which CRD schema judged the structure (graphs.schema.schema_used); None when the
     # manifest names no API version the CRD serves, or was not YAML at all.
     schema: dict[str, Any] | None = None
+
+    def __post_init__(self):
+        self.findings = bounded(self.findings)
 
     @property
     def ok(self) -> bool:
@@ -37,6 +44,9 @@ class Report:
 
 def validate_manifest(obj: Any, *, dynamo_version: str | None = None) -> Report:
     """Findings for a manifest as the user wrote it. ``spec`` is set when it could be imported."""
+    too_many = _too_many_components(obj)
+    if too_many:
+        return Report([too_many], None)
     findings = structural_findings(obj)
     api_version = obj.get("apiVersion") if isinstance(obj, dict) else None
     try:
@@ -65,3 +75,15 @@ def validate_spec(spec: GraphSpec, *, api_version: str, dynamo_version: str | No
         checked = spec
     findings += operational_findings(manifest, dynamo_version=dynamo_version, spec=checked)
     return Report(sort_findings(findings), spec, schema)
+
+
+def _too_many_components(obj: Any) -> Finding | None:
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if not isinstance(spec, dict):
+        return None
+    for key in ("components", "services"):
+        items = spec.get(key)
+        if isinstance(items, (list, dict)) and len(items) > MAX_COMPONENTS:
+            return Finding(Severity.ERROR, "too_many_components", f"spec.{key}",
+                           f"spec.{key} has {len(items):,} entries; a graph may have at most {MAX_COMPONENTS}")
+    return None

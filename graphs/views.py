@@ -28,6 +28,7 @@ from .forms import ManifestForm, TemplateForm
 from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, PlannerDecision, Pod, Revision
 from .selectors import graph_summaries
 from .specio import dump_yaml, load_yaml
+from .untrusted import QueryParameterError, parse_int_text, query_int
 from .validation import Report, validate_manifest, validate_spec
 
 STOP_POLLING = 286  # htmx stops polling on this status
@@ -204,7 +205,7 @@ def graph_detail(request, name: str):
 
 
 def _status_context(graph: Graph) -> dict:
-    deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision", "cluster").first()
     pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
     active_op = Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).first()
     recent = list(Operation.objects.filter(graph=graph).select_related("requested_by", "revision")[:10])
@@ -305,8 +306,8 @@ def graph_apply(request, name: str):
 def graph_scale(request, name: str):
     graph = get_object_or_404(Graph, name=name)
     try:
-        replicas = int(request.POST.get("replicas", ""))
-    except ValueError:
+        replicas = parse_int_text(request.POST.get("replicas", "").strip(), "replicas", minimum=0)
+    except QueryParameterError:
         return _operation_response(request, graph, None, "replicas must be a whole number")
     try:
         op = operations.request_scale(graph=graph, user=request.user, via="ui",
@@ -333,7 +334,8 @@ def graph_undeploy(request, name: str):
 def graph_delete(request, name: str):
     graph = get_object_or_404(Graph, name=name)
     try:
-        services.graph_delete(graph=graph, user=request.user)
+        services.graph_delete(graph=graph, user=request.user,
+                              with_benchmarks=request.POST.get("with_benchmarks") == "1")
     except services.GraphConflict as exc:
         messages.error(request, str(exc))
         return redirect("graphs:detail", name=name)
@@ -364,9 +366,9 @@ def revision_list(request, name: str):
     api_version = _api_version(request)
     if request.GET.get("from") and request.GET.get("to"):
         try:
-            old = revisions.get(number=int(request.GET["from"]))
-            new = revisions.get(number=int(request.GET["to"]))
-        except (ValueError, Revision.DoesNotExist):
+            old = revisions.get(number=query_int(request.GET, "from"))
+            new = revisions.get(number=query_int(request.GET, "to"))
+        except (QueryParameterError, Revision.DoesNotExist):
             messages.error(request, "Pick two existing revisions to compare.")
         else:
             diff = services.revision_diff(old, new, api_version) or "(no difference in the rendered manifest)"
@@ -380,12 +382,12 @@ def revision_list(request, name: str):
 def export(request, name: str):
     graph = get_object_or_404(Graph.objects.select_related("head"), name=name)
     api_version = _api_version(request)
-    number = request.GET.get("revision")
+    number = query_int(request.GET, "revision")
     revision = graph.head
     if number:
         try:
-            revision = graph.revisions.get(number=int(number))
-        except (ValueError, Revision.DoesNotExist):
+            revision = graph.revisions.get(number=number)
+        except Revision.DoesNotExist:
             raise Http404("no such revision") from None
     text = dump_yaml(services.revision_manifest(revision, api_version))
     response = HttpResponse(text, content_type="application/yaml; charset=utf-8")

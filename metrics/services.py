@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
@@ -10,10 +11,13 @@ from audit.services import audit_record
 
 from .models import Objectives
 
+if TYPE_CHECKING:
+    from accounts.roles import Actor
+
 
 @transaction.atomic
 def objectives_set(*, graph, ttft_ms: float | None, itl_ms: float | None, gpu_hour_price: Decimal | None,
-                   user=None, via: str = "ui") -> Objectives:
+                   user: Actor = None, via: str = "ui") -> Objectives:
     """Set a graph's SLO targets and GPU-hour price (None clears one). Raises
     django.core.exceptions.ValidationError for values out of range."""
     objectives = Objectives.objects.select_for_update().filter(graph=graph).first() or Objectives(graph=graph)

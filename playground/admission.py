@@ -19,7 +19,8 @@ from importlib import import_module
 from django.conf import settings
 from django.contrib import auth
 from django.middleware.csrf import CsrfViewMiddleware
-from rest_framework.authtoken.models import Token
+
+from accounts.tokens import authenticate_key
 
 from .access import ChatRefused, ChatTarget, chat_target
 
@@ -92,10 +93,10 @@ def _authenticate(request):
         key = key.strip()
         if scheme.lower() not in ("token", "bearer") or not key:
             raise ChatRefused(401, "invalid_token", "send Authorization: Token <key> (or Bearer <key>)")
-        token = Token.objects.select_related("user").filter(key=key).first()
-        if token is None or not token.user.is_active:
-            raise ChatRefused(401, "invalid_token", "the token is not valid")
-        return token.user
+        user = authenticate_key(key)
+        if user is None:
+            raise ChatRefused(401, "invalid_token", "the token is not valid (unknown, expired or revoked)")
+        return user
     _session(request)
     user = auth.get_user(request)
     if not user.is_authenticated:

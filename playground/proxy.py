@@ -1,7 +1,7 @@
 """``POST /api/playground/{graph}/v1/chat/completions``: the OpenAI-compatible pass-through to
 a graph's frontend. The browser's chat and API clients (token or session) both use it.
 
-The hot path is kept small on purpose (see /work/shared/notes/proxy-spike.md): no DRF, no
+The hot path is kept small on purpose: no DRF, no
 thread hop at all once the caller's admission is remembered (admission.py), and the SSE bytes
 relayed exactly as they arrive (``aiter_raw``: no parsing, no re-encoding). playground.asgi
 serves it outside the middleware stack. A client that goes away cancels the view's task (Django ≥ 5 on ASGI); the
@@ -21,6 +21,8 @@ from django.core.cache.backends.locmem import LocMemCache
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
+
+from graphs import untrusted
 
 from . import admission, limits, upstream
 from .access import ChatRefused
@@ -89,7 +91,9 @@ async def _admit(request, graph: str) -> admission.Admission:
 def _parse(body: bytes) -> dict:
     """Validate the chat request before anything else is spent on it. Raises ChatRefused (400)."""
     try:
-        payload = json.loads(body)
+        payload = untrusted.load_json(body.decode("utf-8"))
+    except untrusted.UntrustedInputError as exc:
+        raise ChatRefused(400, "invalid_request_error", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise ChatRefused(400, "invalid_request_error", "the body is not JSON") from None
     if not isinstance(payload, dict):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import transaction
 
 from audit.services import audit_record
@@ -11,11 +13,14 @@ from . import admission
 from .models import Conversation, Message, PlaygroundPolicy
 from .schema import ConversationIn
 
+if TYPE_CHECKING:
+    from accounts.roles import Actor
+
 TITLE_FROM_PROMPT = 60  # characters of the first prompt that name an untitled conversation
 
 
 @transaction.atomic
-def policy_set(*, graph: Graph, viewers_may_chat: bool, user=None, via: str = "ui") -> PlaygroundPolicy:
+def policy_set(*, graph: Graph, viewers_may_chat: bool, user: Actor = None, via: str = "ui") -> PlaygroundPolicy:
     before = PlaygroundPolicy.objects.filter(graph=graph).values_list("viewers_may_chat", flat=True).first()
     policy, _ = PlaygroundPolicy.objects.update_or_create(
         graph=graph, defaults={"viewers_may_chat": viewers_may_chat, "updated_by": user})

@@ -3,17 +3,17 @@ The chat itself goes through proxy.chat_completions, the same endpoint API clien
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
-from django.http import Http404, JsonResponse
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from pydantic import ValidationError
 
 from accounts.roles import Role, role_required, user_role
+from graphs import untrusted
 from graphs.models import Graph
+from graphs.untrusted import query_int
 
 from . import services
 from .access import chat_graphs, may_chat_with
@@ -51,12 +51,10 @@ def _conversation_data(conversation: Conversation) -> dict:
 @require_GET
 def chat(request):
     context = _page_context(request)
-    conversation_id = request.GET.get("c")
-    if conversation_id:
-        if not conversation_id.isdigit():
-            raise Http404("no such conversation")
+    conversation_id = query_int(request.GET, "c")
+    if conversation_id is not None:
         conversation = get_object_or_404(Conversation.objects.prefetch_related("messages"),
-                                         pk=int(conversation_id), owner=request.user)
+                                         pk=conversation_id, owner=request.user)
         context["conversation"] = _conversation_data(conversation)
     return render(request, "playground/chat.html", context)
 
@@ -81,7 +79,7 @@ def _json_error(status: int, message: str) -> JsonResponse:
 
 def _save(request, conversation: Conversation | None) -> JsonResponse:
     try:
-        data = ConversationIn.model_validate(json.loads(request.body or b"{}"))
+        data = ConversationIn.model_validate(untrusted.load_json(request.body.decode("utf-8") or "{}"))
     except (ValueError, ValidationError) as exc:
         return _json_error(400, f"not a conversation: {exc}")
     graph = Graph.objects.filter(name=data.graph).first()

@@ -121,7 +121,7 @@ spec:
     BadInput("two-documents", _beta(FRONTEND) + "---\n" + _beta(FRONTEND),
              "found 2 YAML documents", parsable=False),
     BadInput("a-list-not-a-mapping", "- apiVersion: nvidia.com/v1beta1\n- kind: DynamoGraphDeployment\n",
-             "must be a"),
+             "must be a", parsable=False),
     BadInput("wrong-api-version", _beta(FRONTEND, api_version="nvidia.com/v2"), "'nvidia.com/v2'"),
     BadInput("wrong-kind", _beta(FRONTEND, kind="Deployment"), "kind must be DynamoGraphDeployment"),
     BadInput("missing-name", _beta(FRONTEND).replace("  name: g\n", "  labels: {a: b}\n"), "metadata.name"),
@@ -133,6 +133,48 @@ spec:
                                     "          args: [-m, dynamo.frontend]\n"
                                     "          resources: {limits: {nvidia.com/gpu: lots}}\n")),
              "nvidia.com/gpu"),
+]
+
+
+def _annotated(value: str) -> str:
+    """The frontend manifest with one annotation whose YAML text is ``value`` (escapes included)."""
+    return _beta(FRONTEND).replace("  name: g\n", f"  name: g\n  annotations:\n    note: {value}\n")
+
+
+def _nested(levels: int, flow: bool) -> str:
+    """A field the CRD keeps verbatim (providerOverride.value), nested ``levels`` deep."""
+    if flow:
+        value = "        deep: " + "[" * levels + "]" * levels + "\n"
+    else:
+        value = "".join("        " + "  " * i + f"k{i}:\n" for i in range(levels)) + "        " + "  " * levels + "x\n"
+        value = value.replace(f"k{levels - 1}:\n" + "        " + "  " * levels + "x", f"k{levels - 1}: x")
+    return _beta(FRONTEND + "    providerOverride:\n      apiVersion: grove.io/v1alpha1\n      value:\n" + value)
+
+
+def _components(count: int) -> str:
+    return _beta("".join(FRONTEND.replace("name: Frontend", f"name: frontend-{i}") for i in range(count)))
+
+
+# Hostile input (issue 13): text that cannot be stored, parser limits, amplification.
+CASES += [
+    BadInput("lone-surrogate-escape-in-an-annotation", _annotated('"\\ud800"'), "lone surrogate", parsable=False),
+    BadInput("low-surrogate-escape-in-an-annotation", _annotated('"caf\\udfffe"'), "metadata.annotations.note",
+             parsable=False),
+    BadInput("nul-escape-in-an-annotation", _annotated('"a\\0b"'), "NUL", parsable=False),
+    BadInput("nul-escape-in-a-command-argument",
+             _beta(FRONTEND.replace("args: [-m, dynamo.frontend]", 'args: [-m, "dynamo.frontend\\x00"]')),
+             "spec.components[0].podTemplate.spec.containers[0].args[1]", parsable=False),
+    BadInput("lone-surrogate-in-a-key", _beta(FRONTEND).replace("  name: g\n", '  name: g\n  labels: {"\\ud83d": x}\n'),
+             "lone surrogate", parsable=False),
+    BadInput("flow-nesting-500-levels", _nested(500, flow=True), "nested more than 64 levels", parsable=False),
+    BadInput("block-nesting-300-levels", _nested(300, flow=False), "nested more than 64 levels", parsable=False),
+    BadInput("integer-of-5000-digits", _beta(FRONTEND.replace("replicas: 1", "replicas: " + "9" * 5000)),
+             "too large", parsable=False),
+    BadInput("integer-beyond-64-bits", _beta(FRONTEND.replace("replicas: 1", "replicas: " + "9" * 30)),
+             "spec.components[0].replicas", parsable=False),
+    BadInput("infinite-replicas", _beta(FRONTEND.replace("replicas: 1", "replicas: .inf")),
+             "not a finite number", parsable=False),
+    BadInput("two-hundred-components", _components(200), "at most 100"),
 ]
 
 assert len({case.id for case in CASES}) == len(CASES), "case ids must be unique"

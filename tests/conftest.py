@@ -4,7 +4,7 @@ reference manifests. Generic on purpose: every test module may use them.
 * ``users``: the groups viewer/operator/admin and one user per role, plus ``norole`` (signed in,
   no group), all with the password ``PASSWORD``. A dict role -> User.
 * ``client_for(role)``: a django.test.Client logged in as that role's user.
-* ``api_for(role)``: a DRF APIClient authenticated with that user's Token (header
+* ``api_for(role)``: a DRF APIClient authenticated with an API token of that user (header
   ``Authorization: Token <key>``), not a session.
 * ``reference_dir``: tests/fixtures/reference (seed-disagg.yaml, dgd-templates-1.6.1/*.yaml).
 """
@@ -76,14 +76,18 @@ def client_for(users):
 def api_for(users):
     """api_for("viewer") -> a rest_framework.test.APIClient sending that user's Token; ``None``
     or "anonymous" gives an unauthenticated client."""
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
+
+    from accounts.tokens import token_create
+
+    keys: dict[str, str] = {}
 
     def make(role: str | None) -> APIClient:
         client = APIClient()
         if role not in (None, "anonymous"):
-            token, _ = Token.objects.get_or_create(user=users[role])
-            client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+            if role not in keys:
+                keys[role] = token_create(user=users[role], name="tests", via="system")[1]
+            client.credentials(HTTP_AUTHORIZATION=f"Token {keys[role]}")
         return client
 
     return make

@@ -144,9 +144,9 @@ def chat_graph(users, dynamo_graph):  # noqa: F811
 @pytest.fixture
 def tokens(users) -> dict[str, str]:
     """role -> API token key."""
-    from rest_framework.authtoken.models import Token
+    from accounts.tokens import token_create
 
-    return {role: Token.objects.get_or_create(user=user)[0].key for role, user in users.items()}
+    return {role: token_create(user=user, name="tests", via="system")[1] for role, user in users.items()}
 
 
 def chat_body(model: str, *, max_tokens: int = 16, stream: bool = True, **extra) -> dict:

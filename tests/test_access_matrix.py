@@ -143,3 +143,99 @@ def test_no_unsafe_request_succeeds_without_the_csrf_token(world, users):
             if response.status_code < 400 or response.status_code >= 500:
                 accepted.append(f"{method.upper()} {url} -> {response.status_code}")
     assert not accepted, "\n".join(accepted)
+
+
+def _api_twin(url: str, urls: set[str]) -> str | None:
+    twin = "/api" + url
+    return twin if twin in urls else None
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", "admin"])
+def test_a_page_and_its_api_twin_follow_one_rule(world, role, client_for, api_for):
+    """What a role may not read on a page (/clusters/), it may not read from the API either
+    (/api/clusters/), and the other way round."""
+    urls = set(all_urls())
+    page_client, api_client = client_for(role), api_for(role)
+    pairs = [(url, twin) for url in sorted(urls) if not url.startswith("/api/") and not PUBLIC.match(url)
+             and (twin := _api_twin(url, urls))]
+    assert ("/clusters/", "/api/clusters/") in pairs and ("/audit/", "/api/audit/") in pairs
+    differ = []
+    compared = 0
+    for page, twin in pairs:
+        page_status, api_status = page_client.get(page).status_code, api_client.get(twin).status_code
+        if {page_status, api_status} - {200, 403}:
+            continue  # not both readable resources (a form page and a POST-only endpoint, say)
+        compared += 1
+        page_refused, api_refused = page_status == 403, api_status == 403
+        if page_refused != api_refused:
+            differ.append(f"{page} {'refused' if page_refused else 'allowed'}, {twin} "
+                          f"{'refused' if api_refused else 'allowed'}")
+    assert compared >= 2
+    assert not differ, "\n".join(differ)
+
+
+# ------------------------------------------------------------------------------------- the CLI
+# Every verb of every CLI with --user, for every role: the CLI follows the same rules. The verbs
+# are read from the commands' own parsers, so a verb added later must be listed in CLI_ARGS.
+CLI_READ_VERBS = {"list", "export", "validate", "status", "show"}  # everything else changes something
+
+
+def _cli_args(tmp_path) -> dict[str, dict[str, list[str]]]:
+    from tests.badinput import FRONTEND, _beta
+
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(_beta(FRONTEND, name="cli-matrix"))
+    return {"graphs": {"list": [], "import": [str(manifest)], "export": ["matrix"], "validate": [str(manifest)],
+                       "apply": ["matrix"], "scale": ["matrix", "decode", "2"], "delete": ["matrix"],
+                       "status": ["matrix"]},
+            "benchmarks": {"run": ["matrix"], "list": [], "show": ["1"], "cancel": ["1"]}}
+
+
+def _verbs(command: str) -> set[str]:
+    import argparse
+
+    from django.core.management import load_command_class
+
+    parser = load_command_class(
+        {"graphs": "graphs", "benchmarks": "benchmarks"}[command], command).create_parser("manage.py", command)
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(sub.choices)
+
+
+def _counts() -> tuple:
+    from django.apps import apps
+
+    return tuple(m._default_manager.count() for m in apps.get_models()
+                 if m._meta.app_label in ("graphs", "benchmarks", "audit"))
+
+
+@pytest.mark.parametrize("command", ["graphs", "benchmarks"])
+@pytest.mark.parametrize("who", ["norole", "inactive", "viewer", "operator", "admin"])
+def test_every_cli_verb_follows_the_role_of_its_user(world, users, command, who, tmp_path):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    if who == "inactive":
+        users["operator"].is_active = False
+        users["operator"].save()
+    username = "operator" if who == "inactive" else who
+    args = _cli_args(tmp_path)[command]
+    assert _verbs(command) == set(args), "list the new verb's sample arguments in _cli_args"
+    may_read, may_write = who in ("viewer", "operator", "admin"), who in ("operator", "admin")
+    wrong = []
+    for verb, extra in args.items():
+        allowed = may_read if verb in CLI_READ_VERBS else may_write
+        before = _counts()
+        try:
+            call_command(command, "--user", username, verb, *extra, stdout=io.StringIO(), stderr=io.StringIO())
+            error = ""
+        except (CommandError, SystemExit) as exc:
+            error = str(exc)
+        refused_for_role = "role" in error
+        if allowed == refused_for_role:
+            wrong.append(f"{command} --user {username} {verb}: {'refused' if refused_for_role else 'allowed'} "
+                         f"({error or 'ok'})")
+        if refused_for_role and _counts() != before:
+            wrong.append(f"{command} {verb}: refused but stored something")
+    assert not wrong, "\n".join(wrong)

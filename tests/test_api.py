@@ -416,10 +416,10 @@ def test_from_template_creates_a_graph(operator_api):
 
 @pytest.mark.parametrize(("payload", "field"), [
     ({"template": "nope", "name": "x"}, "template"),
-    ({"template": "vllm-disagg", "name": "Bad_Name"}, "spec"),
+    ({"template": "vllm-disagg", "name": "Bad_Name"}, "name"),
     ({"template": "vllm-disagg", "name": "x", "dynamo_version": "latest"}, "dynamo_version"),
     ({"template": "vllm-disagg", "name": "x", "prefill": {"replicas": 100000}}, "prefill"),
-    ({"template": "vllm-disagg", "name": "x", "decode": {"engine_args": "--x 'unclosed"}}, "detail"),
+    ({"template": "vllm-disagg", "name": "x", "decode": {"engine_args": "--x 'unclosed"}}, "decode"),
     ({"template": "vllm-disagg", "name": "x", "backend": "tensorflow"}, "backend"),
 ])
 def test_from_template_refuses_bad_fields_with_400(operator_api, payload, field):
@@ -476,12 +476,12 @@ def test_the_schema_is_served_as_yaml_by_default(viewer_api):
 
 
 def test_token_authentication_identifies_the_user(api_for, users):
-    from rest_framework.authtoken.models import Token
+    from accounts.models import ApiToken
 
     response = api_for("operator").post("/api/graphs/", {"spec": spec_json("tok")}, format="json")
     assert response.status_code == 201
     assert Graph.objects.get(name="tok").created_by == users["operator"]
-    assert Token.objects.filter(user=users["operator"]).count() == 1
+    assert ApiToken.objects.filter(user=users["operator"]).count() == 1
 
 
 def test_a_wrong_token_is_401(api_for, db):

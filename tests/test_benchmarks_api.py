@@ -103,7 +103,6 @@ def test_viewers_read_and_operators_run(api_for):
     ({"max_seconds": 10**7}, "max_seconds"),
     ({"duration_s": 30, "request_count": 5}, "request_count"),
     ({"concurency": 3}, "concurency"),
-    ({"graph": "nope"}, "graph"),
 ])
 def test_bad_input_is_refused_naming_the_field(api_for, extra, field):
     _graph()
@@ -287,6 +286,12 @@ def test_the_openapi_schema_lists_the_benchmark_api(api_for):
                  "/api/benchmarks/compare/", "/api/benchmarks/recommendations/{id}/apply/",
                  "/api/benchmarks/studies/"):
         assert path in schema, path
+
+
+def test_a_benchmark_of_an_unknown_graph_is_a_404_naming_it(api_for):
+    response = api_for("operator").post("/api/benchmarks/runs/", {"graph": "nope"}, format="json")
+    assert response.status_code == 404
+    assert "no graph named 'nope'" in response.json()["detail"]
 
 
 def test_a_mocker_run_reports_no_gpus_and_no_tokens_per_gpu(client_for):

@@ -233,3 +233,43 @@ def test_validate_of_a_missing_file(db, tmp_path):
 def test_an_unknown_verb_is_refused(db):
     with pytest.raises(CommandError):
         call_command("graphs", "frobnicate", stdout=io.StringIO(), stderr=io.StringIO())
+
+
+# ------------------------------------------------------------------------------------ roles
+
+def _mocker(users) -> Graph:
+    spec = build_spec(template="mocker-disagg", name="clidemo", model="m", backend="mocker",
+                      prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0))
+    return services.graph_create(spec=spec, user=users["operator"])
+
+
+def test_a_viewer_cannot_apply_through_the_cli_and_nothing_is_recorded(users):
+    from audit.models import AuditRecord
+    from graphs.models import Operation
+
+    _mocker(users)
+    before = (Operation.objects.count(), AuditRecord.objects.count())
+    error, _, _ = fail("--user", "viewer", "apply", "clidemo")
+    assert str(error) == "viewer has the viewer role; graphs apply needs the operator role"
+    error, _, _ = fail("--user", "norole", "list")
+    assert "norole has no role" in str(error)
+    assert (Operation.objects.count(), AuditRecord.objects.count()) == before
+
+
+def test_an_operator_applies_as_themself(users):
+    from graphs.models import Operation
+
+    _mocker(users)
+    run("--user", "operator", "apply", "clidemo")
+    op = Operation.objects.get(graph__name="clidemo")
+    assert (op.requested_by, op.via) == (users["operator"], "cli")
+
+
+def test_without_user_the_cli_acts_as_the_server_administrator_and_the_audit_log_says_so(users, seed_path):
+    from audit.models import AuditRecord
+    from audit.services import SERVER_ADMIN
+
+    run("import", seed_path)
+    record = AuditRecord.objects.get(action="graph.create")
+    assert (record.actor, record.actor_name, record.via) == (None, SERVER_ADMIN, "cli")
+    assert "without --user" in SERVER_ADMIN

@@ -296,8 +296,8 @@ def test_rbac_never_reads_secrets(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_graph_namespace_roles_are_exactly_what_the_product_does(overlay):
+    from clusters.kubernetes import DGD, DGDSA, GROUP
     from clusters.services import HF_TOKEN_SECRET as PRODUCT_SECRET
-    from graphs.runtimes.kubernetes.client import DGD, DGDSA, GROUP
 
     assert (GROUP, DGD, DGDSA, PRODUCT_SECRET) == (
         "nvidia.com", "dynamographdeployments", "dynamographdeploymentscalingadapters", HF_TOKEN_SECRET)

@@ -18,8 +18,9 @@ import pytest
 import yaml
 from django.conf import settings
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
+from accounts.models import ApiToken
+from accounts.tokens import token_create
 from benchmarks.models import BenchmarkRun
 from controlplane.celery import app as celery_app
 from dynamo_cp import exits
@@ -64,8 +65,8 @@ def err(result) -> str:
 
 @pytest.fixture
 def cli(live_server, users, tmp_path):
-    token, _ = Token.objects.get_or_create(user=users["operator"])
-    return Cli(live_server.url, token.key, tmp_path / "config-home")
+    _token, key = token_create(user=users["operator"], name="dynamo-cp", via="system")
+    return Cli(live_server.url, key, tmp_path / "config-home")
 
 
 @pytest.fixture
@@ -176,7 +177,7 @@ def test_no_wrong_and_revoked_tokens_are_told_apart_from_other_failures(cli, use
     assert "401" in err(wrong)
     assert "revoked" in err(wrong)
 
-    Token.objects.filter(user=users["operator"]).delete()  # revoking a token
+    ApiToken.objects.filter(user=users["operator"]).delete()  # revoking a token
     revoked = cli("graphs", "list")
     assert revoked.returncode == exits.AUTH
     assert "401" in err(revoked)
@@ -184,9 +185,9 @@ def test_no_wrong_and_revoked_tokens_are_told_apart_from_other_failures(cli, use
 
 def test_a_viewer_token_may_read_but_not_apply(cli, users):
     mocker_graph()
-    viewer, _ = Token.objects.get_or_create(user=users["viewer"])
-    assert cli("graphs", "status", "cpdemo", token=viewer.key).returncode == exits.OK
-    refused = cli("graphs", "apply", "cpdemo", token=viewer.key)
+    viewer_key = token_create(user=users["viewer"], name="dynamo-cp", via="system")[1]
+    assert cli("graphs", "status", "cpdemo", token=viewer_key).returncode == exits.OK
+    refused = cli("graphs", "apply", "cpdemo", token=viewer_key)
     assert refused.returncode == exits.AUTH
     assert "403" in err(refused)
     assert not Operation.objects.exists()

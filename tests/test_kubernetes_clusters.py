@@ -53,15 +53,18 @@ def test_only_admins_register_edit_and_remove_clusters_on_the_pages(cluster, cli
     assert not Cluster.objects.filter(name="prod").exists()
 
 
-def test_the_api_lets_viewers_read_and_only_admins_write(cluster, api_for, tmp_path):
-    listing = api_for("viewer").get("/api/clusters/")
+def test_the_api_like_the_pages_is_for_admins_only(cluster, api_for, client_for, tmp_path):
+    listing = api_for("admin").get("/api/clusters/")
     assert listing.status_code == 200
     [row] = listing.json()["results"]
     assert (row["name"], row["namespaces"], row["reachable"]) == (CLUSTER, ["default", NS], None)
     assert "kubeconfig" in row and "error" in row
-    assert api_for("viewer").get(f"/api/clusters/{CLUSTER}/").status_code == 200
     body = {"name": "prod", "kubeconfig": str(tmp_path / "kc"), "namespaces": ["llm"]}
     for role in ("viewer", "operator"):
+        # Connection details (kubeconfig path, context, error text) are not theirs to read.
+        assert client_for(role).get("/clusters/").status_code == 403
+        assert api_for(role).get("/api/clusters/").status_code == 403
+        assert api_for(role).get(f"/api/clusters/{CLUSTER}/").status_code == 403
         assert api_for(role).post("/api/clusters/", body, format="json").status_code == 403
         assert api_for(role).patch(f"/api/clusters/{CLUSTER}/", {"namespaces": ["x"]}, format="json"
                                    ).status_code == 403
@@ -73,7 +76,7 @@ def test_the_api_lets_viewers_read_and_only_admins_write(cluster, api_for, tmp_p
     admin = api_for("admin")
     created = admin.post("/api/clusters/", body, format="json")
     assert created.status_code == 201 and created.json()["namespaces"] == ["llm"]
-    assert admin.post("/api/clusters/", body, format="json").status_code == 400  # the name is taken
+    assert admin.post("/api/clusters/", body, format="json").status_code == 409  # the name is taken
     assert admin.patch("/api/clusters/prod/", {"namespaces": ["llm", "b"]}, format="json").json()[
         "namespaces"] == ["llm", "b"]
     assert admin.patch("/api/clusters/prod/", {"reachable": True}, format="json").json()["reachable"] is None
@@ -130,7 +133,7 @@ def test_pages_never_call_the_cluster(cluster, kube, client_for):
     kube.clear_requests()
     for role, url in (("admin", "/clusters/"), ("viewer", f"/graphs/{graph.name}/"),
                       ("viewer", f"/graphs/{graph.name}/status/"), ("viewer", "/graphs/"),
-                      ("viewer", "/api/clusters/")):
+                      ("admin", "/api/clusters/")):
         assert client_for(role).get(url).status_code == 200, url
     assert kube.requests == []
 

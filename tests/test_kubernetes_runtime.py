@@ -58,7 +58,7 @@ def test_apply_creates_the_dgd_with_server_side_apply_in_the_chosen_version(clus
     assert [m["manager"] for m in live["metadata"]["managedFields"] if m["operation"] == "Apply"] == [
         "dynamo-control-plane"]
     dep = Deployment.objects.get(graph=graph)
-    assert (dep.runtime, dep.cluster, dep.namespace, dep.api_version, dep.active) == (
+    assert (dep.runtime, dep.cluster_name, dep.namespace, dep.api_version, dep.active) == (
         "kubernetes", CLUSTER, NS, api_version, True)
     assert dep.manifest["metadata"]["namespace"] == NS
     # every later call of this graph speaks the same version
@@ -305,7 +305,7 @@ def test_only_one_product_module_imports_the_kubernetes_client():
                 names = [node.module]
             if any(n == "kubernetes" or n.startswith("kubernetes.") for n in names):
                 importers.add(str(rel))
-    assert importers == {"graphs/runtimes/kubernetes/client.py"}
+    assert importers == {"clusters/kubernetes.py"}
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from clusters.kubernetes import service_name
 from graphs import operations
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Pod
-from graphs.runtimes.kubernetes.client import service_name
 from graphs.runtimes.kubernetes.watch import ClusterWatcher
 from graphs.services import graph_update
 from graphs.specio import spec_from_data

@@ -443,9 +443,15 @@ def test_export_downloads_the_manifest(viewer, two_revisions, query, api_version
                                                       api_version)
 
 
-@pytest.mark.parametrize("revision", ["9", "x"])
-def test_exporting_a_missing_revision_is_404(viewer, two_revisions, revision):
-    assert viewer.get(f"/graphs/alpha/export/?revision={revision}").status_code == 404
+def test_exporting_a_missing_revision_is_404(viewer, two_revisions):
+    assert viewer.get("/graphs/alpha/export/?revision=9").status_code == 404
+
+
+@pytest.mark.parametrize("revision", ["x", "0", "9" * 30])
+def test_exporting_a_malformed_revision_is_a_400_naming_it(viewer, two_revisions, revision):
+    response = viewer.get(f"/graphs/alpha/export/?revision={revision}")
+    assert response.status_code == 400
+    assert "?revision:" in response.content.decode()
 
 
 # --------------------------------------------------------------------------- role matrix

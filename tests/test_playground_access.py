@@ -236,7 +236,7 @@ def test_a_frontend_that_is_down_answers_a_clear_error_within_a_second(client_fo
 
 # --- remembered admissions ----------------------------------------------------------------------
 
-def test_a_remembered_admission_costs_no_query_until_its_ttl_runs_out(tokens, down_graph, settings,
+def test_a_remembered_admission_costs_no_query_until_its_ttl_runs_out(users, tokens, down_graph, settings,
                                                                       django_assert_num_queries):
     settings.PLAYGROUND_ADMISSION_TTL = 0.3
     client = Client()
@@ -244,9 +244,9 @@ def test_a_remembered_admission_costs_no_query_until_its_ttl_runs_out(tokens, do
     assert post(client, chat_body("test-model"), **header).status_code == 502  # looked up
     with django_assert_num_queries(0):
         assert post(client, chat_body("test-model"), **header).status_code == 502
-    from rest_framework.authtoken.models import Token
+    from accounts.tokens import token_revoke, tokens_of
 
-    Token.objects.filter(key=tokens["operator"]).delete()
+    token_revoke(token=tokens_of(users["operator"]).get())
     # Within the TTL the revoked token still admits (the documented trade-off)...
     assert post(client, chat_body("test-model"), **header).status_code == 502
     time.sleep(0.35)

@@ -48,13 +48,13 @@ def test_static_files_stream_asynchronously_under_asgi(server):
 
 
 def test_a_file_download_streams_asynchronously_under_asgi(server, users, tmp_path):
-    from rest_framework.authtoken.models import Token
+    from accounts.tokens import token_create
 
     graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="logs"))
     log = tmp_path / "aiperf.log"
     log.write_bytes(b"aiperf line\n" * 20_000)  # several chunks
     run = BenchmarkRun.objects.create(graph=graph, profile="custom", params={}, state="failed", log_path=str(log))
-    token = "Token " + Token.objects.get_or_create(user=users["viewer"])[0].key
+    token = "Token " + token_create(user=users["viewer"], name="streaming", via="system")[1]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         response = httpx.get(f"{server.url}/api/benchmarks/runs/{run.pk}/log/", headers={"Authorization": token},

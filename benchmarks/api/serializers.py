@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 
 from graphs.models import Graph
 
@@ -18,6 +19,19 @@ TARGET_FIELDS = ("url", "urls", "endpoint", "host", "port", "base_url", "target"
 
 def _opt(field_class, **kwargs):
     return field_class(required=False, allow_null=True, default=None, **kwargs)
+
+
+class GraphByName(serializers.SlugRelatedField):
+    """The graph a request is about, by name: a name that matches no graph is a 404 (the
+    resource acted on does not exist), not a malformed request."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="name", queryset=Graph.objects.all(), **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not Graph.objects.filter(name=data).exists():
+            raise NotFound(f"no graph named {data!r}")
+        return super().to_internal_value(data)
 
 
 class ParamsMixin(serializers.Serializer):
@@ -64,14 +78,15 @@ class ParamsMixin(serializers.Serializer):
 
 
 class RunCreateSerializer(ParamsMixin):
-    graph = serializers.SlugRelatedField(slug_field="name", queryset=Graph.objects.all())
+    graph = GraphByName()
 
 
 class RunSerializer(serializers.ModelSerializer):
     graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
     revision = serializers.IntegerField(source="revision.number", read_only=True, allow_null=True, default=None)
-    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
-    cancel_requested_by = serializers.CharField(source="cancel_requested_by.username", read_only=True, default=None)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
+    cancel_requested_by = serializers.CharField(source="cancel_requested_by.username", read_only=True, default=None,
+                                                allow_null=True)
     links = serializers.SerializerMethodField()
 
     class Meta:
@@ -89,7 +104,7 @@ class RunSerializer(serializers.ModelSerializer):
 
 
 class StudyCreateSerializer(ParamsMixin):
-    graph = serializers.SlugRelatedField(slug_field="name", queryset=Graph.objects.all())
+    graph = GraphByName()
     arms = _opt(serializers.ListField, child=serializers.CharField(max_length=12), max_length=6,
                 help_text="shapes like p1d1, p2d1, agg2; empty: every shape with the graph's current GPUs")
     keep_variants = serializers.BooleanField(default=False)
@@ -103,7 +118,7 @@ class StudyCreateSerializer(ParamsMixin):
 
 class StudySerializer(serializers.ModelSerializer):
     graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None, allow_null=True)
     runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
 
     class Meta:
@@ -114,7 +129,7 @@ class StudySerializer(serializers.ModelSerializer):
 
 
 class RecommendSerializer(serializers.Serializer):
-    graph = serializers.SlugRelatedField(slug_field="name", queryset=Graph.objects.all())
+    graph = GraphByName()
     ttft_ms = _opt(serializers.FloatField, min_value=0.1, max_value=480_000,
                    help_text="TTFT p90 target; empty: the graph's objectives")
     itl_ms = _opt(serializers.FloatField, min_value=0.1, max_value=60_000,
@@ -125,8 +140,8 @@ class RecommendSerializer(serializers.Serializer):
 
 class RecommendationSerializer(serializers.ModelSerializer):
     graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
-    applied_by = serializers.CharField(source="applied_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None, allow_null=True)
+    applied_by = serializers.CharField(source="applied_by.username", read_only=True, default=None, allow_null=True)
     runs = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
 
     class Meta:

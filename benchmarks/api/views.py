@@ -14,10 +14,11 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from graphs.untrusted import query_int
+
 from .. import reports, services, sizing, studies
-from ..errors import BenchmarkRefused
 from ..models import BenchmarkRun, Recommendation, Study
-from ..profiles import PROFILES, ProfileError
+from ..profiles import PROFILES
 from ..selectors import runs_by_ids
 from .serializers import (
     CompareSerializer,
@@ -31,18 +32,8 @@ from .serializers import (
 )
 
 REPORT_TYPE = OpenApiParameter("type", str, enum=["csv", "html"], description="csv (default) or html")
-RUN_IDS = OpenApiParameter("runs", str, required=True, description="run ids, comma-separated (1,2,3)")
-
-
-class RefusalsMixin:
-    """BenchmarkRefused → 409, ProfileError → 400 by field."""
-
-    def handle_exception(self, exc):
-        if isinstance(exc, BenchmarkRefused):
-            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        if isinstance(exc, ProfileError):
-            return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
-        return super().handle_exception(exc)
+RUN_IDS = OpenApiParameter("runs", {"type": "string", "pattern": r"^[1-9][0-9]{0,17}(,[1-9][0-9]{0,17}){0,11}$"},
+                           required=True, description="run ids, comma-separated (1,2,3), at most 12")
 
 
 def report_response(*, kind: str, title: str, runs: list[BenchmarkRun], filename: str, **extra) -> HttpResponse:
@@ -56,7 +47,7 @@ def report_response(*, kind: str, title: str, runs: list[BenchmarkRun], filename
     return response
 
 
-class BenchmarkRunViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListModelMixin,
+class BenchmarkRunViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
                           mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Benchmark runs of graphs. Create one with a profile (streaming-chat, long, short, custom) and
     any parameter overrides; follow ``state`` and ``progress``; cancel it; download its
@@ -72,8 +63,9 @@ class BenchmarkRunViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListMod
             qs = qs.filter(graph__name=params["graph"])
         if params.get("state"):
             qs = qs.filter(state=params["state"])
-        if params.get("study", "").isdigit():
-            qs = qs.filter(study_id=int(params["study"]))
+        study = query_int(params, "study")
+        if study is not None:
+            qs = qs.filter(study_id=study)
         return qs
 
     def get_serializer_class(self):
@@ -121,7 +113,7 @@ class BenchmarkRunViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListMod
                                title=f"Benchmark #{run.pk} of {run.graph.name}", filename=f"benchmark-{run.pk}")
 
 
-class StudyViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+class StudyViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                    viewsets.GenericViewSet):
     """A/B studies: one graph, several shapes on (by default) the same GPU budget, the same
     profile on each, one report. ``arms`` are shapes such as p1d1, p2d1, agg2."""
@@ -160,7 +152,7 @@ class StudyViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListModelMixin
                                recommendation=rec)
 
 
-class CompareView(RefusalsMixin, APIView):
+class CompareView(APIView):
     """Several runs side by side: their rows (one per load point) and overlaid chart series."""
 
     @extend_schema(parameters=[RUN_IDS], responses={200: CompareSerializer})
@@ -170,7 +162,7 @@ class CompareView(RefusalsMixin, APIView):
                          "series": reports.series(runs)})
 
 
-class CompareReportView(RefusalsMixin, APIView):
+class CompareReportView(APIView):
     """A comparison of several runs as CSV or as a self-contained HTML report."""
 
     @extend_schema(parameters=[RUN_IDS, REPORT_TYPE], responses={(200, "text/csv"): OpenApiTypes.STR,
@@ -183,7 +175,7 @@ class CompareReportView(RefusalsMixin, APIView):
                                filename=f"benchmarks-{ids}")
 
 
-class RecommendationViewSet(RefusalsMixin, mixins.CreateModelMixin, mixins.ListModelMixin,
+class RecommendationViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
                             mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Replica recommendations. Create one for a graph (targets from the request, else from
     the graph's objectives; evidence from its runs and its A/B variants' runs), then apply

@@ -5,12 +5,25 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from .. import untrusted
+from ..catalog import TEMPLATES
 from ..dgd.commandline import ROUTER_MODES
 from ..dgd.render import normalise_api_version
 from ..dgd.versions import DynamoVersion
 from ..errors import ManifestError
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
 from ..specio import spec_from_data
+
+# What the schema can say about a name and a release (the server checks the rest).
+K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+SHELL_WORDS = r"""^(?:[^'"\\]|\\[\s\S]|'[^']*'|"(?:[^"\\]|\\[\s\S])*")*$"""
+# A Kubernetes resource quantity (apimachinery's regular expression), not negative.
+QUANTITY = (r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+            r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
+SECRET_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # a DNS-1123 subdomain
+NAME_MESSAGE = "must be a Kubernetes name: lower-case letters, digits and '-', starting and ending alphanumeric"
+VERSION_MESSAGE = "must be a Dynamo release MAJOR.MINOR.PATCH, e.g. 1.6.1"
+DYNAMO_VERSION = r"^v?\d{1,4}\.\d{1,4}\.\d{1,4}$"
 
 
 class FindingSerializer(serializers.Serializer):
@@ -44,6 +57,8 @@ class ReportSerializer(serializers.Serializer):
     schema = SchemaUsedSerializer(allow_null=True)
 
 
+@extend_schema_field({"type": "object", "description": "A GraphSpec: model, backend, dynamo_version, services "
+                                                      "(see GET /api/graphs/{name}/ for the shape)."})
 class SpecField(serializers.JSONField):
     """A GraphSpec as JSON; invalid specs are refused with one error per path."""
 
@@ -59,7 +74,7 @@ class SpecField(serializers.JSONField):
 
 
 class RevisionSerializer(serializers.ModelSerializer):
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
 
     class Meta:
         model = Revision
@@ -144,10 +159,20 @@ class GraphUpdateSerializer(serializers.Serializer):
 class PoolSerializer(serializers.Serializer):
     replicas = serializers.IntegerField(min_value=0, max_value=512, default=1)
     gpus = serializers.IntegerField(min_value=0, max_value=64, default=1)
-    shared_memory = serializers.CharField(max_length=20, allow_blank=True, default="16Gi")
+    shared_memory = serializers.RegexField(QUANTITY, max_length=20, allow_blank=True, default="16Gi", error_messages={
+        "invalid": "must be a Kubernetes quantity, e.g. 16Gi or 512Mi"})
     image = serializers.CharField(max_length=300, allow_blank=True, default="")
-    engine_args = serializers.CharField(max_length=2000, allow_blank=True, default="")
-    hf_token_secret = serializers.CharField(max_length=253, allow_blank=True, default="hf-token-secret")
+    # Shell words (shlex): every quote closed, no trailing backslash.
+    engine_args = serializers.RegexField(SHELL_WORDS, max_length=2000, allow_blank=True, default="", error_messages={
+        "invalid": "cannot be split into shell words: a quote is not closed, or a backslash ends it"})
+    hf_token_secret = serializers.RegexField(SECRET_NAME, max_length=253, allow_blank=True, default="hf-token-secret",
+                                             error_messages={"invalid": "must be a Kubernetes Secret name"})
+
+    def to_internal_value(self, data):
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
+        if unknown:  # a typo ("replica") would otherwise silently take the default
+            raise serializers.ValidationError({unknown[0]: [f"unknown field; known: {', '.join(self.fields)}"]})
+        return super().to_internal_value(data)
 
 
 class PlannerSettingsSerializer(serializers.Serializer):
@@ -169,12 +194,14 @@ class PlannerSettingsSerializer(serializers.Serializer):
 
 
 class FromTemplateSerializer(serializers.Serializer):
-    template = serializers.CharField()
-    name = serializers.CharField(max_length=63)
-    namespace = serializers.CharField(max_length=63, allow_blank=True, default="")
+    template = serializers.ChoiceField(choices=list(TEMPLATES))
+    name = serializers.RegexField(K8S_NAME, max_length=63, error_messages={"invalid": NAME_MESSAGE})
+    namespace = serializers.RegexField(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", max_length=63, allow_blank=True,
+                                       default="", error_messages={"invalid": NAME_MESSAGE})
     model = serializers.CharField(max_length=300, allow_blank=True, default="")
     backend = serializers.ChoiceField(choices=["", "vllm", "sglang", "trtllm", "mocker"], default="")
-    dynamo_version = serializers.CharField(max_length=20, default="1.6.1")
+    dynamo_version = serializers.RegexField(DYNAMO_VERSION, max_length=20, default="1.6.1",
+                                            error_messages={"invalid": VERSION_MESSAGE})
     prefill = PoolSerializer(required=False)
     decode = PoolSerializer(required=False)
     planner = PlannerSettingsSerializer(required=False, help_text="add Dynamo's Planner with these settings")
@@ -190,10 +217,26 @@ class FromTemplateSerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
 
+class QueryIntegerField(serializers.IntegerField):
+    """An integer query parameter, read by graphs.untrusted.parse_int_text like every other one."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", untrusted.INT_MAX)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        try:
+            return untrusted.parse_int_text(str(data).strip(), self.field_name, minimum=self.min_value,
+                                            maximum=self.max_value)
+        except untrusted.QueryParameterError as exc:
+            raise serializers.ValidationError(exc.message) from None
+
+
 class RenderQuerySerializer(serializers.Serializer):
     apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
-    revision = serializers.IntegerField(required=False, min_value=1)
-    dynamoVersion = serializers.CharField(required=False)
+    revision = QueryIntegerField(required=False)
+    dynamoVersion = serializers.RegexField(DYNAMO_VERSION, required=False, error_messages={"invalid": VERSION_MESSAGE})
 
     def validate_apiVersion(self, value):
         try:
@@ -208,9 +251,13 @@ class RenderQuerySerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
 
+class DeleteQuerySerializer(serializers.Serializer):
+    with_benchmarks = serializers.BooleanField(required=False, default=False)
+
+
 class DiffQuerySerializer(serializers.Serializer):
-    from_revision = serializers.IntegerField(min_value=1)
-    to_revision = serializers.IntegerField(min_value=1)
+    from_revision = QueryIntegerField()
+    to_revision = QueryIntegerField()
     apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
 
     def validate_apiVersion(self, value):
@@ -222,7 +269,7 @@ class DiffQuerySerializer(serializers.Serializer):
 
 class OperationSerializer(serializers.ModelSerializer):
     graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    requested_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     revision = serializers.SlugRelatedField(slug_field="number", read_only=True)
 
     class Meta:
@@ -247,6 +294,7 @@ class EventSerializer(serializers.ModelSerializer):
 
 class DeploymentSerializer(serializers.ModelSerializer):
     revision = serializers.SlugRelatedField(slug_field="number", read_only=True)
+    cluster = serializers.CharField(source="cluster_name", read_only=True)
 
     class Meta:
         model = Deployment

@@ -21,19 +21,33 @@ from metrics.planner import timeline_data
 from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
 from ..dgd.commandline import DEFAULT_ROUTER_MODE
+from ..errors import ManifestError
 from ..models import Graph, Operation, Revision
 from ..planner.settings import PlannerSettings
 from ..selectors import graph_summaries
 from ..specio import dump_yaml, load_yaml
+from ..untrusted import query_int
 from ..validation import validate_manifest
 from . import serializers as s
 from .parsers import YAML_PARSERS
 
-YAML_BODY = {"application/yaml": {"type": "string", "description": "A DynamoGraphDeployment manifest (YAML)."}}
+# A manifest is one YAML mapping (text/yaml, application/x-yaml and text/plain are read too); the
+# CRD's schema and the operational checks judge the rest, answering with findings.
+MANIFEST_BODY = {"application/yaml": {"type": "object", "description": "A DynamoGraphDeployment manifest: one YAML "
+                                      "mapping with apiVersion, kind, metadata and spec."}}
+DGD_BODY = {"application/yaml": {
+    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+    "description": "A DynamoGraphDeployment manifest (either API version), as YAML.",
+    "properties": {"apiVersion": {"type": "string", "enum": ["nvidia.com/v1alpha1", "nvidia.com/v1beta1"]},
+                   "kind": {"type": "string", "enum": ["DynamoGraphDeployment"]},
+                   "metadata": {"type": "object", "required": ["name"],
+                                "properties": {"name": {"type": "string", "pattern": s.K8S_NAME, "maxLength": 63}}},
+                   "spec": {"type": "object"}}}}
 
 
-RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int),
-                     OpenApiParameter("dynamoVersion", str)]
+DYNAMO_VERSION_PARAMETER = OpenApiParameter(
+    "dynamoVersion", {"type": "string", "pattern": s.DYNAMO_VERSION}, description="A Dynamo release, e.g. 1.6.1")
+RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int), DYNAMO_VERSION_PARAMETER]
 
 
 def _via(request) -> str:
@@ -80,8 +94,14 @@ class GraphViewSet(viewsets.ModelViewSet):
                               expected_head=data.validated_data.get("expected_revision"))
         return self._spec_response(graph)
 
+    @extend_schema(parameters=[OpenApiParameter(
+        "with_benchmarks", bool, description="Also delete the graph's benchmark runs. Without it, a graph "
+        "with runs is refused with 409 naming them.")])
     def destroy(self, request, *args, **kwargs):
-        services.graph_delete(graph=self.get_object(), user=request.user, via=_via(request))
+        query = s.DeleteQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        services.graph_delete(graph=self.get_object(), user=request.user, via=_via(request),
+                              with_benchmarks=query.validated_data["with_benchmarks"])
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _revision(self, graph: Graph, number: int | None) -> Revision:
@@ -157,8 +177,8 @@ class GraphViewSet(viewsets.ModelViewSet):
         return Response({"from": old.number, "to": new.number, "apiVersion": q["apiVersion"],
                          "diff": services.revision_diff(old, new, q["apiVersion"])})
 
-    @extend_schema(request={"application/yaml": {"type": "string"}}, responses={201: s.GraphDetailSerializer},
-                   parameters=[OpenApiParameter("dynamoVersion", str)])
+    @extend_schema(request=DGD_BODY, responses={201: s.GraphDetailSerializer, 200: s.GraphDetailSerializer},
+                   parameters=[DYNAMO_VERSION_PARAMETER])
     @action(detail=False, methods=["post"], url_path="import", parser_classes=YAML_PARSERS)
     def import_(self, request):
         """Create a graph from a manifest (either API version), or add a revision to the graph
@@ -270,17 +290,14 @@ class GraphViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["get"], url_path=r"pods/(?P<pod>[-a-zA-Z0-9.]+)/log")
     def pod_log(self, request, name=None, pod=None):
         graph = self.get_object()
-        try:
-            lines = min(max(int(request.query_params.get("lines", 200)), 1), 5000)
-        except ValueError:
-            raise ValidationError({"lines": "must be a whole number"}) from None
+        lines = query_int(request.query_params, "lines", default=200, minimum=1, maximum=5000)
         text = operations.pod_log(graph=graph, pod=pod, lines=lines)
         return Response({"pod": pod, "lines": lines, "log": text})
 
 
 def _version_param(request) -> str | None:
     value = request.query_params.get("dynamoVersion")
-    if not value:
+    if value is None:
         return None
     from ..dgd.versions import DynamoVersion
 
@@ -296,11 +313,14 @@ class ValidateViewSet(viewsets.ViewSet):
     parser_classes = YAML_PARSERS
     required_roles = {"create": Role.VIEWER}
 
-    @extend_schema(request={"application/yaml": {"type": "string"}}, responses={200: s.ReportSerializer},
-                   parameters=[OpenApiParameter("dynamoVersion", str)])
+    @extend_schema(request=MANIFEST_BODY, responses={200: s.ReportSerializer},
+                   parameters=[DYNAMO_VERSION_PARAMETER])
     def create(self, request):
         text = request.data if isinstance(request.data, str) else ""
         obj = load_yaml(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+        if not isinstance(obj, dict):
+            # Not a manifest at all (a list, a number, a string): nothing to validate.
+            raise ManifestError.single("", "a manifest must be a YAML mapping", "not_a_mapping")
         report = validate_manifest(obj, dynamo_version=_version_param(request))
         body = report.as_dict()
         if report.spec is not None:

@@ -87,7 +87,9 @@ class ApplyResult:
 
 class Runtime(Protocol):
     """``deployment`` is the graph's status-cache row (graphs.models.Deployment), locked by
-    the caller for the duration of the call."""
+    the caller for the duration of the call. A runtime sets the desired state on it (revision,
+    manifest, replicas, generation) and never saves it: the operation does, in the same
+    transaction that finishes it. What a runtime observes goes to graphs.status."""
 
     kind: str
 

@@ -21,4 +21,4 @@ def get_runtime(kind: str) -> Runtime:
 
 
 def target_for(deployment, runtime: str | None = None) -> Target:
-    return Target(kind=runtime or deployment.runtime, cluster=deployment.cluster, namespace=deployment.namespace)
+    return Target(kind=runtime or deployment.runtime, cluster=deployment.cluster_name, namespace=deployment.namespace)

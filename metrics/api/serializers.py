@@ -9,7 +9,7 @@ from ..models import Objectives
 
 class ObjectivesSerializer(serializers.ModelSerializer):
     graph = serializers.CharField(source="graph.name", read_only=True)
-    updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None)
+    updated_by = serializers.CharField(source="updated_by.username", read_only=True, default=None, allow_null=True)
     effective_gpu_hour_price = serializers.DecimalField(source="price", max_digits=9, decimal_places=4,
                                                         read_only=True, allow_null=True,
                                                         help_text="This graph's price, or the global one.")
@@ -19,6 +19,7 @@ class ObjectivesSerializer(serializers.ModelSerializer):
         fields = ["graph", "ttft_ms", "itl_ms", "gpu_hour_price", "effective_gpu_hour_price", "updated_by",
                   "updated_at"]
         read_only_fields = ["updated_at"]
+        extra_kwargs = {"updated_at": {"allow_null": True}}  # null until objectives are first set
 
 
 class ObjectivesOutSerializer(serializers.Serializer):

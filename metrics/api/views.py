@@ -4,7 +4,6 @@ writes the operator role (accounts.roles.RolePermission)."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import viewsets
 from rest_framework.decorators import action
@@ -17,7 +16,11 @@ from .. import charts, services
 from ..models import Objectives
 from . import serializers as s
 
-WINDOW = OpenApiParameter("window", OpenApiTypes.STR, description="15m to 7d, for example 1h or 24h",
+# 15m..10080m, 1h..168h or 1d..7d (metrics.charts.parse_window), leading zeros aside.
+WINDOW_PATTERN = (r"^(1[5-9]|[2-9][0-9]|[1-9][0-9]{2}|[1-9][0-9]{3}|100[0-7][0-9]|10080)m$"
+                  r"|^([1-9]|[1-9][0-9]|1[0-5][0-9]|16[0-8])h$|^[1-7]d$")
+WINDOW = OpenApiParameter("window", {"type": "string", "pattern": WINDOW_PATTERN},
+                          description="15m to 7d, for example 1h or 24h",
                           default=charts.DEFAULT_WINDOW)
 
 

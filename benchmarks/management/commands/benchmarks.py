@@ -11,6 +11,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.cli import acting_user
+from accounts.roles import Role
 from benchmarks import services
 from benchmarks.errors import BenchmarkRefused
 from benchmarks.models import BenchmarkRun
@@ -21,11 +22,16 @@ PARAMS = {"concurrency": int, "request_count": int, "input_tokens_mean": int, "o
           "request_rate": float, "duration_s": float, "max_seconds": int}
 
 
+# The role each verb needs with --user, as in the UI and the API.
+VERB_ROLES = {"list": Role.VIEWER, "show": Role.VIEWER, "run": Role.OPERATOR, "cancel": Role.OPERATOR}
+
+
 class Command(BaseCommand):
     help = "Run aiperf benchmarks against a graph's frontend, list and show their results, cancel them."
 
     def add_arguments(self, parser):
-        parser.add_argument("--user", help="record runs as this user (default: none)")
+        parser.add_argument("--user", help="act as this user, with that user's role (default: as the server "
+                                           "administrator, recorded so in the audit log)")
         sub = parser.add_subparsers(dest="verb", required=True)
         p = sub.add_parser("run", help="benchmark a running graph")
         p.add_argument("graph")
@@ -43,7 +49,7 @@ class Command(BaseCommand):
         p.add_argument("id", type=int)
 
     def handle(self, *args, verb, **opts):
-        self.user = acting_user(opts.get("user"))
+        self.user = acting_user(opts.get("user"), needs=VERB_ROLES[verb], action=f"benchmarks {verb}")
         try:
             getattr(self, f"do_{verb}")(**opts)
         except ProfileError as exc:

@@ -23,6 +23,17 @@ from controlplane.example_graph import ExampleGraph
 from metrics.localprom import find_binary
 
 
+def web_command(host: str, port: int) -> list[str]:
+    """uvicorn for the web process. It believes X-Forwarded-For (the client address behind
+    login throttling) only from the proxies in FORWARDED_ALLOW_IPS: from none by default, where
+    uvicorn alone would trust any client on 127.0.0.1."""
+    # One web process per core: a Django page is CPU-bound Python, one process serves one at a time.
+    argv = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
+            "--no-access-log", "--workers", str(settings.WEB_WORKERS)]
+    proxies = settings.FORWARDED_ALLOW_IPS.strip()
+    return argv + (["--proxy-headers", "--forwarded-allow-ips", proxies] if proxies else ["--no-proxy-headers"])
+
+
 class Command(BaseCommand):
     help = "Set up the database and start web, worker and operator; apply the example graph."
 
@@ -44,9 +55,7 @@ class Command(BaseCommand):
         self.logs = logs
         py = sys.executable
         commands = {
-            # One web process per core: a Django page is CPU-bound Python, one process serves one at a time.
-            "web": [py, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
-                    "--no-access-log", "--workers", str(settings.WEB_WORKERS)],
+            "web": web_command(host, port),
             "worker": [py, "-m", "celery", "-A", "controlplane", "worker", "-B", "--concurrency", "2",
                        "--loglevel", "INFO", "--schedule", str(Path(settings.VAR_DIR) / "celerybeat-schedule")],
             "operator": [py, "manage.py", "runoperator"],

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.cli import acting_user
+from accounts.roles import Role
 from graphs import operations, services
 from graphs.dgd.render import normalise_api_version
 from graphs.dgd.versions import DynamoVersion
@@ -22,12 +23,18 @@ from graphs.models import Graph, Operation
 from graphs.specio import dump_yaml, load_yaml
 from graphs.validation import validate_manifest
 
+# The role each verb needs with --user, as in the UI and the API: reads for viewers, the rest
+# for operators.
+VERB_ROLES = {"list": Role.VIEWER, "export": Role.VIEWER, "validate": Role.VIEWER, "status": Role.VIEWER,
+              "import": Role.OPERATOR, "apply": Role.OPERATOR, "scale": Role.OPERATOR, "delete": Role.OPERATOR}
+
 
 class Command(BaseCommand):
     help = "Manage graphs: list, import, export, validate, apply, scale, delete, status."
 
     def add_arguments(self, parser):
-        parser.add_argument("--user", help="record operations as this user (default: none)")
+        parser.add_argument("--user", help="act as this user, with that user's role (default: as the server "
+                                           "administrator, recorded so in the audit log)")
         sub = parser.add_subparsers(dest="verb", required=True)
         sub.add_parser("list", help="list graphs")
         p = sub.add_parser("import", help="create a graph from a manifest, or add a revision")
@@ -71,7 +78,7 @@ class Command(BaseCommand):
         p.add_argument("--json", action="store_true")
 
     def handle(self, *args, verb, **opts):
-        self.user = acting_user(opts.get("user"))
+        self.user = acting_user(opts.get("user"), needs=VERB_ROLES[verb], action=f"graphs {verb}")
         try:
             getattr(self, f"do_{verb}")(**opts)
         except ManifestError as exc:

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand
 
 from graphs.runtimes.kubernetes.watch import start_cluster_watchers
 from graphs.runtimes.local.operator import LocalOperator
+from metrics.localprom import sync_targets
 
 
 class Command(BaseCommand):
@@ -21,4 +22,4 @@ class Command(BaseCommand):
             start_cluster_watchers()
             self.stdout.write("cluster watchers running")
         self.stdout.write(f"local operator running (gpu engine: {'yes' if operator.use_gpu else 'no, mocker'})")
-        operator.run_forever(interval=interval)
+        operator.run_forever(interval=interval, after_pass=sync_targets)  # scrape targets of local graphs

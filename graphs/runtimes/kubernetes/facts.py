@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from clusters.kubernetes import KubeClient, KubeFailure, exec_shm_bytes, read_log_head
+
 from ..base import LOG_HEAD_BYTES, PodStatus, nixl_backend
-from .client import KubeClient, KubeFailure, exec_shm_bytes, read_log_head
 
 MAX_MEMO = 10_000  # forgetting them only costs a re-read
 

@@ -19,12 +19,7 @@ import json
 import re
 import time
 
-from ...dgd import ownership, topology
-from ...dgd.render import V1ALPHA1
-from ...models import GraphState
-from ...specio import dump_yaml
-from ..base import ApplyResult, Target
-from .client import (
+from clusters.kubernetes import (
     APPLY_PATCH,
     DGD,
     DGDSA,
@@ -38,6 +33,13 @@ from .client import (
     custom_path,
     read_log,
 )
+from clusters.selectors import cluster_named
+
+from ...dgd import ownership, topology
+from ...dgd.render import V1ALPHA1
+from ...models import GraphState
+from ...specio import dump_yaml
+from ..base import ApplyResult, Target
 
 _CONFLICT_WITH = re.compile(r'conflict with "([^"]+)"')
 _NOISE_METADATA = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink")
@@ -153,7 +155,8 @@ class KubernetesRuntime:
         if dry_run:
             return ApplyResult(changed=live is None or bool(diff), diff=diff, warnings=warnings)
         changed = live is None or after["metadata"].get("resourceVersion") != live["metadata"].get("resourceVersion")
-        deployment.runtime, deployment.cluster, deployment.namespace = self.kind, target.cluster, namespace
+        deployment.runtime, deployment.namespace = self.kind, namespace
+        deployment.cluster = cluster_named(target.cluster)
         deployment.revision, deployment.manifest, deployment.api_version = revision, stored, api_version
         # An apply sets every pool to the revision's replicas, except those another owner keeps.
         deployment.replicas = {c: n for c, n in held.items() if n != _replicas_of(manifest, c)}
@@ -166,7 +169,6 @@ class KubernetesRuntime:
             deployment.state = GraphState.PROGRESSING
             deployment.message = f"revision {revision.number} applied; waiting for the Dynamo operator"
         deployment.active = True
-        deployment.save()
         return ApplyResult(changed=changed, diff=diff, warnings=warnings)
 
     def _delete_and_wait(self, kube: KubeClient, path: str, what: str, timeout: float = 60.0) -> None:
@@ -255,7 +257,6 @@ class KubernetesRuntime:
         overrides[service] = replicas
         deployment.replicas = overrides
         deployment.generation += 1
-        deployment.save(update_fields=["replicas", "generation"])
 
     def _patch_dgd_replicas(self, kube: KubeClient, api_version: str, namespace: str, name: str, service: str,
                             replicas: int, what: str) -> None:
@@ -302,7 +303,6 @@ class KubernetesRuntime:
         deployment.generation += 1
         deployment.state = GraphState.DELETING
         deployment.message = "delete requested: the Dynamo operator removes the pods"
-        deployment.save(update_fields=["active", "generation", "state", "message"])
 
     def pod_log(self, *, deployment, pod: str, lines: int = 200) -> str:
         with connect(deployment.cluster) as kube:

@@ -1,18 +1,17 @@
 """Pure translations of what a cluster reports into the status cache's terms: a Dynamo pod
 into a PodStatus (the kubectl columns plus GPUs and /dev/shm), a DGD's status into a graph
-state, a core Event into an EventRecord, and nodes plus bound pods into free GPUs.
+state, and a core Event into an EventRecord (free GPUs: clusters/gpus.py).
 No network, no database: watch.py feeds it plain dicts."""
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+
+from clusters.gpus import condition, pod_gpus, quantity_count
 
 from ...models import GraphState
-from ...spec import quantity_bytes
 from ..base import EventRecord, PodStatus
 
-GPU = "nvidia.com/gpu"
 DGD_LABEL = "nvidia.com/dynamo-graph-deployment-name"
 COMPONENT_LABEL = "nvidia.com/dynamo-component"
 COMPONENT_TYPE_LABEL = "nvidia.com/dynamo-component-type"
@@ -23,7 +22,6 @@ SHM_VOLUME = "shared-memory"  # the operator's emptyDir (internal/dynamo/shared_
 CONTAINER_SHM_DEFAULT = 64 * 2**20
 STUCK_REASONS = ("CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "InvalidImageName",
                  "CreateContainerConfigError", "CreateContainerError", "Unschedulable")
-_DONE_PHASES = ("Succeeded", "Failed")
 
 
 def parse_time(value: str | None) -> dt.datetime | None:
@@ -33,23 +31,6 @@ def parse_time(value: str | None) -> dt.datetime | None:
         return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-
-
-def _count(value) -> int:
-    try:
-        return int(quantity_bytes(value))
-    except (TypeError, ValueError):
-        return 0
-
-
-def pod_gpus(pod: dict) -> int:
-    """GPUs a pod asks for: each container's nvidia.com/gpu limit (or request)."""
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        value = (resources.get("limits") or {}).get(GPU, (resources.get("requests") or {}).get(GPU, 0))
-        total += _count(value)
-    return total
 
 
 def pod_shm_bytes(pod: dict) -> int | None:
@@ -63,11 +44,7 @@ def pod_shm_bytes(pod: dict) -> int | None:
     if volume is None or "emptyDir" not in volume:
         return CONTAINER_SHM_DEFAULT
     limit = (volume.get("emptyDir") or {}).get("sizeLimit")
-    return _count(limit) if limit else None
-
-
-def _condition(conditions: list[dict] | None, kind: str) -> dict | None:
-    return next((c for c in conditions or [] if c.get("type") == kind), None)
+    return quantity_count(limit) if limit else None
 
 
 def pod_status(pod: dict) -> PodStatus:
@@ -85,7 +62,7 @@ def pod_status(pod: dict) -> PodStatus:
                        if (c.get("state") or {}).get("terminated")), None)
     last = next(((c.get("lastState") or {}).get("terminated") for c in containers
                  if (c.get("lastState") or {}).get("terminated")), None)
-    scheduled = _condition(status.get("conditions"), "PodScheduled")
+    scheduled = condition(status.get("conditions"), "PodScheduled")
     if waiting:
         phase = reason = waiting["reason"]
         message = waiting.get("message") or ""
@@ -101,7 +78,7 @@ def pod_status(pod: dict) -> PodStatus:
             f"(last exit code {last.get('exitCode')}: {last.get('reason') or 'Error'})")
     if meta.get("deletionTimestamp"):
         phase = "Terminating"
-    ready_condition = _condition(status.get("conditions"), "Ready")
+    ready_condition = condition(status.get("conditions"), "Ready")
     port = next((p.get("containerPort") for c in spec.get("containers") or [] for p in c.get("ports") or []), None)
     main = main_container(pod)
     return PodStatus(
@@ -145,7 +122,7 @@ def graph_state(*, active: bool, dgd: dict | None, pods: list[PodStatus], name: 
         return GraphState.FAILED, (f"DynamoGraphDeployment {namespace}/{name} is not on the cluster "
                                    "(deleted outside the control plane?): apply again to recreate it")
     status = dgd.get("status") or {}
-    ready = _condition(status.get("conditions"), "Ready")
+    ready = condition(status.get("conditions"), "Ready")
     state = status.get("state") or ""
     if state == "failed" and ready is not None and ready.get("status") != "True":
         # A failed reconcile leaves observedGeneration behind on purpose (the controller advances
@@ -181,25 +158,3 @@ def event_record(event: dict) -> EventRecord:
     message = event.get("message") or event.get("note") or ""
     return EventRecord(at=at, type=event.get("type") or "Normal", reason=(event.get("reason") or "")[:60],
                        object=involved.get("name", ""), message=message)
-
-
-@dataclass
-class GpuSummary:
-    allocatable: int  # nvidia.com/gpu on ready, schedulable nodes
-    free: int | None  # allocatable minus what pods bound to those nodes ask for; None: unknown
-
-
-def gpu_summary(nodes: list[dict], pods: list[dict] | None) -> GpuSummary:
-    usable = set()
-    allocatable = 0
-    for node in nodes:
-        ready = _condition((node.get("status") or {}).get("conditions"), "Ready")
-        if (node.get("spec") or {}).get("unschedulable") or not ready or ready.get("status") != "True":
-            continue
-        usable.add((node.get("metadata") or {}).get("name"))
-        allocatable += _count(((node.get("status") or {}).get("allocatable") or {}).get(GPU, 0))
-    if pods is None:
-        return GpuSummary(allocatable=allocatable, free=None)
-    used = sum(pod_gpus(p) for p in pods if (p.get("spec") or {}).get("nodeName") in usable
-               and (p.get("status") or {}).get("phase") not in _DONE_PHASES)
-    return GpuSummary(allocatable=allocatable, free=max(0, allocatable - used))

@@ -21,12 +21,9 @@ import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
-from django.utils import timezone
+from django.db import close_old_connections, connection
 
-from ...models import Deployment, Event, GraphState, Pod
-from ..base import PodStatus
-from .client import (
+from clusters.kubernetes import (
     DGD,
     DGDSA,
     KubeClient,
@@ -40,6 +37,12 @@ from .client import (
     served_versions,
     service_name,
 )
+from clusters.selectors import cluster_found, cluster_stamps
+from clusters.services import cluster_unreachable, cluster_watched
+
+from ...models import Deployment, GraphState
+from ...status import observation_record, state_record
+from ..base import Observation, PodStatus
 from .facts import WorkerFacts
 from .owners import record_ownership
 from .status import DGD_LABEL, caught_up, event_record, graph_state, pod_status
@@ -79,9 +82,7 @@ class ClusterWatcher:
         """List what was never listed (or expired), then watch for ``timeout`` seconds,
         writing the status cache after every change. False when the cluster did not answer;
         None when the cluster is no longer registered."""
-        from clusters.models import Cluster
-
-        cluster = Cluster.objects.filter(pk=self.cluster_id).first()
+        cluster = cluster_found(self.cluster_id)
         if cluster is None:
             return None
         try:
@@ -225,13 +226,13 @@ class ClusterWatcher:
     # ---------------------------------------------------------------- the status cache
 
     def _namespaces(self, cluster) -> list[str]:
-        used = Deployment.objects.filter(runtime="kubernetes", cluster=cluster.name).exclude(
-            active=False, state=GraphState.NOT_DEPLOYED).values_list("namespace", flat=True)
+        used = Deployment.objects.filter(runtime="kubernetes", cluster=cluster).in_use().values_list(
+            "namespace", flat=True)
         return sorted({*(cluster.namespaces or []), *used} - {""})
 
     def _deployments(self, cluster, namespaces: list[str]) -> list[Deployment]:
-        return list(Deployment.objects.filter(runtime="kubernetes", cluster=cluster.name, namespace__in=namespaces)
-                    .exclude(active=False, state=GraphState.NOT_DEPLOYED).select_related("graph", "revision"))
+        return list(Deployment.objects.filter(runtime="kubernetes", cluster=cluster, namespace__in=namespaces)
+                    .in_use().select_related("graph", "revision"))
 
     def _flush(self, cluster, kube: KubeClient, namespaces: list[str]) -> None:
         for dep in self._deployments(cluster, namespaces):
@@ -272,65 +273,42 @@ class ClusterWatcher:
 
     def _write(self, dep: Deployment, dgd: dict | None, pods: list[PodStatus], events: list[dict], state: str,
                message: str) -> None:
-        now = timezone.now()
         spec = dep.revision.graph_spec if dep.revision else None
         frontend = next((s.name for s in spec.services if s.role == "frontend"), None) if spec else None
         name = ((dep.manifest or {}).get("metadata") or {}).get("name") or dep.graph.name
         endpoint = (f"http://{service_name(name, frontend)}.{dep.namespace}.svc.cluster.local:8000"
                     if frontend else "")
-        with transaction.atomic():
-            Pod.objects.filter(deployment=dep).exclude(name__in=[p.name for p in pods]).delete()
-            if pods:
-                Pod.objects.bulk_create(
-                    [Pod(deployment=dep, name=p.name, service=p.service, role=p.role, phase=p.phase[:40],
-                         ready=p.ready, restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
-                         shm_bytes=p.shm_bytes, shm_source=p.shm_source, port=p.port, reason=p.reason[:100],
-                         message=p.message[:2000], last_log=p.last_log[-4000:], command=p.command, args=p.args,
-                         nixl_backend=p.nixl_backend[:60]) for p in pods],
-                    update_conflicts=True, unique_fields=["deployment", "name"],
-                    update_fields=["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
-                                   "shm_bytes", "shm_source", "port", "reason", "message", "last_log", "command",
-                                   "args", "nixl_backend", "updated_at"],
-                )
-            for event in events:
-                self._write_event(dep, event)
-            Deployment.objects.filter(pk=dep.pk).update(
-                state=state, message=message[:2000], observed_at=now, endpoint=endpoint if dep.active else "",
-                observed_generation=dep.generation if caught_up(dgd) else dep.observed_generation)
+        fresh = self._fresh_events(dep, events)
+        observation_record(dep, Observation(state=state, message=message, pods=pods,
+                                            events=[event_record(e) for e in fresh.values()],
+                                            endpoint=endpoint if dep.active else ""),
+                           observed_generation=dep.generation if caught_up(dgd) else dep.observed_generation,
+                           merge_events=True)
+        self.events_written.update({key: stamp for key, stamp in fresh})
 
-    def _write_event(self, dep: Deployment, event: dict) -> None:
-        """One row per event (object, reason, message), its time moved on when it repeats."""
-        key = (dep.pk, (event.get("metadata") or {}).get("name", ""))
-        stamp = str(event.get("lastTimestamp") or event.get("eventTime") or event.get("count") or "")
-        if self.events_written.get(key) == stamp:
-            return
+    def _fresh_events(self, dep: Deployment, events: list[dict]) -> dict[tuple[tuple[int, str], str], dict]:
+        """The events not written since they last changed: ((deployment, event name), stamp) → event."""
         if len(self.events_written) > MAX_MEMO:
             self.events_written.clear()
-        record = event_record(event)
-        Event.objects.update_or_create(graph_id=dep.graph_id, object=record.object[:253], reason=record.reason,
-                                       message=record.message[:2000], defaults={"at": record.at, "type": record.type})
-        self.events_written[key] = stamp
+        fresh = {}
+        for event in events:
+            key = (dep.pk, (event.get("metadata") or {}).get("name", ""))
+            stamp = str(event.get("lastTimestamp") or event.get("eventTime") or event.get("count") or "")
+            if self.events_written.get(key) != stamp:
+                fresh[(key, stamp)] = event
+        return fresh
 
     def _seen(self, cluster, gpus, errors: list[str]) -> None:
-        from clusters.models import Cluster
-
-        fields = {"reachable": True, "watched_at": timezone.now(), "error": "; ".join(errors)[:2000]}
-        if gpus is not None:
-            fields.update(gpu_allocatable=gpus.allocatable, gpu_free=gpus.free)
-        Cluster.objects.filter(pk=cluster.pk).update(**fields)
+        cluster_watched(cluster=cluster, gpus=gpus, error="; ".join(errors))
 
     def _unreachable(self, cluster, failure: KubeFailure) -> None:
         """Say so on the cluster and on its graphs, keeping when they were last seen."""
-        from clusters.models import Cluster
-
         log.warning("cluster %s: %s", cluster.name, failure)
-        Cluster.objects.filter(pk=cluster.pk).update(reachable=False, error=str(failure)[:2000])
-        for dep in Deployment.objects.filter(runtime="kubernetes", cluster=cluster.name).exclude(
-                active=False, state=GraphState.NOT_DEPLOYED):
+        cluster_unreachable(cluster=cluster, error=str(failure))
+        for dep in Deployment.objects.filter(runtime="kubernetes", cluster=cluster).in_use():
             seen = dep.observed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if dep.observed_at else "never"
-            Deployment.objects.filter(pk=dep.pk).update(
-                state=GraphState.UNKNOWN,
-                message=f"cluster {cluster.name} is not answering (last seen {seen}): {failure}"[:2000])
+            state_record(dep, state=GraphState.UNKNOWN,
+                         message=f"cluster {cluster.name} is not answering (last seen {seen}): {failure}")
 
     # ---------------------------------------------------------------- forever
 
@@ -371,14 +349,12 @@ def watch_once(cluster, timeout: int = 5) -> bool | None:
 def run_cluster_watchers(stop: threading.Event, interval: float = 10.0) -> None:
     """Keep one watcher thread per registered cluster; restart it when an admin edits the
     cluster, stop it when the cluster is removed."""
-    from clusters.models import Cluster
-
     running: dict[int, tuple[object, ClusterWatcher, threading.Thread]] = {}
     try:
         while not stop.is_set():
             close_old_connections()
             try:
-                clusters = dict(Cluster.objects.values_list("pk", "updated_at"))
+                clusters = cluster_stamps()
             except Exception:
                 log.exception("cannot read the registered clusters")
                 clusters = {pk: stamp for pk, (stamp, _, _) in running.items()}

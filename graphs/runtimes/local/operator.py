@@ -13,6 +13,7 @@ import logging
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,15 +21,14 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from metrics.localprom import sync_targets
-
 from ...dgd.commandline import flag_value, tokens
 from ...engines import Host, local_engine, resolve_model, spec_model
-from ...models import Deployment, Event, GraphState, Pod
+from ...models import Deployment, GraphState
 from ...planner import services as planner_services
 from ...planner.settings import PlannerSettingsError
 from ...spec import GraphSpec, Service
-from ..base import EventRecord, PodStatus, nixl_backend
+from ...status import observation_record
+from ..base import EventRecord, Observation, PodStatus, nixl_backend
 from ..processes import PortRangeExhausted, allocate_ports, group_members
 from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process_env
 from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
@@ -119,14 +119,17 @@ class LocalOperator:
             log.warning("stopped %d process(es) left by a previous operator run", len(killed))
         self.supervisor.install_exit_handlers()
 
-    def run_forever(self, interval: float = 1.0) -> None:
+    def run_forever(self, interval: float = 1.0, after_pass: Callable[[], object] | None = None) -> None:
+        """Reconcile every ``interval`` seconds, then call ``after_pass`` (the operator process
+        passes the local Prometheus' scrape-target sync, which writes only on change)."""
         self.start()
         while True:
             started = time.monotonic()
             try:
                 close_old_connections()
                 self.reconcile_once()
-                sync_targets()  # scrape targets for the local Prometheus; writes only on change
+                if after_pass is not None:
+                    after_pass()
             except Exception:
                 log.exception("reconcile failed; retrying")
             time.sleep(max(0.1, interval - (time.monotonic() - started)))
@@ -311,35 +314,15 @@ class LocalOperator:
 
     def write_status(self, dep: Deployment, pods: list[PodStatus], problem: str, events: list[EventRecord],
                      runtime_info: dict | None = None) -> None:
-        now = timezone.now()
         frontend = next((p for p in pods if p.role == "frontend"), None)
         state, message = self.graph_state(dep, pods, problem)
+        if not dep.active and not pods:
+            self._forget_graph(dep)
         with transaction.atomic():
-            Pod.objects.filter(deployment=dep).exclude(name__in=[p.name for p in pods]).delete()
-            if pods:
-                Pod.objects.bulk_create(
-                    [Pod(deployment=dep, name=p.name, service=p.service, role=p.role, phase=p.phase, ready=p.ready,
-                         restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
-                         shm_bytes=p.shm_bytes, shm_source=p.shm_source, port=p.port, reason=p.reason,
-                         message=p.message[:2000], last_log=p.last_log[-4000:], command=p.command, args=p.args,
-                         nixl_backend=p.nixl_backend, gpu_devices=p.gpu_devices,
-                         gpu_memory_bytes=p.gpu_memory_bytes, gpu_util=p.gpu_util) for p in pods],
-                    update_conflicts=True, unique_fields=["deployment", "name"],
-                    update_fields=["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
-                                   "shm_bytes", "shm_source", "port", "reason", "message", "last_log", "command",
-                                   "args", "nixl_backend", "gpu_devices", "gpu_memory_bytes", "gpu_util",
-                                   "updated_at"],
-                )
-            if events:
-                Event.objects.bulk_create([Event(graph_id=dep.graph_id, at=e.at, type=e.type, reason=e.reason,
-                                                 object=e.object, message=e.message[:2000]) for e in events])
-            if not dep.active and not pods:
-                self._forget_graph(dep)
-            Deployment.objects.filter(pk=dep.pk).update(
-                state=state, message=message[:2000], observed_at=now, observed_generation=dep.generation,
-                endpoint=f"http://127.0.0.1:{frontend.port}" if frontend and frontend.port else "",
-                runtime_info=runtime_info or {},
-            )
+            observation_record(dep, Observation(
+                state=state, message=message, pods=pods, events=events,
+                endpoint=f"http://127.0.0.1:{frontend.port}" if frontend and frontend.port else ""),
+                observed_generation=dep.generation, runtime_info=runtime_info or {})
             self.observe_replicas(dep, pods)
 
     def observe_replicas(self, dep: Deployment, pods: list[PodStatus]) -> None:

@@ -46,7 +46,6 @@ class LocalRuntime:
         deployment.generation += 1
         deployment.state = GraphState.PROGRESSING
         deployment.message = f"revision {revision.number} applied; waiting for the local operator"
-        deployment.save()
         return ApplyResult(changed=True, diff=diff)
 
     def scale(self, *, target: Target, spec, service: str, replicas: int, deployment) -> None:
@@ -54,14 +53,12 @@ class LocalRuntime:
         overrides[service] = replicas
         deployment.replicas = overrides
         deployment.generation += 1
-        deployment.save(update_fields=["replicas", "generation"])
 
     def delete(self, *, target: Target, spec, deployment) -> None:
         deployment.active = False
         deployment.generation += 1
         deployment.state = GraphState.DELETING
         deployment.message = "stopping every process"
-        deployment.save(update_fields=["active", "generation", "state", "message"])
 
     def pod_log(self, *, deployment, pod: str, lines: int = 200) -> str:
         path = pod_log_path(deployment.graph.name, pod)

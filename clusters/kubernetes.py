@@ -1,13 +1,14 @@
 """The one module that imports the official kubernetes client: the adapter between the
-control plane and a cluster's API server. The runtime (runtime.py), the watchers
-(watch.py) and the clusters app use it and never the client itself.
+control plane and a cluster's API server. The clusters app (registration, health) and the
+graphs' Kubernetes runtime and watchers (graphs/runtimes/kubernetes/) use it and never the
+client itself.
 
 Everything the control plane does to or reads from a cluster goes through ``KubeClient``:
 objects travel as plain dicts (``response_type="object"``: no client-side model validation,
 which rejects a whole list for one odd object), and every failure becomes a ``KubeFailure``
 (a RuntimeFailure) carrying the API server's own message.
 
-Client pitfalls handled here (shared/notes/k8s-emulator.md §4):
+Client pitfalls handled here:
 * urllib3's hidden retries are off (``Configuration.retries = False``): transient failures
   (no answer, timeouts, 429, 5xx) are retried here, a bounded number of times with back-off
   and ``Retry-After``; 4xx never are.
@@ -35,8 +36,10 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from ...errors import RuntimeFailure
-from .status import GpuSummary, gpu_summary
+from graphs.errors import RuntimeFailure
+
+from .gpus import GpuSummary, gpu_summary
+from .models import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +95,6 @@ def _configuration(cluster) -> k8s.Configuration:
 def connect(cluster) -> KubeClient:
     """A client for a registered cluster (a clusters.models.Cluster or its name)."""
     if isinstance(cluster, str):
-        from clusters.models import Cluster
-
         found = Cluster.objects.filter(name=cluster).first()
         if found is None:
             raise KubeFailure(f"no cluster named {cluster!r} is registered")

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('graphs', '0004_cluster_ownership'),
+        ('graphs', '0005_deployment_cluster_fk'),
     ]
 
     operations = [

@@ -1,0 +1,115 @@
+"""The OpenAPI schema says what the API does (drf-spectacular postprocessing hook):
+
+* every operation documents the 4xx answers it can give (400 malformed or refused input, 401
+  no or bad credentials, 403 the role does not allow it, 404 no such object), writes also 409
+  (a conflict: another operation runs, the graph changed, the name is taken) and, with a body,
+  415; all of them JSON, in the shape of ``Error``;
+* request bodies that refuse unknown fields say so (``additionalProperties: false``);
+* integers are bounded to 64 bits, as the server enforces;
+* text is UTF-8 without NUL (``x-text`` note in the description): the server refuses the rest
+  with a 400 naming the field (graphs/untrusted.py)."""
+
+from __future__ import annotations
+
+from graphs.untrusted import INT_MAX, INT_MIN
+
+ERROR = {
+    "type": "object",
+    "description": "What is wrong and where: `detail` (a sentence), or one list of messages per field "
+                   "(`{\"replicas\": [\"must be at least 0\"]}`), or a manifest's `findings` with their paths.",
+    "properties": {"detail": {}, "findings": {"type": "array", "items": {"type": "object"}}},
+    "additionalProperties": True,
+}
+REASONS = {
+    "400": "The request is malformed or refused; the body names the field and the problem.",
+    "401": "No credentials, or a token that is unknown, expired or revoked.",
+    "403": "Your role does not allow this.",
+    "404": "No such object (or not yours).",
+    "409": "Conflicts with the current state (another operation runs, the object changed, the name is taken).",
+    "415": "The body's media type is not one this operation reads.",
+}
+UNSAFE = {"post", "put", "patch", "delete"}
+# Request bodies whose serializers refuse unknown fields (benchmarks' ParamsMixin); the others
+# ignore them, as DRF does.
+CLOSED_BODIES = ("RunCreateRequest", "StudyCreateRequest", "PoolRequest")
+# Rules across fields that serializers check in code, stated for the schema too.
+_BLANK = {"type": "string", "pattern": r"^\s*$"}
+CROSS_FIELD_RULES = {
+    # clusters.services: the in-cluster service account, or a kubeconfig (and context), not both.
+    "ClusterRequest": {"anyOf": [{"properties": {"in_cluster": {"enum": [False]}}},
+                                 {"not": {"required": ["in_cluster"]}},
+                                 {"properties": {"kubeconfig": _BLANK, "context": _BLANK}}]},
+}
+
+
+def _error_response(code: str) -> dict:
+    schema = {"$ref": "#/components/schemas/Error"}
+    return {"description": REASONS[code], "content": {"application/json": {"schema": schema}}}
+
+
+def document_errors(result, generator, request, public):
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
+    for path_item in result.get("paths", {}).values():
+        for method, operation in path_item.items():
+            if method not in {"get", "head", "options", *UNSAFE}:
+                continue
+            codes = ["400", "401", "403", "404"]
+            if method in UNSAFE:
+                codes.append("409")
+            if "requestBody" in operation:
+                codes.append("415")
+                if "application/yaml" in operation["requestBody"].get("content", {}):
+                    operation["requestBody"]["required"] = True  # a manifest: an empty body is refused
+            responses = operation.setdefault("responses", {})
+            for code in codes:
+                responses.setdefault(code, _error_response(code))
+    schemas = result["components"]["schemas"]
+    for name in CLOSED_BODIES:
+        schemas[name]["additionalProperties"] = False
+    for name, rule in CROSS_FIELD_RULES.items():
+        schemas[name].update(rule)
+    schemas["JSONValue"] = JSON_VALUE
+    for name, schema in schemas.items():
+        if name.endswith("Request"):
+            _open_objects_take_json(schema)
+    for path_item in result.get("paths", {}).values():
+        for operation in path_item.values():
+            if isinstance(operation, dict):
+                for media in operation.get("requestBody", {}).get("content", {}).values():
+                    _open_objects_take_json(media.get("schema", {}))
+    _bound_integers(result)
+    return result
+
+
+# Any JSON the server reads: what an open object's unknown fields may hold.
+_REF = {"$ref": "#/components/schemas/JSONValue"}
+JSON_VALUE = {"description": "Any JSON value within the server's bounds: integers fit in 64 bits.",
+              "not": {"type": "integer", "anyOf": [{"minimum": INT_MAX + 1}, {"maximum": INT_MIN - 1}]},
+              "items": _REF, "additionalProperties": _REF}
+
+
+def _open_objects_take_json(node) -> None:
+    """Request objects that ignore unknown fields still read them within bounds: say so."""
+    if isinstance(node, dict):
+        if node.get("type") == "object" and "additionalProperties" not in node and "$ref" not in node:
+            node["additionalProperties"] = _REF
+        for key, value in node.items():
+            if key != "additionalProperties":
+                _open_objects_take_json(value)
+    elif isinstance(node, list):
+        for value in node:
+            _open_objects_take_json(value)
+
+
+def _bound_integers(node) -> None:
+    """Integers fit in 64 bits (the server refuses larger ones, graphs/untrusted.py): say so
+    wherever a schema gives no tighter bound."""
+    if isinstance(node, dict):
+        if node.get("type") == "integer":
+            node.setdefault("maximum", INT_MAX)
+            node.setdefault("minimum", INT_MIN)
+        for value in node.values():
+            _bound_integers(value)
+    elif isinstance(node, list):
+        for value in node:
+            _bound_integers(value)

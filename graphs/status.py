@@ -1,0 +1,55 @@
+"""The status cache's one writer. Runtimes observe (the local operator its processes, the
+cluster watchers their clusters) and report each graph's Observation here; this module alone
+writes the observed side of the cache: Deployment's state, message, endpoint and observed
+time, its Pod rows and its Events. Pages and the API read the cache, never a runtime."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from .models import Deployment, Event, Pod
+from .runtimes.base import Observation
+
+POD_FIELDS = ["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus", "shm_bytes", "port",
+              "reason", "message", "last_log", "shm_source", "command", "args", "nixl_backend", "gpu_devices",
+              "gpu_memory_bytes", "gpu_util", "updated_at"]
+
+
+def observation_record(deployment: Deployment, observation: Observation, *, observed_generation: int,
+                       merge_events: bool = False, runtime_info: dict | None = None) -> None:
+    """Write what a runtime saw of one graph, in one transaction: its pods replace the last
+    set, its events are added (``merge_events``: one row per object, reason and message, its
+    time moved on when it repeats, as Kubernetes events do), and the graph's state follows
+    (``runtime_info``: what a Dynamo tool needs to attach to the graph; None leaves it as is)."""
+    pods = observation.pods
+    with transaction.atomic():
+        Pod.objects.filter(deployment=deployment).exclude(name__in=[p.name for p in pods]).delete()
+        if pods:
+            Pod.objects.bulk_create(
+                [Pod(deployment=deployment, name=p.name, service=p.service, role=p.role, phase=p.phase[:40],
+                     ready=p.ready, restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
+                     shm_bytes=p.shm_bytes, port=p.port, reason=p.reason[:100], message=p.message[:2000],
+                     last_log=p.last_log[-4000:], shm_source=p.shm_source[:40], command=p.command, args=p.args,
+                     nixl_backend=p.nixl_backend[:60], gpu_devices=p.gpu_devices[:100],
+                     gpu_memory_bytes=p.gpu_memory_bytes, gpu_util=p.gpu_util) for p in pods],
+                update_conflicts=True, unique_fields=["deployment", "name"], update_fields=POD_FIELDS,
+            )
+        if merge_events:
+            for e in observation.events:
+                Event.objects.update_or_create(graph_id=deployment.graph_id, object=e.object[:253], reason=e.reason,
+                                               message=e.message[:2000], defaults={"at": e.at, "type": e.type})
+        elif observation.events:
+            Event.objects.bulk_create([Event(graph_id=deployment.graph_id, at=e.at, type=e.type, reason=e.reason,
+                                             object=e.object[:253], message=e.message[:2000])
+                                       for e in observation.events])
+        Deployment.objects.filter(pk=deployment.pk).update(
+            state=observation.state, message=observation.message[:2000], observed_at=timezone.now(),
+            endpoint=observation.endpoint, observed_generation=observed_generation,
+            **({} if runtime_info is None else {"runtime_info": runtime_info}))
+
+
+def state_record(deployment: Deployment, *, state: str, message: str) -> None:
+    """The graph's state alone, when its runtime cannot be observed (its cluster does not
+    answer): pods and the observed time stay as last seen."""
+    Deployment.objects.filter(pk=deployment.pk).update(state=state, message=message[:2000])

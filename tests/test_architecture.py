@@ -1,0 +1,46 @@
+"""The import graph of the product code keeps its shape (docs/architecture.md): no import
+circle, every import pointing down a layer, nothing importing a Celery tasks module, no module
+over 400 lines. Measured by the same script that draws the architecture picture."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def measured():
+    spec = importlib.util.spec_from_file_location("imports_script", ROOT / "scripts" / "imports.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script.measure(ROOT)
+
+
+def test_the_product_code_has_no_import_circle(measured):
+    assert measured["circles"] == []
+
+
+def test_no_import_runs_back_up_a_layer(measured):
+    assert measured["upward"] == []
+
+
+def test_nothing_imports_a_tasks_module(measured):
+    importers = {src: dst for src, dsts in measured["graph"].items() for dst in dsts if dst.endswith(".tasks")}
+    assert importers == {}
+
+
+def test_no_product_module_is_over_400_lines(measured):
+    assert measured["long"] == []
+
+
+def test_the_measure_sees_imports_inside_functions(tmp_path):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "services.py").write_text("def f():\n    from .tasks import t\n")
+    (tmp_path / "app" / "tasks.py").write_text("from . import services\n")
+    spec = importlib.util.spec_from_file_location("imports_script", ROOT / "scripts" / "imports.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.measure(tmp_path)["circles"] == [["app.services", "app.tasks"]]

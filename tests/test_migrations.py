@@ -1,0 +1,41 @@
+"""Data migrations, run on the suite's own database (PostgreSQL in CI, SQLite by default)."""
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = [("graphs", "0004_cluster_ownership"), ("clusters", "0001_initial")]
+AFTER = [("graphs", "0005_deployment_cluster_fk")]
+
+
+def _migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_deployments_cluster_name_becomes_its_cluster_key_and_back():
+    old = _migrate(BEFORE)
+    cluster = old.get_model("clusters", "Cluster").objects.create(name="prod", namespaces=["llm"])
+    Graph, Deployment = old.get_model("graphs", "Graph"), old.get_model("graphs", "Deployment")
+    on_prod = Deployment.objects.create(graph=Graph.objects.create(name="a"), runtime="kubernetes", cluster="prod",
+                                        namespace="llm")
+    gone = Deployment.objects.create(graph=Graph.objects.create(name="b"), runtime="kubernetes", cluster="removed")
+    local = Deployment.objects.create(graph=Graph.objects.create(name="c"), runtime="local")
+    try:
+        new = _migrate(AFTER)
+        Deployment = new.get_model("graphs", "Deployment")
+        assert Deployment.objects.get(pk=on_prod.pk).cluster_id == cluster.pk
+        assert Deployment.objects.get(pk=gone.pk).cluster_id is None  # no such cluster is registered
+        assert Deployment.objects.get(pk=local.pk).cluster_id is None
+        back = _migrate(BEFORE).get_model("graphs", "Deployment")
+        assert dict(back.objects.values_list("pk", "cluster")) == {on_prod.pk: "prod", gone.pk: "", local.pk: ""}
+    finally:
+        _migrate([("graphs", node) for node in _leaves("graphs")] + [("clusters", n) for n in _leaves("clusters")])
+
+
+def _leaves(app: str) -> list[str]:
+    executor = MigrationExecutor(connection)
+    return [name for label, name in executor.loader.graph.leaf_nodes() if label == app]

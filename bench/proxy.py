@@ -1,381 +1,390 @@
-"""Direct-to-frontend against through-the-playground-proxy: TTFT and per-chunk overhead.
+"""The OpenAI endpoint against the graph's frontend directly and against LiteLLM, side by side:
+TTFT, inter-chunk gaps and CPU per streamed chunk, through the product as `make up` starts it.
 
-    python bench/proxy.py                 # about 45-60 s on a 2-core machine
-    python bench/proxy.py --rounds 5      # longer, steadier
+    python bench/proxy.py                       # ~3-5 min on a 2-core machine
+    python bench/proxy.py --rounds 5            # longer, steadier
 
-Starts its own Dynamo graph (frontend + mocker prefill and decode, tests/dynamo_fixtures) and
-the control plane under uvicorn (its own SQLite database in a temporary folder), then sends
-the same streamed chat requests, arms interleaved in shuffled order within every round, at
-concurrency 1 and 16. The client is a small closed-loop HTTP/1.1 reader on asyncio (stdlib)
-that stamps every SSE content event as it arrives; the same code drives every arm.
+LiteLLM runs from a virtualenv of its own, never the project's (its pins clash):
 
-Arms:
-  direct            client → frontend, keep-alive connection (the baseline)
-  direct-fresh      client → frontend, a new connection per request
-  proxy             client → controlplane.asgi (the full middleware stack) → frontend,
-                    the proxy's pooled keep-alive upstream
-  proxy-lean        client → playground.asgi (the chat endpoint outside the middleware stack)
-  proxy-lean-fresh  the same with PLAYGROUND_UPSTREAM_KEEPALIVE=0 (a new upstream connection per chat)
+    python3 -m venv var/bench-litellm && var/bench-litellm/bin/pip install 'litellm[proxy]==1.108.7'
+    python bench/proxy.py --litellm var/bench-litellm/bin/litellm    # the default path; '' skips it
 
-On a reused connection the Dynamo 1.6.1 frontend releases the first token ~35-40 ms late
-(Nagle against delayed ACK; ai-dynamo/dynamo#14643) when the first token comes soon after the
-response headers (short prompts). Keep-alive arms pay it, fresh ones do not: each proxy arm is
-compared with the direct arm that pays the same stall. Absolute TTFTs are the mocker's.
+Starts the product with ``manage.py up`` (what ``make up`` runs: web, Celery worker, operator,
+the example graph "demo" on the local runtime, a real frontend with mocker prefill and decode
+workers) in a temporary var folder with the embedded defaults (SQLite, folder broker), makes an
+API token for the admin and gives it benchmark-sized limits (the product's per-user API
+limits), and starts LiteLLM's proxy (from its own virtualenv: never the project's) in front of
+the same frontend. Then, in every round and at every concurrency, runs the arms one after the
+other in a shuffled order, the same client code for all:
 
-Reported per arm: TTFT p50/p95/p99, the per-chunk gap (inter-event time) p50/p95/p99, n,
-the Δ and ratio of TTFT p50 against its baseline, the per-chunk Δ p50, SSE events per reply
-(must equal direct's), the proxy's own time from its Server-Timing header, and the proxy
-process's CPU per request."""
+  direct   client -> the graph's frontend (keep-alive)
+  proxy    client -> /api/playground/demo/v1/chat/completions (the product's web process)
+  litellm  client -> LiteLLM 1.x (one worker, master key) -> the frontend
+  django   client -> the same endpoint through Django's handler and middleware (a second web
+           process on controlplane.asgi:django_application, which nothing of the product
+           serves: what the lean route saves)
+
+Reported per arm and concurrency: TTFT and chunk-gap percentiles over all requests; per round
+the TTFT p50 and chunk-gap p50, and the paired Δ against the direct arm of the same round
+(median and min-max over rounds: the spread); CPU per streamed SSE event of the proxy's
+process tree and of the frontend (measured during the direct arm). Writes everything, with the
+machine, versions and date, to bench/results/proxy.json (--out)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import random
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-
-import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-WORDS = ["prefill", "decode", "cache", "transfer", "router", "frontend", "worker", "token", "latency", "batch",
-         "queue", "block", "tensor", "kernel", "memory", "stream", "chunk", "schedule", "replica", "pool", "model"]
+from bench import sse_client  # noqa: E402
+from bench.sse_client import cmdline, cpu_seconds, pct, tree  # noqa: E402
+
+LITELLM_DEFAULT = str(ROOT / "var" / "bench-litellm" / "bin" / "litellm")
+MASTER_KEY = "sk-bench-only-master-key"
+# Settings that `make up` on a fresh checkout does not have: the bench uses the embedded defaults.
+DROPPED_ENV = ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "PROMETHEUS_MULTIPROC_DIR", "DJANGO_SETTINGS_MODULE",
+               "CONTROLPLANE_VAR_DIR")
+SETUP = """
+from django.contrib.auth.models import User
+from accounts.tokens import token_create
+from graphs.models import Deployment
+from playground.services import api_limit_set
+admin = User.objects.get(username="admin")
+api_limit_set(user=admin, requests_per_minute=1000000, concurrent_streams=1000, via="cli")
+d = Deployment.objects.get(graph__name="demo")
+admin.auth_token_set.filter(name="bench-proxy").delete()
+print("SETUP", token_create(user=admin, name="bench-proxy", via="cli")[1], d.endpoint)
+"""
 
 
-# --- setup (runs in a subprocess with Django) ----------------------------------------------------
-
-def django_setup_main(model: str, endpoint: str) -> None:
-    """Migrate the bench database, create an operator with a token and a graph served at
-    ``endpoint``; print the token."""
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
-    django.setup()
-    from django.contrib.auth.models import Group, User
-    from django.core.management import call_command
-
-    from accounts.tokens import token_create
-    from graphs.catalog import build_spec
-    from graphs.models import Deployment
-    from graphs.services import graph_create
-
-    call_command("migrate", verbosity=0)
-    user = User.objects.create_user("bench-operator", password="bench-pass-1")
-    user.groups.add(Group.objects.get_or_create(name="operator")[0])
-    graph = graph_create(spec=build_spec(template="mocker-disagg", name="bench", model=model, backend="mocker"))
-    Deployment.objects.create(graph=graph, revision=graph.head, active=True, state="ready", endpoint=endpoint)
-    print(token_create(user=user, name="bench", via="system")[1])
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
-# --- the client ---------------------------------------------------------------------------------
+def wait_line(proc: subprocess.Popen, needle: str, timeout: float, log: list[str]) -> str:
+    found: dict[str, str] = {}
+    done = threading.Event()
 
-@dataclass
-class Reply:
-    ttft_ms: float
-    gaps_ms: list[float]
-    events: int
-    proxy_ms: float | None
+    def pump() -> None:
+        for line in proc.stdout:
+            log.append(line)
+            if (needle in line or "is not ready after" in line or "not applied" in line) and "line" not in found:
+                found["line"] = line
+                done.set()
+        done.set()
 
-
-class Conn:
-    """One HTTP/1.1 connection that POSTs and reads a chunked SSE reply."""
-
-    def __init__(self, host: str, port: int, *, fresh: bool) -> None:
-        self.host, self.port, self.fresh = host, port, fresh
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def _open(self) -> None:
-        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)  # TCP_NODELAY is on
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.reader = self.writer = None
-
-    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> Reply:
-        if self.writer is None or self.fresh:
-            await self.close()
-            await self._open()
-        head = [f"POST {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Type: application/json",
-                f"Content-Length: {len(body)}", "Accept: text/event-stream"]
-        head += [f"{k}: {v}" for k, v in headers.items()]
-        if self.fresh:
-            head.append("Connection: close")
-        started = time.perf_counter()
-        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        status_and_headers = await self.reader.readuntil(b"\r\n\r\n")
-        lines = status_and_headers.decode("latin-1").split("\r\n")
-        status = int(lines[0].split()[1])
-        hdrs = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
-        if status != 200 or "chunked" not in hdrs.get("transfer-encoding", ""):
-            raise RuntimeError(f"{path}: HTTP {status} {hdrs}")
-        proxy_ms = None
-        for part in hdrs.get("server-timing", "").split(","):
-            if part.strip().startswith("proxy;dur="):
-                proxy_ms = float(part.strip()[len("proxy;dur="):])
-        arrivals: list[float] = []
-        events = 0
-        buffer = b""
-        while True:
-            size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            if size == 0:
-                await self.reader.readuntil(b"\r\n")
-                break
-            data = (await self.reader.readexactly(size + 2))[:-2]
-            now = time.perf_counter()
-            buffer += data
-            *complete, buffer = buffer.split(b"\n\n")
-            for event in complete:
-                events += 1
-                if b'"delta":{"content":"' in event and b'"delta":{"content":""' not in event:
-                    arrivals.append(now)
-        if self.fresh:
-            await self.close()
-        if not arrivals:
-            raise RuntimeError(f"{path}: no content events")
-        gaps = [(b - a) * 1000 for a, b in itertools.pairwise(arrivals)]
-        return Reply((arrivals[0] - started) * 1000, gaps, events, proxy_ms)
+    threading.Thread(target=pump, daemon=True).start()
+    if not done.wait(timeout) or needle not in found.get("line", ""):
+        raise RuntimeError(f"no {needle!r} within {timeout:g} s:\n{''.join(log[-40:])}")
+    return found["line"]
 
 
-@dataclass
-class Arm:
-    name: str
-    port: int
-    path: str
-    fresh: bool
-    headers: dict[str, str]
-    pid: int | None = None  # the proxy process, for its CPU time
-    replies: dict[int, list[Reply]] = field(default_factory=dict)
-    cpu_s: dict[int, float] = field(default_factory=dict)
-    requests: dict[int, int] = field(default_factory=dict)
+def wait_http(url: str, timeout: float, headers: dict | None = None) -> None:
+    import urllib.request
 
-
-def cpu_seconds(pid: int | None) -> float:
-    if pid is None:
-        return 0.0
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def request_body(model: str, counter: list[int], max_tokens: int, prompt_words: int) -> bytes:
-    counter[0] += 1
-    rng = random.Random(counter[0])
-    # A different prompt every time: no prefix-cache hit favours whichever arm runs later.
-    prompt = f"[{counter[0]}] " + " ".join(rng.choice(WORDS) for _ in range(prompt_words))
-    return json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}], "stream": True,
-                       "max_tokens": max_tokens, "ignore_eos": True, "seed": 42}).encode()
-
-
-async def run_batch(arm: Arm, concurrency: int, requests: int, make_body) -> None:
-    conns = [Conn("127.0.0.1", arm.port, fresh=arm.fresh) for _ in range(concurrency)]
-    try:
-        # Warm-up, not measured: opens every keep-alive connection (and, through the proxy, as
-        # many pooled upstream connections), so that no measured request pays a handshake.
-        await asyncio.gather(*(conn.post(arm.path, make_body(), arm.headers) for conn in conns))
-        queue = list(range(requests))
-        out: list[Reply] = []
-        cpu_before = cpu_seconds(arm.pid)
-
-        async def user(conn: Conn) -> None:
-            while queue:
-                queue.pop()
-                out.append(await conn.post(arm.path, make_body(), arm.headers))
-
-        await asyncio.gather(*(user(c) for c in conns))
-        arm.cpu_s[concurrency] = arm.cpu_s.get(concurrency, 0.0) + cpu_seconds(arm.pid) - cpu_before
-        arm.requests[concurrency] = arm.requests.get(concurrency, 0) + requests
-        arm.replies.setdefault(concurrency, []).extend(out)
-    finally:
-        for conn in conns:
-            await conn.close()
-
-
-# --- report -------------------------------------------------------------------------------------
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-BASELINE = {"direct": "direct", "direct-fresh": "direct-fresh", "proxy": "direct", "proxy-lean": "direct",
-            "proxy-lean-fresh": "direct-fresh"}
-
-
-def report(arms: list[Arm], concurrencies: list[int]) -> None:
-    by_name = {a.name: a for a in arms}
-    header = (f"{'conc':>4} {'arm':<16} {'n':>4} {'TTFT p50':>9} {'p95':>7} {'p99':>7} {'vs':<12} {'ΔTTFT p50':>9} "
-              f"{'ratio':>6} {'chunk p50':>9} {'p95':>6} {'p99':>6} {'n gaps':>6} {'Δchunk p50':>10} "
-              f"{'events':>7} {'proxy ms p50':>12} {'CPU ms/req':>10}")
-    print(header)
-    print("-" * len(header))
-    for conc in concurrencies:
-        for arm in arms:
-            replies = arm.replies.get(conc, [])
-            if not replies:
-                continue
-            base = by_name[BASELINE[arm.name]].replies[conc]
-            ttft = [r.ttft_ms for r in replies]
-            gaps = [g for r in replies for g in r.gaps_ms]
-            base_ttft = pct([r.ttft_ms for r in base], 0.5)
-            base_gap = pct([g for r in base for g in r.gaps_ms], 0.5)
-            events = statistics.mode([r.events for r in replies])
-            proxy = [r.proxy_ms for r in replies if r.proxy_ms is not None]
-            cpu = arm.cpu_s.get(conc, 0.0) * 1000 / arm.requests[conc] if arm.pid else None
-            is_base = BASELINE[arm.name] == arm.name
-            print(f"{conc:>4} {arm.name:<16} {len(replies):>4} {pct(ttft, .5):>9.1f} {pct(ttft, .95):>7.1f} "
-                  f"{pct(ttft, .99):>7.1f} {'—' if is_base else BASELINE[arm.name]:<12} "
-                  f"{'' if is_base else f'{pct(ttft, .5) - base_ttft:+.1f}':>9} "
-                  f"{'' if is_base else f'{pct(ttft, .5) / base_ttft:.2f}':>6} "
-                  f"{pct(gaps, .5):>9.2f} {pct(gaps, .95):>6.2f} {pct(gaps, .99):>6.2f} {len(gaps):>6} "
-                  f"{'' if is_base else f'{pct(gaps, .5) - base_gap:+.3f}':>10} {events:>7} "
-                  f"{f'{pct(proxy, .5):.2f}' if proxy else '':>12} {f'{cpu:.1f}' if cpu is not None else '':>10}")
-    print("\nTTFT and chunk gaps in ms; Δ and ratio against the direct arm that pays the same first-token stall;\n"
-          "'events' is the most common number of SSE events per reply (content + finish + [DONE]);\n"
-          "'proxy ms' is the proxy's own time from its Server-Timing header (admission + relaying the headers).")
-
-
-# --- main ---------------------------------------------------------------------------------------
-
-def start_graph_retrying(root: Path, attempts: int = 3):
-    """tests/dynamo_fixtures.start_graph, again on another port if another graph on this shared
-    machine took ours between the check and the bind; a failed attempt's processes are killed."""
-    from graphs.runtimes.processes import proc_stat
-    from tests.dynamo_fixtures import start_graph
-
-    for attempt in range(1, attempts + 1):
-        folder = root / f"graph-{attempt}"
-        try:
-            return start_graph(folder)
-        except RuntimeError:
-            for pidfile in (folder / "pids").glob("*.pid"):
-                rec = json.loads(pidfile.read_text())
-                stat = proc_stat(int(rec["pid"]))
-                if stat and stat[2] == int(rec["start_time"]):
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(int(rec["pgid"]), signal.SIGKILL)
-            if attempt == attempts:
-                raise
-            print(f"graph start failed (attempt {attempt}), retrying", file=sys.stderr)
-    raise AssertionError("unreachable")
-
-
-def start_proxy(env: dict[str, str], app: str, port: int, keepalive: bool) -> subprocess.Popen:
-    env = {**env, "PLAYGROUND_UPSTREAM_KEEPALIVE": "1" if keepalive else "0"}
-    return subprocess.Popen([sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1",
-                             "--port", str(port), "--loop", "uvloop", "--no-access-log", "--log-level", "warning",
-                             "--lifespan", "off"], cwd=ROOT, env=env)
-
-
-def wait_http(url: str, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            httpx.get(url, timeout=0.5)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer")
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=1):  # noqa: S310
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"{url} did not answer within {timeout:g} s")
+
+
+def start_litellm(binary: str, model: str, endpoint: str, tmp: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    config = tmp / "litellm.yaml"
+    config.write_text(json.dumps({
+        "model_list": [{"model_name": model, "litellm_params": {"model": f"openai/{model}",
+                                                                 "api_base": f"{endpoint}/v1", "api_key": "none"}}],
+        "general_settings": {"master_key": MASTER_KEY},
+        "litellm_settings": {"drop_params": False, "telemetry": False}}))
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+           "LITELLM_LOG": "ERROR", "NO_PROXY": "*", "no_proxy": "*"}
+    proc = subprocess.Popen([binary, "--config", str(config), "--host", "127.0.0.1", "--port", str(port),
+                             "--num_workers", "1"], env=env, cwd=tmp, stdout=(tmp / "litellm.log").open("w"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    wait_http(f"http://127.0.0.1:{port}/health/liveliness", 120)
+    return proc, port
+
+
+def scrape_added(port: int) -> dict[str, float]:
+    """The product's own histogram of the time it adds (GET /metrics, loopback: no token)."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("controlplane_playground_added_latency_seconds"):
+            name, _, number = line.rpartition(" ")
+            out[name] = float(number)
+    return out
+
+
+def added_time(before: dict[str, float], after: dict[str, float]) -> dict:
+    """Mean and bucket-bounded p50/p99 of the proxy's own time over the measured requests."""
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    count = delta.get("controlplane_playground_added_latency_seconds_count", 0.0)
+    if not count:
+        return {}
+    buckets = sorted((float(k.split('le="')[1].split('"')[0]), v) for k, v in delta.items() if 'le="' in k)
+
+    def upper_bound(q: float) -> float:
+        return next(le for le, n in buckets if n >= q * count)
+
+    return {"requests": int(count),
+            "mean_ms": round(delta["controlplane_playground_added_latency_seconds_sum"] / count * 1000, 3),
+            "p50_at_most_ms": upper_bound(0.5) * 1000, "p99_at_most_ms": upper_bound(0.99) * 1000}
+
+
+def versions(litellm: str | None) -> dict:
+    from importlib.metadata import version
+
+    out = {"python": sys.version.split()[0]}
+    for name in ("django", "aiohttp", "uvicorn", "uvloop", "httptools", "ai-dynamo", "prometheus-client"):
+        with contextlib.suppress(Exception):
+            out[name] = version(name)
+    if litellm:
+        result = subprocess.run([str(Path(litellm).parent / "python"), "-c",
+                                 "from importlib.metadata import version; print(version('litellm'))"],
+                                capture_output=True, text=True, timeout=60)
+        out["litellm"] = result.stdout.strip()
+    return out
+
+
+def summarise(replies_by_round: dict[int, list], direct_by_round: dict[int, list] | None) -> dict:
+    replies = [r for rs in replies_by_round.values() for r in rs]
+    ttft = [r.ttft_ms for r in replies]
+    gaps = [g for r in replies for g in r.gaps_ms]
+    out = {"n": len(replies), "events_per_reply": statistics.mode([r.events for r in replies]),
+           "ttft_ms": {q: round(pct(ttft, v), 2) for q, v in (("p50", .5), ("p95", .95), ("p99", .99))},
+           "gap_ms": {q: round(pct(gaps, v), 3) for q, v in (("p50", .5), ("p95", .95), ("p99", .99))},
+           "rounds": []}
+    for rnd, rs in sorted(replies_by_round.items()):
+        row = {"round": rnd, "ttft_p50": round(pct([r.ttft_ms for r in rs], .5), 2),
+               "gap_p50": round(pct([g for r in rs for g in r.gaps_ms], .5), 3)}
+        if direct_by_round is not None:
+            base = direct_by_round[rnd]
+            base_ttft = pct([r.ttft_ms for r in base], .5)
+            row["d_ttft_p50"] = round(row["ttft_p50"] - base_ttft, 2)
+            row["ratio_ttft_p50"] = round(row["ttft_p50"] / base_ttft, 3)
+            row["d_gap_p50"] = round(row["gap_p50"] - pct([g for r in base for g in r.gaps_ms], .5), 3)
+        out["rounds"].append(row)
+    if direct_by_round is not None:
+        for key in ("d_ttft_p50", "ratio_ttft_p50", "d_gap_p50"):
+            values = [row[key] for row in out["rounds"]]
+            out[key] = {"median": round(statistics.median(values), 3), "min": min(values), "max": max(values)}
+    return out
+
+
+def _out_of_time(*_args) -> None:
+    raise TimeoutError("the benchmark ran past --time-limit")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--c1-requests", type=int, default=8, help="requests per arm and round at concurrency 1")
-    parser.add_argument("--c16-requests", type=int, default=32, help="requests per arm and round at concurrency 16")
-    parser.add_argument("--max-tokens", type=int, default=16)
-    parser.add_argument("--prompt-words", type=int, default=30)
-    parser.add_argument("--setup", nargs=2, metavar=("MODEL", "ENDPOINT"), help=argparse.SUPPRESS)
+    parser.add_argument("--c1-requests", type=int, default=16, help="requests per arm and round at concurrency 1")
+    parser.add_argument("--c16-requests", type=int, default=64, help="requests per arm and round at concurrency 16")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--prompt-words", type=int, default=120)
+    parser.add_argument("--litellm", default=LITELLM_DEFAULT, help="LiteLLM's CLI in its own virtualenv ('' skips)")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "proxy.json"))
+    parser.add_argument("--time-limit", type=float, default=900, help="seconds; the run is abandoned after it")
     args = parser.parse_args()
-    if args.setup:
-        django_setup_main(*args.setup)
-        return 0
-
-    from graphs.runtimes.processes import allocate_ports
-    from tests.dynamo_fixtures import MODEL
-
     began = time.monotonic()
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.alarm(int(args.time_limit))
+
     tmp = Path(tempfile.mkdtemp(prefix="cp-bench-proxy-"))
-    # BENCH_DATABASE_URL: an empty database to use instead of SQLite (e.g. PostgreSQL, whose
-    # connections persist; SQLite's are opened per request, which shows in 'proxy ms').
-    database = os.environ.get("BENCH_DATABASE_URL") or f"sqlite:///{tmp}/bench.sqlite3"
-    env = {**os.environ, "CONTROLPLANE_VAR_DIR": str(tmp / "var"), "DATABASE_URL": database,
-           "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": "bench-only", "DJANGO_SECURE_TLS": "0", "LOG_LEVEL": "WARNING",
-           "PLAYGROUND_RATE_PER_MINUTE": "1000000", "PLAYGROUND_MAX_CONCURRENT_STREAMS": "1000",
-           "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
-    graph = start_graph_retrying(tmp)
-    proxies: list[subprocess.Popen] = []
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
+    env.update({"CONTROLPLANE_VAR_DIR": str(tmp / "var"), "PYTHONPATH": str(ROOT)})
+    # Dynamo's system ports must stay below 32768 (the local runtime caps the range there).
+    if int(env.get("LOCAL_RUNTIME_PORT_MIN", "0")) > 32000:
+        env["LOCAL_RUNTIME_PORT_MIN"], env["LOCAL_RUNTIME_PORT_MAX"] = "31860", "31899"
+    port = free_port()
+    py = sys.executable
+    up = subprocess.Popen([py, "manage.py", "up", "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    log: list[str] = []
+    started_pids: list[int] = []
+    litellm_proc = None
+    extra_procs: list[subprocess.Popen] = []
     ok = False
     try:
-        setup = subprocess.run([sys.executable, __file__, "--setup", MODEL, graph.endpoint], cwd=ROOT, env=env,
-                               capture_output=True, text=True, timeout=60, check=True)
-        token = setup.stdout.strip().splitlines()[-1]
-        ports = allocate_ports(3, 33000, 34000, set())
-        proxies = [start_proxy(env, "controlplane.asgi:application", ports[0], True),
-                   start_proxy(env, "playground.asgi:application", ports[1], True),
-                   start_proxy(env, "playground.asgi:application", ports[2], False)]
-        for port in ports:
-            wait_http(f"http://127.0.0.1:{port}/healthz")
+        wait_line(up, "example graph 'demo' is serving at", 300, log)
+        setup = subprocess.run([py, "manage.py", "shell", "-c", SETUP], cwd=ROOT, env=env, capture_output=True,
+                               text=True, timeout=120, check=True)
+        _, token, endpoint = next(line for line in setup.stdout.splitlines() if line.startswith("SETUP")).split()
+        started_pids = tree(up.pid)
+        web = next(p for p in started_pids if "uvicorn" in cmdline(p) and "controlplane.asgi" in cmdline(p))
+        frontend = next(p for p in started_pids if "dynamo.frontend" in cmdline(p))
+        model = json.loads(subprocess.run(["curl", "-s", f"{endpoint}/v1/models"], capture_output=True, text=True,
+                                          timeout=10).stdout)["data"][0]["id"]
+        frontend_port = int(endpoint.rsplit(":", 1)[1].split("/")[0])
+        arms = {"direct": (frontend_port, "/v1/chat/completions", {}, None),
+                "proxy": (port, "/api/playground/demo/v1/chat/completions", {"Authorization": f"Bearer {token}"},
+                          tree(web))}
+        django_port = free_port()
+        django_env = {**env, "CACHE_URL": env.get("CACHE_URL") or f"file://{tmp / 'var' / 'cache'}"}  # as up's
+        django_web = subprocess.Popen([py, "-m", "uvicorn", "controlplane.asgi:django_application", "--host",
+                                       "127.0.0.1", "--port", str(django_port), "--no-access-log", "--log-level",
+                                       "warning"], cwd=ROOT, env=django_env, start_new_session=True)
+        extra_procs.append(django_web)
+        wait_http(f"http://127.0.0.1:{django_port}/healthz", 60)
+        arms["django"] = (django_port, "/api/playground/demo/v1/chat/completions",
+                          {"Authorization": f"Bearer {token}"}, tree(django_web.pid))
+        if args.litellm and not Path(args.litellm).is_file():
+            print(f"no LiteLLM at {args.litellm}: its arm is left out (see --help)", file=sys.stderr)
+            args.litellm = ""
+        if args.litellm:
+            litellm_proc, litellm_port = start_litellm(args.litellm, model, endpoint, tmp)
+            arms["litellm"] = (litellm_port, "/v1/chat/completions", {"Authorization": f"Bearer {MASTER_KEY}"},
+                               tree(litellm_proc.pid))
         counter = [0]
 
         def make_body() -> bytes:
-            return request_body(graph.model, counter, args.max_tokens, args.prompt_words)
+            return sse_client.request_body(model, counter, args.max_tokens, args.prompt_words)
 
-        probe = json.loads(make_body())
-        probe["stream"] = False
-        prompt_tokens = httpx.post(f"{graph.endpoint}/v1/chat/completions", json=probe, timeout=10
-                                   ).json()["usage"]["prompt_tokens"]
-        print(f"graph and proxies up in {time.monotonic() - began:.1f} s; {os.cpu_count()} cores; {args.rounds} "
-              f"rounds; {prompt_tokens}-token prompts, {args.max_tokens} output tokens; database "
-              f"{database.split(':', 1)[0]}")
-        auth = {"Authorization": f"Token {token}"}
-        chat = "/api/playground/bench/v1/chat/completions"
-        arms = [Arm("direct", graph.port, "/v1/chat/completions", False, {}),
-                Arm("direct-fresh", graph.port, "/v1/chat/completions", True, {}),
-                Arm("proxy", ports[0], chat, False, auth, proxies[0].pid),
-                Arm("proxy-lean", ports[1], chat, False, auth, proxies[1].pid),
-                Arm("proxy-lean-fresh", ports[2], chat, False, auth, proxies[2].pid)]
-
+        print(f"product up in {time.monotonic() - began:.0f} s (web pid {web}, frontend pid {frontend}); "
+              f"{os.cpu_count()} cores; arms {', '.join(arms)}; {args.rounds} rounds", flush=True)
         plan = [(1, args.c1_requests), (16, args.c16_requests)]
         rng = random.Random(1)
+        replies: dict = {}
+        cpu: dict = {}
 
         async def run_all() -> None:
-            for _ in range(args.rounds):
+            for rnd in range(args.rounds):
                 for conc, requests in plan:
-                    order = arms[:]
+                    order = list(arms)
                     rng.shuffle(order)
-                    for arm in order:
-                        await run_batch(arm, conc, requests, make_body)
+                    for name in order:
+                        arm_port, path, headers, pids = arms[name]
+                        before = (cpu_seconds(pids or []), cpu_seconds([frontend]))
+                        got = await sse_client.run_batch(arm_port, path, headers, conc, requests, make_body)
+                        after = (cpu_seconds(pids or []), cpu_seconds([frontend]))
+                        replies.setdefault((name, conc), {})[rnd] = got
+                        # The warm-up requests (one per connection) are in the CPU time too.
+                        events = sum(r.events for r in got) * (requests + conc) / requests
+                        acc = cpu.setdefault((name, conc), {"proxy_s": 0.0, "frontend_s": 0.0, "events": 0.0})
+                        acc["proxy_s"] += after[0] - before[0]
+                        acc["frontend_s"] += after[1] - before[1]
+                        acc["events"] += events
+                    print(f"round {rnd + 1} c={conc} done at {time.monotonic() - began:.0f} s", flush=True)
 
+        metrics_before = scrape_added(port)
         asyncio.run(run_all())
-        report(arms, [c for c, _ in plan])
-        print(f"\ntotal {time.monotonic() - began:.1f} s")
+        results = build_results(args, arms, replies, cpu, began)
+        results["proxy_own_time"] = added_time(metrics_before, scrape_added(port))
+        print_report(results)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+        print(f"\nwritten to {os.path.relpath(args.out, ROOT)}; total {time.monotonic() - began:.0f} s")
         ok = True
     finally:
-        for proc in proxies:
-            proc.terminate()
-        for proc in proxies:
-            proc.wait(timeout=10)
-        graph.supervisor.stop_all(grace=3.0)
-        if ok:  # on failure the folder keeps the graph's logs
+        signal.alarm(0)
+        if litellm_proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(litellm_proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                litellm_proc.wait(timeout=15)
+        for proc in extra_procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=15)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(up.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            up.wait(timeout=40)
+        for pid in started_pids:  # anything of ours that outlived `up` (by pid, never by name)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if str(tmp) in cmdline(pid) or "manage.py" in cmdline(pid) or "dynamo" in cmdline(pid):
+                    os.kill(pid, signal.SIGKILL)
+        if ok:
             shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"logs kept in {tmp}:\n{''.join(log[-30:])}", file=sys.stderr)
     return 0
+
+
+def build_results(args, arms, replies, cpu, began) -> dict:
+    out = {"benchmark": "bench/proxy.py", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+           "command": "python bench/proxy.py " + " ".join(sys.argv[1:]),
+           "machine": sse_client.machine(), "versions": versions(args.litellm or None),
+           "params": {"rounds": args.rounds, "c1_requests": args.c1_requests, "c16_requests": args.c16_requests,
+                      "max_tokens": args.max_tokens, "prompt_words": args.prompt_words},
+           "seconds": round(time.monotonic() - began), "arms": {}}
+    for (name, conc), by_round in sorted(replies.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        direct = replies[("direct", conc)] if name != "direct" else None
+        row = summarise(by_round, direct)
+        acc = cpu[(name, conc)]
+        if arms[name][3] is not None:
+            row["cpu_ms_per_event"] = round(acc["proxy_s"] * 1000 / acc["events"], 4)
+        row["frontend_cpu_ms_per_event"] = round(acc["frontend_s"] * 1000 / acc["events"], 4)
+        out["arms"][f"{name}@c{conc}"] = row
+    goals = {}
+    for conc in (1, 16):
+        proxy, direct = out["arms"].get(f"proxy@c{conc}"), out["arms"].get(f"direct@c{conc}")
+        if not proxy:
+            continue
+        if conc == 1:
+            goals["c1_added_ttft_p50_ms"] = {"measured": proxy["d_ttft_p50"], "goal": "<= 2 ms"}
+        else:
+            goals["c16_added_ttft_p50_ratio"] = {"measured": proxy["ratio_ttft_p50"], "goal": "<= 1.10"}
+        goals[f"c{conc}_added_gap_p50_ms"] = {"measured": proxy["d_gap_p50"], "goal": "not measurable (~0)"}
+        goals[f"c{conc}_cpu_per_event_vs_frontend"] = {
+            "measured": round(proxy["cpu_ms_per_event"] / direct["frontend_cpu_ms_per_event"], 3), "goal": "<= 0.5"}
+        lite = out["arms"].get(f"litellm@c{conc}")
+        if lite:
+            goals[f"c{conc}_vs_litellm"] = {
+                "proxy_d_ttft_p50_ms": proxy["d_ttft_p50"]["median"],
+                "litellm_d_ttft_p50_ms": lite["d_ttft_p50"]["median"],
+                "proxy_cpu_ms_per_event": proxy["cpu_ms_per_event"],
+                "litellm_cpu_ms_per_event": lite["cpu_ms_per_event"], "goal": "proxy ahead (lower) on both"}
+    out["goals"] = goals
+    return out
+
+
+def print_report(results: dict) -> None:
+    head = (f"{'arm':<12} {'n':>4} {'TTFT p50':>9} {'p95':>7} {'p99':>7} {'ΔTTFT p50 (min..max)':>22} "
+            f"{'ratio':>6} {'gap p50':>8} {'p99':>6} {'Δgap p50':>9} {'events':>6} {'CPU ms/ev':>9} {'FE ms/ev':>8}")
+    print(head + "\n" + "-" * len(head))
+    for name, row in results["arms"].items():
+        d = row.get("d_ttft_p50")
+        spread = f"{d['median']:+.2f} ({d['min']:+.1f}..{d['max']:+.1f})" if d else ""
+        ratio = f"{row['ratio_ttft_p50']['median']:.3f}" if d else ""
+        dgap = f"{row['d_gap_p50']['median']:+.3f}" if d else ""
+        cpu = f"{row['cpu_ms_per_event']:.3f}" if "cpu_ms_per_event" in row else ""
+        print(f"{name:<12} {row['n']:>4} {row['ttft_ms']['p50']:>9.1f} {row['ttft_ms']['p95']:>7.1f} "
+              f"{row['ttft_ms']['p99']:>7.1f} {spread:>22} {ratio:>6} {row['gap_ms']['p50']:>8.2f} "
+              f"{row['gap_ms']['p99']:>6.2f} {dgap:>9} {row['events_per_reply']:>6} {cpu:>9} "
+              f"{row['frontend_cpu_ms_per_event']:>8.3f}")
+    print("\nms; Δ and ratio: paired with the direct arm of the same round (median over rounds, min..max);\n"
+          "CPU ms/ev: the arm's proxy process tree per SSE event; FE ms/ev: the frontend's, during that arm.")
+    print("the product's own time per request (its /metrics histogram):", results.get("proxy_own_time"))
+    print(json.dumps(results["goals"], indent=1))
 
 
 if __name__ == "__main__":

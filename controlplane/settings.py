@@ -396,6 +396,19 @@ PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIO
 # that a chat costs no database query; 0 checks the database on every request.
 PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))
 
+# The control plane's own metrics (GET /metrics, controlplane/telemetry): every process writes
+# its values under this folder (prometheus-client's multiprocess mode; `manage.py up` empties
+# it at start). With METRICS_TOKEN set a scrape must send it as a bearer token; without it,
+# only loopback clients are answered.
+METRICS_MULTIPROC_DIR = Path(env("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "metrics-multiproc")))
+# prometheus-client reads it when it is first imported: here, before anything imports it.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(METRICS_MULTIPROC_DIR))
+METRICS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+# A METRICS_TOKEN_FILE that does not exist (a Secret without that key) leaves it unset: closed
+# to all but loopback, rather than a web process that does not start.
+METRICS_TOKEN = (env("METRICS_TOKEN", "") if not os.environ.get("METRICS_TOKEN_FILE")
+                 or Path(os.environ["METRICS_TOKEN_FILE"]).is_file() else "")
+
 # Benchmarks (benchmarks/): aiperf runs against a graph's own frontend. Every run is bounded in
 # time (BENCHMARK_DEFAULT_SECONDS unless the request says otherwise, never past
 # BENCHMARK_MAX_SECONDS); at most BENCHMARK_MAX_RUNNING runs at once on this host, since a

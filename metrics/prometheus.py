@@ -36,6 +36,8 @@ from django.core.cache import cache
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
+from controlplane.telemetry import instruments
+
 T = TypeVar("T")
 BREAKER_FAILURES = 3
 BREAKER_OPEN_SECONDS = 30
@@ -105,20 +107,29 @@ def _call(url: str, fn: Callable[[PrometheusConnect, tuple[float, float], dict],
     _check_breaker(url)
     timeouts = _timeouts()
     params = {"timeout": f"{timeouts[1]:g}s"}
+    started = time.perf_counter()
+    error = None
     try:
         result = fn(_client(url, timeouts), timeouts, params)
     except requests.Timeout as exc:
+        error = "unreachable"
         raise _failed(url, f"Prometheus is unreachable at {url}: no answer within {timeouts[1]:g} s") from exc
     except requests.ConnectionError as exc:
+        error = "unreachable"
         raise _failed(url, f"Prometheus is unreachable at {url}: {_connection_reason(exc)}") from exc
     except requests.RequestException as exc:
+        error = "unreachable"
         raise _failed(url, f"Prometheus is unreachable at {url}: {exc.__class__.__name__}") from exc
     except PrometheusApiClientException as exc:
+        error = "refused"
         _record_success(url)  # it answered: the server is up, the query is the problem
         raise PrometheusQueryFailed(f"Prometheus at {url} refused the query: {_error_text(exc)}", url=url) from exc
     except (ValueError, KeyError, TypeError) as exc:
+        error = "unreadable"
         _record_success(url)
         raise PrometheusQueryFailed(f"Prometheus at {url} sent an answer we cannot read: {exc}", url=url) from exc
+    finally:
+        instruments.observe_prometheus_query(time.perf_counter() - started, error)
     _record_success(url)
     return result
 

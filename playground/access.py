@@ -13,7 +13,7 @@ from graphs.engines import graph_simulation
 from graphs.models import Graph, GraphState
 
 from .models import PlaygroundPolicy
-from .upstream import BadEndpoint, chat_url
+from .upstream import CHAT_PATH, BadEndpoint, frontend_base
 
 # A deployment in these states has no frontend worth calling.
 NOT_SERVING = (GraphState.NOT_DEPLOYED, GraphState.FAILED, GraphState.DELETING)
@@ -35,10 +35,15 @@ class ChatTarget:
     graph_id: int
     name: str
     model: str
-    url: str  # the frontend's chat-completions URL
+    base: str  # the frontend's base URL: its OpenAI routes are base + "/v1/..."
     state: str
     # Why the graph's replies come from Dynamo's mocker ("" when a real engine answers).
     simulated: str = ""
+
+    @property
+    def url(self) -> str:
+        """The frontend's chat-completions URL."""
+        return self.base + CHAT_PATH
 
 
 def may_chat(role: Role, policy: PlaygroundPolicy | None) -> bool:
@@ -81,10 +86,10 @@ def chat_target(user, graph_name: str) -> ChatTarget:
         state = graph.deployment.state if hasattr(graph, "deployment") else GraphState.NOT_DEPLOYED
         raise ChatRefused(503, "graph_not_serving", f"graph {graph.name!r} is not serving (state: {state})")
     try:
-        url = chat_url(graph.deployment.endpoint)
+        base = frontend_base(graph.deployment.endpoint)
     except BadEndpoint as exc:
         raise ChatRefused(502, "bad_endpoint", str(exc)) from None
-    return ChatTarget(graph.pk, graph.name, _model(graph), url, graph.deployment.state, _simulated(graph))
+    return ChatTarget(graph.pk, graph.name, _model(graph), base, graph.deployment.state, _simulated(graph))
 
 
 def chat_graphs(user) -> list[ChatTarget]:
@@ -96,10 +101,11 @@ def chat_graphs(user) -> list[ChatTarget]:
         if not _serving(graph) or not may_chat(role, getattr(graph, "playground_policy", None)):
             continue
         try:
-            url = chat_url(graph.deployment.endpoint)
+            base = frontend_base(graph.deployment.endpoint)
         except BadEndpoint:
             continue
-        out.append(ChatTarget(graph.pk, graph.name, _model(graph), url, graph.deployment.state, _simulated(graph)))
+        out.append(ChatTarget(graph.pk, graph.name, _model(graph), base, graph.deployment.state,
+                              _simulated(graph)))
     return out
 
 

@@ -34,3 +34,4 @@ class ConversationAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+

@@ -4,3 +4,14 @@ from django.apps import AppConfig
 class PlaygroundConfig(AppConfig):
     name = "playground"
     verbose_name = "Playground"
+
+    def ready(self):
+        from django.db.models.signals import post_delete
+
+        from accounts.models import ApiToken
+
+        from . import admission
+
+        # A revoked token stops admitting at once in this process (others: within the TTL).
+        post_delete.connect(lambda **_: admission.forget(), sender=ApiToken, weak=False,
+                            dispatch_uid="playground-forget-on-token-delete")

@@ -1,53 +1,160 @@
-"""An ASGI entry point that serves the playground's streaming endpoint outside Django's
-middleware stack, and everything else through it.
+"""The OpenAI endpoint as a bare ASGI application: what controlplane.asgi serves for
+``/api/playground/{graph}/v1/...``, outside Django's request handling and middleware.
 
-Why: every ``MiddlewareMixin`` middleware in settings.MIDDLEWARE runs its hooks through
+Why: every ``MiddlewareMixin`` middleware runs its hooks through
 ``sync_to_async(thread_sensitive=True)``, i.e. on one shared thread, twice per request; under
-concurrent streams those hops queue (proxy-spike.md measured +3.5 ms TTFT at c=1 and +51 ms
-at c=16 for four of them; bench/proxy.py measures ours). The chat endpoint needs none of
-them: proxy.chat_completions authenticates itself (token, or session cookie plus CSRF), and
-sets the one security header that matters for it.
+concurrent streams those hops queue (the proxy spike measured +3.5 ms TTFT at c=1 and +51 ms at
+c=16 for four of them), and Django's own request object and handler cost about 1 ms and a
+third of the proxy's CPU more than a bare ASGI app. This endpoint needs none of it:
+gateway.handle authenticates itself (token, or session cookie plus CSRF on a Django request
+built only for those callers) and sets the one security header that matters for it.
 
-Serve ``playground.asgi:application`` instead of ``controlplane.asgi:application``, or wrap
-the project's app: ``application = route_streams(get_asgi_application())``."""
+Per chunk the relay does one ``send``; the first chunk is also stamped (upstream TTFT). A
+client that goes away is noticed by a small task waiting on ``receive``: it closes the
+upstream response, which closes its connection, and the frontend cancels the request."""
 
 from __future__ import annotations
 
-import os
+import asyncio
+import io
 import re
+import time
 
-from django.core.asgi import get_asgi_application
-from django.core.handlers.asgi import ASGIHandler
-from django.core.handlers.exception import convert_exception_to_response
+import aiohttp
+from django.conf import settings
+from django.http import parse_cookie
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+from controlplane.telemetry import instruments
 
-STREAM_PATH = re.compile(r"^/api/playground/[-a-zA-Z0-9_]+/v1/chat/completions$")
+from . import gateway
 
-
-class StreamHandler(ASGIHandler):
-    """Django's ASGI handler (URL resolution, request signals, disconnect handling) with no
-    middleware at all."""
-
-    def load_middleware(self, is_async=False):
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        get_response = self._get_response_async if is_async else self._get_response
-        self._middleware_chain = convert_exception_to_response(get_response)
+PATH = re.compile(r"^/api/playground/([-a-zA-Z0-9_]+)/v1/(chat/completions|completions|models)$")
+OTHER = re.compile(r"^/api/playground/[^/]+/v1(/.*)?$")  # the rest of the OpenAI API: not served
 
 
-def route_streams(django_app):
-    """``django_app`` for every request but the chat endpoint, which goes to a StreamHandler."""
-    streams = StreamHandler()
-
-    async def application(scope, receive, send):
-        if scope["type"] == "http" and STREAM_PATH.match(scope.get("path", "")):
-            await streams(scope, receive, send)
-        else:
-            await django_app(scope, receive, send)
-
-    return application
+def match(path: str) -> re.Match | None:
+    return PATH.match(path)
 
 
-application = route_streams(get_asgi_application())
+async def not_served(scope, receive, send) -> bool:
+    """An OpenAI-shaped 404 for the parts of the OpenAI API a graph does not serve (instead of
+    the site's HTML 404 page), so that SDKs show a message. False if ``scope`` is not one."""
+    if not OTHER.match(scope["path"]):
+        return False
+    await _send(send, gateway.error_reply(404, "not_found", f"{scope['path']} is not served: a graph serves "
+                                                            "GET v1/models, POST v1/chat/completions and "
+                                                            "POST v1/completions"))
+    return True
+
+
+async def serve(scope, receive, send, found: re.Match) -> None:
+    headers: dict[str, str] = {}
+    for name, value in scope["headers"]:
+        headers[name.decode("latin-1")] = value.decode("latin-1")
+    body = await _read_body(receive, headers)
+    if body is None:
+        await _send(send, gateway.too_large())
+        return
+    cookies = parse_cookie(headers["cookie"]) if "cookie" in headers and "authorization" not in headers else {}
+    call = gateway.Call(scope["method"], found.group(1), found.group(2), headers, body, _secure(scope, headers),
+                        cookies, lambda: _django_request(scope, body))
+    reply = await gateway.handle(call)
+    if reply.upstream is None:
+        await _send(send, reply)
+    else:
+        await _relay(reply, send, receive)
+
+
+async def _read_body(receive, headers: dict[str, str]) -> bytes | None:
+    """The request body, or None when it is larger than PLAYGROUND_MAX_PROMPT_BYTES."""
+    limit = settings.PLAYGROUND_MAX_PROMPT_BYTES
+    try:
+        if int(headers.get("content-length") or 0) > limit:
+            return None
+    except ValueError:
+        pass
+    message = await receive()
+    body = message.get("body", b"")
+    if not message.get("more_body"):
+        return body if len(body) <= limit else None
+    parts = [body]
+    size = len(body)
+    while message.get("more_body"):
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        parts.append(message.get("body", b""))
+        size += len(parts[-1])
+        if size > limit:
+            return None
+    return b"".join(parts)
+
+
+def _secure(scope, headers: dict[str, str]) -> bool:
+    if scope.get("scheme") == "https":
+        return True
+    proxy_header = settings.SECURE_PROXY_SSL_HEADER
+    if proxy_header:
+        name, expected = proxy_header
+        value = headers.get(name.removeprefix("HTTP_").replace("_", "-").lower(), "")
+        return value.split(",")[0].strip() == expected
+    return False
+
+
+def _django_request(scope, body: bytes):
+    """A Django request for what only Django knows how to do: sessions and the CSRF check."""
+    from django.core.handlers.asgi import ASGIRequest
+
+    request = ASGIRequest(scope, io.BytesIO(body))
+    request._body = body
+    return request
+
+
+def _head(reply: gateway.Reply) -> dict:
+    return {"type": "http.response.start", "status": reply.status,
+            "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]}
+
+
+async def _send(send, reply: gateway.Reply) -> None:
+    reply.headers.append(("content-length", str(len(reply.body))))
+    await send(_head(reply))
+    await send({"type": "http.response.body", "body": reply.body})
+
+
+async def _relay(reply: gateway.Reply, send, receive) -> None:
+    """Relay the frontend's bytes as they arrive. A stall longer than the idle timeout, or a
+    frontend that drops the stream, ends it with an OpenAI-shaped error event."""
+    upstream = reply.upstream
+    state = {"gone": False}
+
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        state["gone"] = True
+        upstream.close()
+
+    watcher = asyncio.get_running_loop().create_task(watch())
+    complete = False
+    last = b"\n\n"
+    try:
+        await send(_head(reply))
+        chunks = upstream.content.iter_any()
+        try:
+            try:
+                last = await chunks.__anext__()
+            except StopAsyncIteration:
+                last = b""
+            instruments.observe_upstream_ttft(time.perf_counter() - reply.sent)
+            await send({"type": "http.response.body", "body": last, "more_body": True})
+            async for last in chunks:
+                await send({"type": "http.response.body", "body": last, "more_body": True})
+            complete = True
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            if not state["gone"]:
+                await send({"type": "http.response.body", "body": gateway.terminate(last) + gateway.stream_error(exc),
+                            "more_body": True})
+        if not state["gone"]:
+            await send({"type": "http.response.body", "body": b""})
+    finally:
+        watcher.cancel()
+        await gateway.finish(reply, complete=complete and not state["gone"])

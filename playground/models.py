@@ -80,3 +80,27 @@ class Message(models.Model):
     @property
     def reply_timing(self) -> ReplyTiming | None:
         return ReplyTiming.model_validate(self.timing) if self.timing else None
+
+
+class ApiLimit(models.Model):
+    """Admin-set limits on the OpenAI endpoint (``/api/playground/{graph}/v1/...``) for one
+    user, or for one of the user's API tokens. The most specific row applies: the token's,
+    else the user's (``token_id`` ""), else the PLAYGROUND_* settings. Each limit counts the
+    requests of what it names: a token's row counts that token's requests only."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_limits")
+    # "" = every request of the user; else admission.token_id() of one of the user's tokens.
+    token_id = models.CharField(max_length=64, blank=True)
+    token_label = models.CharField(max_length=100, blank=True)  # what the admin picked, as shown then
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)  # None: the setting's default
+    concurrent_streams = models.PositiveIntegerField(null=True, blank=True)  # None: the setting's default
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "token_id"], name="api_limit_per_user_or_token")]
+
+    def __str__(self) -> str:
+        what = f"token {self.token_label or self.token_id}" if self.token_id else "every request"
+        return f"{self.user}: {what}"

@@ -10,7 +10,7 @@ from audit.services import audit_record
 from graphs.models import Graph
 
 from . import admission
-from .models import Conversation, Message, PlaygroundPolicy
+from .models import ApiLimit, Conversation, Message, PlaygroundPolicy
 from .schema import ConversationIn
 
 if TYPE_CHECKING:
@@ -32,6 +32,39 @@ def policy_set(*, graph: Graph, viewers_may_chat: bool, user: Actor = None, via:
     admission.forget()
     transaction.on_commit(admission.forget)
     return policy
+
+
+@transaction.atomic
+def api_limit_set(*, user, token_id: str = "", token_label: str = "", requests_per_minute: int | None,
+                  concurrent_streams: int | None, by=None, via: str = "ui") -> ApiLimit:
+    """Set the OpenAI endpoint's limits of ``user`` (token_id "") or of one of its tokens;
+    None keeps a limit at the setting's default."""
+    for name, value in (("requests_per_minute", requests_per_minute), ("concurrent_streams", concurrent_streams)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name} must be a whole number of 0 or more (or empty for the default)")
+    before = ApiLimit.objects.filter(user=user, token_id=token_id).values(
+        "requests_per_minute", "concurrent_streams").first()
+    limit, _ = ApiLimit.objects.update_or_create(
+        user=user, token_id=token_id,
+        defaults={"token_label": token_label, "requests_per_minute": requests_per_minute,
+                  "concurrent_streams": concurrent_streams, "updated_by": by})
+    audit_record(actor=by, via=via, action="playground.api_limit", target_type="user", target=user.username,
+                 before=before or {}, after={"token": token_label or token_id or "(every request)",
+                                             "requests_per_minute": requests_per_minute,
+                                             "concurrent_streams": concurrent_streams})
+    admission.forget()  # admissions carry their limits
+    transaction.on_commit(admission.forget)
+    return limit
+
+
+@transaction.atomic
+def api_limit_delete(*, limit: ApiLimit, by=None, via: str = "ui") -> None:
+    audit_record(actor=by, via=via, action="playground.api_limit", target_type="user", target=limit.user.username,
+                 before={"requests_per_minute": limit.requests_per_minute,
+                         "concurrent_streams": limit.concurrent_streams}, after={})
+    limit.delete()
+    admission.forget()
+    transaction.on_commit(admission.forget)
 
 
 def _title(data: ConversationIn) -> str:

@@ -1,25 +1,27 @@
-"""The one module that talks HTTP to a graph's frontend (httpx).
+"""The one module that talks HTTP to a graph's frontend (aiohttp).
 
-One ``httpx.AsyncClient`` per process, created lazily on first use: HTTP/1.1 keep-alive to
-every frontend, so a chat does not pay a TCP handshake. A client's connections belong to the
-event loop that opened them, so the client is re-created if it is first used from another
-loop (only tests do that; uvicorn runs one loop per process).
+Why aiohttp: measured side by side (proxy-spike notes, and bench/proxy.py's earlier runs),
+httpx costs about twice the CPU per relayed stream and its pool stalls under 64 concurrent
+streams; aiohttp relays the same bytes for half the CPU.
 
-About keep-alive and TTFT: the dynamo-offline notes report that on a reused connection the
-Dynamo 1.6.1 frontend sends the first token ~35 ms late (Nagle's algorithm on its accepted
-sockets against the client's delayed ACK; fixed upstream by ai-dynamo/dynamo#14643, which
-sets TCP_NODELAY), and that our side's TCP_NODELAY (anyio sets it) does not help; only a fresh
-connection would. ``PLAYGROUND_UPSTREAM_KEEPALIVE=0`` opens one per chat. bench/proxy.py
-measures both: on this machine's mocker graph direct-fresh was no faster than direct, and
-fresh upstream connections cost the proxy TTFT, so keep-alive stays the default."""
+One ``aiohttp.ClientSession`` per process, created lazily on first use: HTTP/1.1 keep-alive to
+every frontend, so a chat does not pay a TCP handshake. A session's connections belong to the
+event loop that opened them, so it is re-created if first used from another loop (only tests
+do that; uvicorn runs one loop per process).
+
+About keep-alive and TTFT: on a reused connection the Dynamo 1.6.1 frontend sends the first
+token late when it follows the headers closely (Nagle against delayed ACK; fixed upstream by
+ai-dynamo/dynamo#14643). ``PLAYGROUND_UPSTREAM_KEEPALIVE=0`` opens one connection per chat;
+bench/proxy.py measured fresh connections to cost more than they save, so keep-alive stays."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 from django.conf import settings
 
 CHAT_PATH = "/v1/chat/completions"
@@ -35,15 +37,18 @@ class UpstreamError(Exception):
         self.kind = kind
         self.message = message
 
+    @property
+    def status(self) -> int:
+        return {"upstream_timeout": 504, "upstream_busy": 503}.get(self.kind, 502)
+
 
 class BadEndpoint(ValueError):
     """A deployment's endpoint is not an http(s) URL we are willing to call."""
 
 
-def chat_url(endpoint: str) -> str:
-    """The chat-completions URL of a frontend whose base URL is ``endpoint`` (as the runtime
-    wrote it on the Deployment). Refuses anything but a plain http(s) URL: no credentials, no
-    query or fragment."""
+def frontend_base(endpoint: str) -> str:
+    """The base URL of a frontend (as the runtime wrote it on the Deployment), normalised.
+    Refuses anything but a plain http(s) URL: no credentials, no query or fragment."""
     try:
         parts = urlsplit(endpoint.strip())
         port = parts.port
@@ -55,83 +60,105 @@ def chat_url(endpoint: str) -> str:
         raise BadEndpoint(f"the graph's endpoint {endpoint!r} carries credentials, a query or a fragment")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     netloc = f"{host}:{port}" if port else host
-    return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}{CHAT_PATH}"
+    return f"{parts.scheme}://{netloc}{parts.path.rstrip('/')}"
+
+
+def chat_url(endpoint: str) -> str:
+    """The chat-completions URL of the frontend at ``endpoint``."""
+    return frontend_base(endpoint) + CHAT_PATH
 
 
 @dataclass
 class _Pool:
-    client: httpx.AsyncClient
+    session: aiohttp.ClientSession
     loop: asyncio.AbstractEventLoop
 
 
 _pool: _Pool | None = None
 
 
-def client() -> httpx.AsyncClient:
+def session() -> aiohttp.ClientSession:
     global _pool
     loop = asyncio.get_running_loop()
-    if _pool is None or _pool.loop is not loop:
+    if _pool is None or _pool.loop is not loop or _pool.session.closed:
+        if _pool is not None and _pool.loop is not loop:
+            _discard(_pool)
         keepalive = settings.PLAYGROUND_UPSTREAM_KEEPALIVE
-        max_connections = settings.PLAYGROUND_UPSTREAM_MAX_CONNECTIONS
-        _pool = _Pool(
-            httpx.AsyncClient(
-                http1=True,
-                http2=False,
-                trust_env=False,  # never route a graph's traffic through an environment proxy
-                follow_redirects=False,
-                limits=httpx.Limits(max_connections=max_connections,
-                                    max_keepalive_connections=max_connections if keepalive else 0,
-                                    keepalive_expiry=30.0),
-            ),
-            loop,
-        )
-    return _pool.client
+        connector = aiohttp.TCPConnector(limit=settings.PLAYGROUND_UPSTREAM_MAX_CONNECTIONS, limit_per_host=0,
+                                         keepalive_timeout=30.0, force_close=not keepalive,
+                                         enable_cleanup_closed=False, ttl_dns_cache=60)
+        _pool = _Pool(aiohttp.ClientSession(connector=connector, trust_env=False,  # never an environment proxy
+                                            auto_decompress=False, skip_auto_headers=("User-Agent",),
+                                            raise_for_status=False), loop)
+    return _pool.session
+
+
+def _discard(pool: _Pool) -> None:
+    """Drop a session of another (finished) event loop without awaiting anything on it."""
+    connector = pool.session.connector
+    pool.session.detach()
+    if connector is not None:
+        with contextlib.suppress(Exception):
+            connector._close()  # closes its transports now, without awaiting on the dead loop
 
 
 async def close() -> None:
-    """Close the pooled client (tests, shutdown hooks)."""
+    """Close the pooled session (tests, shutdown hooks)."""
     global _pool
     if _pool is not None and _pool.loop is asyncio.get_running_loop():
-        await _pool.client.aclose()
+        await _pool.session.close()
     _pool = None
 
 
-def _timeout() -> httpx.Timeout:
-    # connect: a frontend that is down must answer within a second, not hang a spinner.
-    # read: the idle timeout between two reads of the stream (and before the headers).
-    return httpx.Timeout(connect=settings.PLAYGROUND_CONNECT_TIMEOUT, read=settings.PLAYGROUND_IDLE_TIMEOUT,
-                         write=settings.PLAYGROUND_CONNECT_TIMEOUT, pool=settings.PLAYGROUND_CONNECT_TIMEOUT)
+def _timeout() -> aiohttp.ClientTimeout:
+    # connect: a frontend that is down must answer within a second, not hang a spinner (it
+    # includes the wait for a free pooled connection). sock_read: the idle timeout between two
+    # reads of the stream, and before the headers.
+    connect = settings.PLAYGROUND_CONNECT_TIMEOUT
+    return aiohttp.ClientTimeout(total=None, connect=connect, sock_connect=connect,
+                                 sock_read=settings.PLAYGROUND_IDLE_TIMEOUT)
 
 
-async def open_chat(url: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
+async def request(method: str, url: str, body: bytes | None, headers: dict[str, str]) -> aiohttp.ClientResponse:
     """Send the request and wait for the response headers; the body is left to stream.
-    The caller must ``aclose()`` the response."""
-    send_headers = {"content-type": "application/json",
-                    # aiter_raw() relays the bytes as they come: they must not be compressed.
-                    "accept-encoding": "identity"}
-    send_headers.update({k: v for k, v in headers.items() if k in FORWARDED_HEADERS})
-    request = client().build_request("POST", url, content=body, headers=send_headers, timeout=_timeout())
+    The caller must ``release()`` (read to the end) or ``close()`` (abandon) the response."""
+    send_headers = {"accept-encoding": "identity"}  # relayed as they come: never compressed
+    if body is not None:
+        send_headers["content-type"] = "application/json"
+    for name in FORWARDED_HEADERS:
+        value = headers.get(name)
+        if value:
+            send_headers[name] = value
     try:
-        return await client().send(request, stream=True)
-    except httpx.ConnectTimeout:
+        return await session().request(method, url, data=body, headers=send_headers, timeout=_timeout(),
+                                       allow_redirects=False)
+    except aiohttp.ConnectionTimeoutError:
+        raise UpstreamError("upstream_unavailable", "the graph's frontend did not accept a connection in time "
+                                                    "(down, or too many streams to it are open)") from None
+    except aiohttp.ClientConnectorError as exc:
         raise UpstreamError("upstream_unavailable",
-                            "the graph's frontend did not accept a connection in time") from None
-    except httpx.PoolTimeout:
-        raise UpstreamError("upstream_busy", "too many streams to this graph's frontend are open") from None
-    except httpx.ConnectError as exc:
-        raise UpstreamError("upstream_unavailable", f"the graph's frontend is not reachable ({exc})") from None
-    except httpx.ReadTimeout:
+                            f"the graph's frontend is not reachable ({exc.os_error.strerror or exc})") from None
+    except (aiohttp.SocketTimeoutError, TimeoutError):
         raise UpstreamError("upstream_timeout", "the graph's frontend accepted the request but did not answer "
                                                 "within the idle timeout") from None
-    except httpx.HTTPError as exc:
+    except aiohttp.ClientError as exc:
         raise UpstreamError("upstream_error", f"the graph's frontend failed: {exc.__class__.__name__}") from None
 
 
-async def read_all(response: httpx.Response, limit: int) -> bytes:
-    """A non-streamed answer (errors, ``stream: false``), at most ``limit`` bytes."""
+async def read_all(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """A non-streamed answer (errors, ``stream: false``, the model list), at most ``limit``
+    bytes. Releases the connection to the pool."""
     out = bytearray()
-    async for chunk in response.aiter_raw():
-        out += chunk
-        if len(out) > limit:
-            raise UpstreamError("upstream_error", "the frontend's answer is larger than the proxy relays")
+    try:
+        async for chunk in response.content.iter_any():
+            out += chunk
+            if len(out) > limit:
+                raise UpstreamError("upstream_error", "the frontend's answer is larger than the proxy relays")
+    except (aiohttp.SocketTimeoutError, TimeoutError):
+        raise UpstreamError("upstream_timeout", "the graph's frontend stopped answering mid-reply") from None
+    except aiohttp.ClientError as exc:
+        raise UpstreamError("upstream_error", f"the graph's frontend dropped the reply ({exc.__class__.__name__})"
+                            ) from None
+    finally:
+        response.release()
     return bytes(out)

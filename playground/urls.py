@@ -11,4 +11,5 @@ urlpatterns = [
     path("conversations/<int:pk>/", views.conversation_update, name="conversation_update"),
     path("conversations/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
     path("policies/", views.policies, name="policies"),
+    path("limits/", views.api_limits, name="api_limits"),
 ]

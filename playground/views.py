@@ -17,8 +17,8 @@ from graphs.untrusted import query_int
 
 from . import services
 from .access import chat_graphs, may_chat_with
-from .forms import PolicyForm
-from .models import Conversation, PlaygroundPolicy
+from .forms import ApiLimitForm, PolicyForm
+from .models import ApiLimit, Conversation, PlaygroundPolicy
 from .schema import ConversationIn
 
 DEFAULT_PARAMS = {"temperature": 0.7, "top_p": 1.0, "max_tokens": 256}
@@ -132,3 +132,34 @@ def policies(request):
     allowed = set(PlaygroundPolicy.objects.filter(viewers_may_chat=True).values_list("graph_id", flat=True))
     graphs = [(g, g.pk in allowed) for g in Graph.objects.select_related("deployment").order_by("name")]
     return render(request, "playground/policies.html", {"graphs": graphs})
+
+
+@role_required(Role.ADMIN)
+@require_http_methods(["GET", "POST"])
+def api_limits(request):
+    """Limits on the OpenAI endpoint per user or per token (scripts), beside the defaults."""
+    from django.conf import settings
+
+    form = ApiLimitForm()
+    if request.method == "POST" and "delete" in request.POST:
+        limit = ApiLimit.objects.filter(pk=request.POST.get("delete")).select_related("user").first()
+        if limit is None:
+            messages.error(request, "That limit does not exist (any more).")
+        else:
+            services.api_limit_delete(limit=limit, by=request.user)
+            messages.success(request, f"Limit for {limit} removed: the defaults apply.")
+        return redirect("playground:api_limits")
+    if request.method == "POST":
+        form = ApiLimitForm(request.POST)
+        if form.is_valid():
+            d = form.cleaned_data
+            limit = services.api_limit_set(user=d["user"], token_id=d["token"] or "", token_label=d["token_label"],
+                                           requests_per_minute=d["requests_per_minute"],
+                                           concurrent_streams=d["concurrent_streams"], by=request.user)
+            messages.success(request, f"Limit for {limit} saved.")
+            return redirect("playground:api_limits")
+    rows = ApiLimit.objects.select_related("user", "updated_by").order_by("user__username", "token_id")
+    status = 400 if form.errors else 200
+    return render(request, "playground/api_limits.html", {
+        "form": form, "limits": rows, "default_rate": settings.PLAYGROUND_RATE_PER_MINUTE,
+        "default_streams": settings.PLAYGROUND_MAX_CONCURRENT_STREAMS}, status=status)

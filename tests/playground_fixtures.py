@@ -86,12 +86,12 @@ class AsgiServer:
         self.thread.join(timeout=10)
 
 
-# The project's entry point (the full middleware stack) and playground.asgi (the chat endpoint
-# outside it): every proxy test runs against both.
-ENTRY_POINTS = ["controlplane.asgi:application", "playground.asgi:application"]
+# The project's entry point (the OpenAI endpoint outside Django, playground.asgi) and plain
+# Django (the same paths through playground.proxy's views): every proxy test runs against both.
+ENTRY_POINTS = ["controlplane.asgi:application", "controlplane.asgi:django_application"]
 
 
-@pytest.fixture(scope="session", params=ENTRY_POINTS, ids=["controlplane-asgi", "playground-asgi"])
+@pytest.fixture(scope="session", params=ENTRY_POINTS, ids=["controlplane-asgi", "django-views"])
 def asgi_server(request, django_db_setup) -> Iterator[AsgiServer]:
     server = AsgiServer(request.param).start()
     yield server
@@ -100,8 +100,9 @@ def asgi_server(request, django_db_setup) -> Iterator[AsgiServer]:
 
 @pytest.fixture(scope="session")
 def routed_server(django_db_setup) -> Iterator[AsgiServer]:
-    """playground.asgi only: pages through the middleware stack, the chat endpoint outside it."""
-    server = AsgiServer("playground.asgi:application").start()
+    """The project's entry point: pages through the middleware stack, the OpenAI endpoint and
+    /metrics outside it."""
+    server = AsgiServer("controlplane.asgi:application").start()
     yield server
     server.stop()
 
@@ -112,13 +113,21 @@ def _fresh_limits():
     per process: start every test with neither."""
     from django.core.cache import cache
 
-    from playground import admission
+    from playground import admission, counting, upstream
 
     cache.clear()
     admission.forget()
+    counting.reset()
     yield
     cache.clear()
     admission.forget()
+    counting.reset()
+    # The test client runs each request on an event loop of its own: drop a pooled upstream
+    # session whose loop is gone (production runs one loop per process).
+    pool = upstream._pool
+    if pool is not None and pool.loop.is_closed():
+        upstream._discard(pool)
+        upstream._pool = None
 
 
 def make_graph(name: str, model: str, endpoint: str, *, user=None, state: str = "ready", active: bool = True):

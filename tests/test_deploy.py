@@ -499,7 +499,7 @@ def test_secrets_come_from_mounted_files(overlay):
     objects = render(overlay)
     for workload, spec, container in ours(objects):
         env = container_env(objects, container)
-        for secret in ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL"):
+        for secret in ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "METRICS_TOKEN"):
             assert secret not in env, f"{secret} in plain configuration"
             path = env.get(f"{secret}_FILE")
             assert path, f"{workload['metadata']['name']}: {secret}_FILE"
@@ -518,7 +518,7 @@ def _production_env(tmp_path: Path, objects) -> dict[str, str]:
     secrets = tmp_path / "secrets"
     secrets.mkdir()
     values = {"DJANGO_SECRET_KEY": "k" * 64, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-              "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15", "CACHE_URL": ""}
+              "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15", "CACHE_URL": "", "METRICS_TOKEN": "m" * 32}
     for key, value in values.items():
         (secrets / key).write_text(value + "\n")
     for key, value in list(config.items()):
@@ -542,10 +542,39 @@ def test_rendered_configuration_boots_django(tmp_path):
                                 timeout=120, check=False)
         assert result.returncode == 0, f"{' '.join(argv)}:\n{result.stderr[-3000:]}"
     probe = ("from django.conf import settings as s; "
-             "print(s.DEBUG, s.SECRET_KEY == 'k' * 64, s.SECURE_SSL_REDIRECT, s.SESSION_COOKIE_SECURE)")
+             "print(s.DEBUG, s.SECRET_KEY == 'k' * 64, s.SECURE_SSL_REDIRECT, s.SESSION_COOKIE_SECURE, "
+             "s.METRICS_TOKEN == 'm' * 32)")
     result = subprocess.run([sys.executable, "-c", f"import django; django.setup(); {probe}"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=120, check=True)
-    assert result.stdout.split() == ["False", "True", "True", "True"]
+    assert result.stdout.split() == ["False", "True", "True", "True", "True"]
+    # A Secret without the METRICS_TOKEN key still boots, with /metrics closed to all but loopback.
+    Path(env["METRICS_TOKEN_FILE"]).unlink()
+    result = subprocess.run([sys.executable, "-c", "import django; django.setup(); "
+                             "from django.conf import settings as s; print(repr(s.METRICS_TOKEN))"],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.strip() == "''"
+
+
+def test_the_service_monitor_scrapes_the_web_service_with_the_metrics_token():
+    monitor = yaml.safe_load((REPO / "deploy" / "prometheus" / "servicemonitor.yaml").read_text())
+    assert monitor["kind"] == "ServiceMonitor" and monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    objects = render("example")
+    service = one(objects, "Service", "web")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert endpoint["path"] == "/metrics"
+    credentials = endpoint["authorization"]["credentials"]
+    assert credentials["name"] == SECRET_VOLUME_SECRET
+    web = one(objects, "Deployment", "web")["spec"]["template"]["spec"]["containers"][0]
+    assert container_env(objects, web)["METRICS_TOKEN_FILE"].rsplit("/", 1)[-1] == credentials["key"]
+
+
+def test_the_grafana_dashboard_is_valid_json_over_the_control_planes_own_series():
+    dashboard = json.loads((REPO / "deploy" / "grafana" / "control-plane.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert exprs and all("controlplane_" in e for e in exprs)
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
 
 
 # ------------------------------------------------------------------------------------ image
@@ -627,4 +656,7 @@ def test_dockerfile_requirements_step(tmp_path):
         assert any(r.startswith(wanted) for r in requirements), requirements
         assert not any(r.startswith(unwanted) for r in requirements)
         assert any(r.startswith("kubernetes==") for r in requirements)
-        assert not any(r.startswith(("uvloop", "transformers", "ai-dynamo")) for r in requirements)
+        assert not any(r.startswith(("transformers", "ai-dynamo")) for r in requirements)
+        # The web's own: the event loop, HTTP parser and upstream client of the OpenAI endpoint.
+        assert {"uvloop==", "httptools==", "aiohttp==", "prometheus-client=="} <= {
+            r.split("==")[0] + "==" for r in requirements if "==" in r}

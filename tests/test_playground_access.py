@@ -244,13 +244,20 @@ def test_a_remembered_admission_costs_no_query_until_its_ttl_runs_out(users, tok
     assert post(client, chat_body("test-model"), **header).status_code == 502  # looked up
     with django_assert_num_queries(0):
         assert post(client, chat_body("test-model"), **header).status_code == 502
+    from django.contrib.auth.models import User
+
     from accounts.tokens import token_revoke, tokens_of
 
-    token_revoke(token=tokens_of(users["operator"]).get())
-    # Within the TTL the revoked token still admits (the documented trade-off)...
+    User.objects.filter(username="operator").update(is_active=False)
+    # Within the TTL a deactivated user's token still admits (the documented trade-off)...
     assert post(client, chat_body("test-model"), **header).status_code == 502
     time.sleep(0.35)
     # ...and not after it.
+    assert post(client, chat_body("test-model"), **header).status_code == 401
+    User.objects.filter(username="operator").update(is_active=True)
+    assert post(client, chat_body("test-model"), **header).status_code == 502  # remembered again
+    # A revoked token stops admitting at once, TTL or not.
+    token_revoke(token=tokens_of(users["operator"]).get())
     assert post(client, chat_body("test-model"), **header).status_code == 401
 
 
@@ -278,3 +285,125 @@ def test_a_remembered_admission_is_per_credential_and_graph(client_for, users, d
     assert post(client_for("operator"), chat_body("m")).status_code == 502
     assert post(client_for("viewer"), chat_body("m")).status_code == 403
     assert post(client_for("viewer"), chat_body("m"), url=CHAT.format(graph="pg-down-2")).status_code == 403
+
+
+# --- limits an admin sets per user or per token -------------------------------------------------
+
+def test_an_admin_sets_a_users_rate_through_the_admin_and_it_applies_to_that_user_only(
+        client_for, users, tokens, down_graph, settings):
+    settings.PLAYGROUND_RATE_PER_MINUTE = 100
+    admin = client_for("admin")
+    response = admin.post("/playground/limits/", {
+        "user": "operator", "token": "", "requests_per_minute": "1", "concurrent_streams": ""})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert "operator" in admin.get("/playground/limits/").content.decode()
+    from audit.models import AuditRecord
+
+    assert AuditRecord.objects.filter(action="playground.api_limit", target="operator").exists()
+    operator = Client()
+    header = token_header(tokens, "operator")
+    assert post(operator, chat_body("test-model"), **header).status_code == 502
+    refused = post(operator, chat_body("test-model"), **header)
+    assert refused.status_code == 429
+    assert refused.json()["error"]["message"] == "more than 1 requests in a minute for this user"
+    assert post(client_for("operator"), chat_body("test-model")).status_code == 429  # the session too
+    assert post(Client(), chat_body("test-model"), **token_header(tokens, "admin")).status_code == 502
+
+
+def test_a_token_limit_applies_to_that_token_and_is_counted_apart_from_the_user(users, tokens, down_graph,
+                                                                                settings):
+    from playground.admission import token_id
+    from playground.services import api_limit_set
+
+    settings.PLAYGROUND_RATE_PER_MINUTE = 100
+    api_limit_set(user=users["operator"], token_id=token_id(tokens["operator"]), token_label="script",
+                  requests_per_minute=2, concurrent_streams=None, by=users["admin"])
+    api_limit_set(user=users["operator"], requests_per_minute=1, concurrent_streams=None, by=users["admin"])
+    header = token_header(tokens, "operator")
+    assert [post(Client(), chat_body("test-model"), **header).status_code for _ in range(3)] == [502, 502, 429]
+    from django.test import Client as SessionClient
+
+    session = SessionClient()
+    assert session.login(username="operator", password=PASSWORD)
+    # The session falls under the user's own row (1 a minute), not under the token's.
+    assert [post(session, chat_body("test-model")).status_code for _ in range(2)] == [502, 429]
+
+
+def test_a_zero_stream_limit_refuses_and_a_changed_limit_applies_at_once(users, tokens, down_graph, settings):
+    from playground.services import api_limit_set
+
+    settings.PLAYGROUND_ADMISSION_TTL = 60  # remembered admissions must not keep the old limit
+    header = token_header(tokens, "operator")
+    assert post(Client(), chat_body("test-model"), **header).status_code == 502
+    api_limit_set(user=users["operator"], requests_per_minute=None, concurrent_streams=0, by=users["admin"])
+    refused = post(Client(), chat_body("test-model"), **header)
+    assert refused.status_code == 429 and "0 streams are already open" in refused.json()["error"]["message"]
+
+
+def test_a_limit_must_be_a_whole_number_and_the_admin_form_checks_the_tokens_owner(client_for, users, tokens):
+    from playground.admission import token_id
+    from playground.models import ApiLimit
+    from playground.services import api_limit_set
+
+    with pytest.raises(ValueError, match="requests_per_minute must be a whole number"):
+        api_limit_set(user=users["operator"], requests_per_minute=-1, concurrent_streams=None)
+    response = client_for("admin").post("/playground/limits/", {
+        "user": "operator", "token": token_id(tokens["viewer"]), "requests_per_minute": "5",
+        "concurrent_streams": ""})
+    assert response.status_code == 400
+    assert "this token is not one of operator" in response.content.decode()
+    response = client_for("admin").post("/playground/limits/", {"user": "operator", "requests_per_minute": "-3"})
+    assert response.status_code == 400
+    assert not ApiLimit.objects.exists()
+    for role in ("operator", "viewer"):
+        assert client_for(role).post("/playground/limits/", {"user": "operator", "requests_per_minute": "9"}
+                                     ).status_code == 403
+    assert not ApiLimit.objects.exists()
+    api_limit_set(user=users["operator"], requests_per_minute=3, concurrent_streams=None)
+    limit = ApiLimit.objects.get()
+    assert client_for("admin").post("/playground/limits/", {"delete": limit.pk}).status_code == 302
+    assert not ApiLimit.objects.exists()
+
+
+def test_the_entry_points_lifespan_closes_the_pooled_upstream_connections_at_shutdown():
+    import asyncio
+
+    from controlplane.asgi import application
+    from playground import upstream
+
+    async def run() -> list[str]:
+        inbox: asyncio.Queue = asyncio.Queue()
+        sent: list[str] = []
+
+        async def send(message):
+            sent.append(message["type"])
+
+        upstream.session()  # a pooled session of this loop, as after a first chat
+        for kind in ("lifespan.startup", "lifespan.shutdown"):
+            inbox.put_nowait({"type": kind})
+        await application({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, send)
+        assert upstream._pool is None
+        return sent
+
+    assert asyncio.run(run()) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+def test_with_a_shared_file_cache_the_limits_hold_exactly_at_their_edge(users, tokens, down_graph, settings,
+                                                                        tmp_path):
+    """The cache of several web workers on one host (a file cache): far from a limit a request
+    is counted off the hot path, near it in line, and the limit holds to the request."""
+    from playground import counting
+    from playground.services import api_limit_set
+
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                                   "LOCATION": str(tmp_path / "cache")}}
+    counting.reset()
+    api_limit_set(user=users["operator"], requests_per_minute=10, concurrent_streams=None)
+    header = token_header(tokens, "operator")
+    if time.time() % 60 > 50:  # the eleven requests must fall in one rate window
+        time.sleep(60.5 - time.time() % 60)
+    statuses = [post(Client(), chat_body("test-model"), **header).status_code for _ in range(11)]
+    assert statuses == [502] * 10 + [429]
+    counting.flush()  # what the background thread writes every FLUSH_SECONDS
+    assert limits.open_streams(f"u:{users['operator'].pk}") == 0  # every slot given back, none leaked
+    assert counting._seen[f"u:{users['operator'].pk}"].requests >= 10

@@ -27,6 +27,7 @@ from tests.playground_fixtures import (  # noqa: F401
     gauges,
     make_graph,
     read_sse,
+    routed_server,
     tokens,
     wait_for,
 )
@@ -170,12 +171,18 @@ def test_the_model_and_a_max_tokens_bound_are_filled_in_when_missing(asgi_server
     assert response.json()["usage"]["completion_tokens"] == 3
 
 
-def test_an_error_from_the_frontend_is_relayed_with_its_status(asgi_server, chat_graph, tokens):
+def test_an_error_from_the_frontend_is_relayed_with_its_status_in_openais_shape(asgi_server, dynamo_graph,
+                                                                                chat_graph, tokens):
     body = chat_body("no-such-model", max_tokens=2)
     with httpx.Client(timeout=30) as client:
+        direct = client.post(dynamo_graph.endpoint + "/v1/chat/completions", json=body)
         response = client.post(asgi_server.url + CHAT.format(graph="pg-test"), headers=auth(tokens), json=body)
+    assert direct.status_code == 404 and "error" not in direct.json()  # the 1.6.1 frontend's own shape
     assert response.status_code == 404
-    assert response.json()["message"] == "Model not found"
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["message"] == direct.json()["message"] == "Model not found"
+    assert error["code"] == 404 and error["param"] is None and isinstance(error["type"], str)
 
 
 def test_a_client_that_goes_away_cancels_the_frontends_request_within_half_a_second(
@@ -271,3 +278,65 @@ def test_a_browser_session_chats_with_its_csrf_token_and_not_without(asgi_server
         assert client.post(url, json=body).status_code == 403
     with httpx.Client(timeout=30) as client:
         assert client.post(url, json=body).status_code == 401
+
+
+def test_the_products_entry_point_serves_the_endpoint_outside_djangos_middleware(asgi_server, dynamo_graph,
+                                                                                  chat_graph, tokens):
+    """controlplane.asgi:application (what make up, the Dockerfile and deploy/ run) answers
+    these paths itself: none of the middleware's headers; the plain Django app adds them."""
+    with httpx.Client(timeout=30) as client:
+        reply = client.post(asgi_server.url + CHAT.format(graph="pg-test"), headers=auth(tokens),
+                            json=chat_body(dynamo_graph.model, max_tokens=2))
+        page = client.get(asgi_server.url + "/login/")
+    assert reply.status_code == 200 and reply.headers["x-content-type-options"] == "nosniff"
+    through_django = asgi_server.app.endswith(":django_application")
+    assert ("x-frame-options" in reply.headers) is through_django
+    assert "x-frame-options" in page.headers  # every other page still goes through the middleware
+
+
+def test_a_steady_callers_admission_is_looked_up_again_in_the_background_and_a_refusal_applies(
+        routed_server, users, tokens, settings):
+    """Past half its TTL a remembered admission is still served, and looked up again off the
+    hot path: a user deactivated meanwhile is refused well before the TTL runs out."""
+    from django.contrib.auth.models import User
+
+    from tests.playground_fixtures import free_port, make_graph
+
+    settings.PLAYGROUND_ADMISSION_TTL = 10
+    make_graph("pg-down", "m", f"http://127.0.0.1:{free_port()}", user=users["admin"])
+    url = routed_server.url + CHAT.format(graph="pg-down")
+    with httpx.Client(timeout=10) as client:
+        def chat() -> int:
+            return client.post(url, headers=auth(tokens), json=chat_body("m")).status_code
+
+        assert chat() == 502  # admitted (looked up); the frontend is down
+        started = time.monotonic()
+        User.objects.filter(username="operator").update(is_active=False)  # no signal: only a lookup sees it
+        assert chat() == 502  # remembered, less than half the TTL old: no lookup
+        time.sleep(5.1)
+        assert chat() == 502  # still remembered; now looked up again in the background...
+        wait_for(lambda: chat() == 401, timeout=3, interval=0.1)  # ...which refuses it
+        assert time.monotonic() - started < 10  # before the TTL would have
+
+
+def test_a_session_request_with_a_host_the_site_does_not_serve_is_refused_not_a_500(routed_server, users):
+    """The endpoint runs outside the middleware that vets the Host header; the CSRF check that
+    reads it must still answer a clear 4xx."""
+    from django.conf import settings
+    from django.test import Client
+
+    from tests.conftest import PASSWORD
+    from tests.playground_fixtures import free_port, make_graph
+
+    make_graph("pg-down", "m", f"http://127.0.0.1:{free_port()}", user=users["admin"])
+    browser = Client()
+    assert browser.login(username="operator", password=PASSWORD)
+    browser.get("/playground/")
+    csrf = browser.cookies[settings.CSRF_COOKIE_NAME].value
+    cookies = {settings.SESSION_COOKIE_NAME: browser.cookies[settings.SESSION_COOKIE_NAME].value,
+               settings.CSRF_COOKIE_NAME: csrf}
+    with httpx.Client(timeout=10, cookies=cookies) as client:
+        reply = client.post(routed_server.url + CHAT.format(graph="pg-down"), json=chat_body("m"),
+                            headers={"Host": "evil.example", "X-CSRFToken": csrf, "Origin": "http://evil.example"})
+    assert reply.status_code in (400, 403), reply.text
+    assert reply.json()["error"]["type"] in ("invalid_host", "csrf_failed")

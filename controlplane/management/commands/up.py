@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -52,6 +53,9 @@ class Command(BaseCommand):
         call_command("bootstrap", admin_password=password, demo_users=True)
         logs = Path(settings.VAR_DIR) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        # The processes' metric files (/metrics) start empty with every start of the product.
+        shutil.rmtree(settings.METRICS_MULTIPROC_DIR, ignore_errors=True)
+        Path(settings.METRICS_MULTIPROC_DIR).mkdir(parents=True, exist_ok=True)
         self.logs = logs
         py = sys.executable
         commands = {

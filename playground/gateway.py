@@ -1,0 +1,343 @@
+"""The OpenAI-compatible endpoint of every serving graph, ``/api/playground/{graph}/v1/...``:
+``chat/completions`` and ``completions`` (POST, streamed or not) and ``models`` (GET), passed
+through to the graph's frontend. The browser's chat and API clients (token or session) use it.
+
+This module decides what to answer (``handle``: a Call in, a Reply out); two front ends send
+it: playground.asgi (what controlplane.asgi serves for these paths, outside Django's
+middleware stack: the hot path) and proxy.py (Django views, for any other server and the test
+client). The hot path is kept small on purpose (proxy-spike notes): no query once the caller's
+admission is remembered (admission.py), no thread hop when the cache is in memory, the SSE
+bytes relayed exactly as they arrive (no parsing, no re-encoding), nothing per chunk beyond
+stamping the first one.
+
+Every error, the proxy's own or the frontend's, answers in OpenAI's shape
+``{"error": {"message", "type", "param", "code"}}``."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from controlplane.telemetry import instruments
+from graphs import untrusted
+
+from . import admission, counting, limits, upstream
+from .access import ChatRefused
+
+log = logging.getLogger(__name__)
+
+MAX_ANSWER_BODY = 4 * 1024 * 1024  # a non-streamed answer relayed whole (errors, stream: false)
+ROUTES = {"chat/completions": "POST", "completions": "POST", "models": "GET"}
+JSON = "application/json"
+
+
+def error_body(kind: str, message: str, status: int) -> dict:
+    """OpenAI's error shape, which its SDKs and our page know how to show."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+
+
+def sse_error(kind: str, message: str, status: int) -> bytes:
+    return b"data: " + json.dumps(error_body(kind, message, status)).encode() + b"\n\n"
+
+
+@dataclass
+class Call:
+    """One request, as either front end saw it. ``headers`` have lower-case names."""
+
+    method: str
+    graph: str
+    route: str  # a key of ROUTES
+    headers: dict[str, str]
+    body: bytes
+    secure: bool
+    cookies: dict[str, str]
+    django_request: Callable  # () -> HttpRequest, built only for session callers (CSRF, session)
+    started: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class Reply:
+    """What to send. With ``upstream`` set, its body streams after ``body`` (empty), and the
+    stream slot of ``subject`` is released when it ends (``finish``)."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes = b""
+    upstream: aiohttp.ClientResponse | None = None
+    subject: str | None = None
+    sent: float = 0.0  # when the upstream request went out (perf_counter)
+
+
+def error_reply(status: int, kind: str, message: str, *extra: tuple[str, str]) -> Reply:
+    return Reply(status, [("content-type", JSON), ("x-content-type-options", "nosniff"), *extra],
+                 json.dumps(error_body(kind, message, status)).encode())
+
+
+def too_large() -> Reply:
+    limit = settings.PLAYGROUND_MAX_PROMPT_BYTES
+    return error_reply(413, "request_too_large", f"the request is larger than {limit} bytes")
+
+
+# --- limits (counting.py: no I/O on the hot path) ------------------------------------------------
+
+async def _acquire(lim: admission.Limits) -> limits.Refusal | None:
+    return await counting.acquire(lim.subject, lim.requests_per_minute, lim.concurrent_streams)
+
+
+async def release(subject: str) -> None:
+    counting.release(subject)  # no I/O: in memory, or written by counting's flush
+
+
+# --- who is asking -----------------------------------------------------------------------------
+
+async def _admit(call: Call) -> admission.Admission:
+    """Who is asking and where to (remembered for a few seconds), and the CSRF check for
+    session callers. Raises ChatRefused."""
+    authorization = call.headers.get("authorization")
+    session_key = None if authorization else call.cookies.get(settings.SESSION_COOKIE_NAME)
+    # CSRF first: a forged cross-site request learns nothing, not even whether the graph serves.
+    if admission.csrf_needed(authorization, call.cookies):
+        request = call.django_request()
+        if settings.CSRF_USE_SESSIONS:
+            await sync_to_async(admission.enforce_csrf)(request)
+        else:
+            admission.enforce_csrf(request)
+    key = admission.credential_key(authorization, session_key)
+    admitted, left = admission.recall_with_expiry(key, call.graph)
+    if admitted is None:
+        if not authorization and not session_key:
+            raise ChatRefused(401, "not_authenticated", "sign in, or send Authorization: Token <key>")
+        # One lookup per caller and graph at a time: sixteen streams of one script that start
+        # together wait for the same lookup instead of queueing sixteen on the sync thread.
+        pending = _lookups.get((key, call.graph))
+        if pending is None:
+            pending = asyncio.get_running_loop().create_task(sync_to_async(_lookup(call, authorization))())
+            _lookups[(key, call.graph)] = pending
+            pending.add_done_callback(lambda _task, k=(key, call.graph): _lookups.pop(k, None))
+        admitted = await asyncio.shield(pending)  # a caller that leaves must not cancel the others' lookup
+        admission.remember(key, call.graph, admitted)
+    elif left < settings.PLAYGROUND_ADMISSION_TTL / 2 and (key, call.graph) not in _refreshing:
+        _refreshing.add((key, call.graph))
+        _background.add(asyncio.get_running_loop().create_task(_refresh(call, authorization, key)))
+    return admitted
+
+
+_lookups: dict[tuple[str | None, str], asyncio.Task] = {}  # (credential key, graph) -> its lookup in flight
+_refreshing: set[tuple[str, str]] = set()  # (credential key, graph) being looked up again now
+_background: set[asyncio.Task] = set()  # strong references: a pending task must not be collected
+
+
+def _lookup(call: Call, authorization: str | None) -> Callable[[], admission.Admission]:
+    """The (synchronous, database) admission of ``call``'s caller, ready to run in a thread."""
+    if authorization:
+        return functools.partial(admission.admit_token, authorization, call.graph)
+    return functools.partial(admission.admit_session, call.django_request(), call.graph)
+
+
+async def _refresh(call: Call, authorization: str | None, key: str) -> None:
+    """Look a remembered admission up again off the hot path; a refusal forgets it at once."""
+    try:
+        admitted = await sync_to_async(_lookup(call, authorization))()
+        admission.remember(key, call.graph, admitted)
+    except ChatRefused:
+        admission.drop(key, call.graph)
+    except Exception:  # a database hiccup: keep serving until the TTL ends, then look up in line
+        log.warning("looking an admission up again failed", exc_info=True)
+    finally:
+        _refreshing.discard((key, call.graph))
+        _background.discard(asyncio.current_task())
+
+
+# --- the request body --------------------------------------------------------------------------
+
+def _parse(body: bytes, route: str) -> dict:
+    """Validate a completion request before anything else is spent on it. Raises ChatRefused."""
+    try:
+        payload = untrusted.load_json(body.decode("utf-8"))  # bounded depth and numbers, storable text
+    except untrusted.UntrustedInputError as exc:
+        raise ChatRefused(400, "invalid_request_error", str(exc)) from None
+    except (ValueError, UnicodeDecodeError):
+        raise ChatRefused(400, "invalid_request_error", "the body is not JSON") from None
+    if not isinstance(payload, dict):
+        raise ChatRefused(400, "invalid_request_error", "the body must be a JSON object")
+    if route == "chat/completions":
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise ChatRefused(400, "invalid_request_error", "messages must be a non-empty list")
+    else:
+        prompt = payload.get("prompt")
+        if not (isinstance(prompt, str) or (isinstance(prompt, list) and prompt)):
+            raise ChatRefused(400, "invalid_request_error", "prompt must be a string or a non-empty list")
+    cap = settings.PLAYGROUND_MAX_TOKENS
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = payload.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ChatRefused(400, "invalid_request_error", f"{name} must be a positive integer")
+        if value > cap:
+            raise ChatRefused(400, "invalid_request_error", f"{name} may be at most {cap} here")
+    return payload
+
+
+def _upstream_body(payload: dict, body: bytes, model: str) -> bytes:
+    """The caller's own bytes, unless ``model`` or a ``max_tokens`` bound must be filled in."""
+    changed = False
+    if payload.get("max_tokens") is None and payload.get("max_completion_tokens") is None:
+        payload["max_tokens"] = settings.PLAYGROUND_MAX_TOKENS
+        changed = True
+    if not payload.get("model"):
+        payload["model"] = model
+        changed = True
+    return json.dumps(payload).encode() if changed else body
+
+
+def openai_error(status: int, content: bytes) -> bytes:
+    """The frontend's error answer in OpenAI's shape (it is, or it is wrapped)."""
+    try:
+        data = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        return content
+    if isinstance(data, dict):
+        message = data.get("message") or data.get("error") or data.get("detail") or json.dumps(data)
+        kind = data.get("type") if isinstance(data.get("type"), str) else "upstream_error"
+    else:
+        message, kind = content.decode("utf-8", "replace").strip() or f"HTTP {status}", "upstream_error"
+    return json.dumps(error_body(kind, str(message)[:2000], status)).encode()
+
+
+def server_timing(proxy_s: float, upstream_s: float) -> str:
+    """Our own time (before the upstream call and after its headers) and the wait for them."""
+    return f"proxy;dur={proxy_s * 1000:.2f}, upstream;dur={upstream_s * 1000:.2f}"
+
+
+# --- the call ----------------------------------------------------------------------------------
+
+async def handle(call: Call) -> Reply:
+    """What to answer ``call`` with. A streamed Reply holds a stream slot and the upstream
+    response: the front end must relay it and then ``await finish(reply)``."""
+    reply = await _handle(call)
+    instruments.count_request(call.route, reply.status)
+    return reply
+
+
+async def _handle(call: Call) -> Reply:
+    method = ROUTES[call.route]
+    if call.method != method:
+        return error_reply(405, "method_not_allowed", f"{method} to this endpoint", ("allow", method))
+    if settings.SECURE_SSL_REDIRECT and not call.secure:
+        # SecurityMiddleware would redirect; this path runs without it, and a POST cannot
+        # follow a redirect with its body anyway.
+        return error_reply(403, "https_required", "use https")
+    try:
+        # Who may ask comes before what is asked: an anonymous or forged request learns
+        # nothing about the body's validity.
+        admitted = await _admit(call)
+        payload = _parse(call.body, call.route) if method == "POST" else None
+    except ChatRefused as exc:
+        return error_reply(exc.status, exc.kind, exc.message)
+    base = admitted.target.base
+    if payload is None:
+        return await _models(call, base)
+    refusal = await _acquire(admitted.limits)  # from here on, a stream slot is held
+    if refusal is not None:
+        return error_reply(429, "rate_limited", refusal.message, ("retry-after", str(refusal.retry_after)))
+    subject = admitted.limits.subject
+    response = None
+    try:
+        send_body = _upstream_body(payload, call.body, admitted.target.model)
+        sent = time.perf_counter()
+        response = await upstream.request("POST", f"{base}/v1/{call.route}", send_body, call.headers)
+        answered = time.perf_counter()
+        status, content_type = response.status, response.headers.get("content-type", JSON)
+        streamed = status == 200 and content_type.startswith("text/event-stream")
+        if not streamed:  # an error from the frontend, or stream: false
+            content = await upstream.read_all(response, MAX_ANSWER_BODY)
+            response = None
+    except upstream.UpstreamError as exc:
+        await _abandon(response, subject)
+        return error_reply(exc.status, exc.kind, exc.message)
+    except BaseException:  # cancelled (the client went away) or a bug: never leak the slot
+        await _abandon(response, subject)
+        raise
+    proxy_s = (sent - call.started) + (time.perf_counter() - answered)
+    instruments.observe_added(proxy_s)
+    headers = [("server-timing", server_timing(proxy_s, answered - sent)), ("x-content-type-options", "nosniff")]
+    if streamed:
+        headers += [("content-type", content_type), ("cache-control", "no-cache"),
+                    ("x-accel-buffering", "no")]  # nginx and friends: do not buffer the stream
+        instruments.stream_opened()
+        return Reply(200, headers, upstream=response, subject=subject, sent=sent)
+    await release(subject)
+    return _answer(status, content_type, content, headers)
+
+
+def _answer(status: int, content_type: str, content: bytes, headers: list[tuple[str, str]]) -> Reply:
+    if status >= 400:
+        content, content_type = openai_error(status, content), JSON
+    return Reply(status, [("content-type", content_type), *headers], content)
+
+
+async def _models(call: Call, base: str) -> Reply:
+    """The frontend's own model list (what it will accept as ``model``)."""
+    try:
+        response = await upstream.request("GET", f"{base}/v1/models", None, call.headers)
+        status, content_type = response.status, response.headers.get("content-type", JSON)
+        content = await upstream.read_all(response, MAX_ANSWER_BODY)
+    except upstream.UpstreamError as exc:
+        return error_reply(exc.status, exc.kind, exc.message)
+    return _answer(status, content_type, content, [("x-content-type-options", "nosniff")])
+
+
+async def _abandon(response: aiohttp.ClientResponse | None, subject: str) -> None:
+    try:
+        if response is not None:
+            response.close()  # closes its connection: the frontend cancels the request
+    finally:
+        await release(subject)
+
+
+async def finish(reply: Reply, *, complete: bool) -> None:
+    """After a streamed Reply: give the connection back (or drop it) and the stream slot."""
+    try:
+        if complete:
+            reply.upstream.release()
+        else:
+            reply.upstream.close()
+    finally:
+        instruments.stream_closed()
+        await release(reply.subject)
+
+
+def finish_sync(reply: Reply) -> None:
+    """finish(complete=False) from synchronous code: for a stream that was never relayed (a
+    client gone before the first byte), where the relay's own ``finally`` never runs."""
+    try:
+        reply.upstream.close()
+    finally:
+        instruments.stream_closed()
+        counting.release(reply.subject)
+
+
+def terminate(last: bytes) -> bytes:
+    """Blank lines that end a partly relayed event, so that an error event stands alone."""
+    return b"" if last.endswith(b"\n\n") else b"\n\n"
+
+
+def stream_error(exc: BaseException) -> bytes:
+    """The SSE error event that ends a stream the frontend stalled or dropped."""
+    if isinstance(exc, aiohttp.SocketTimeoutError | TimeoutError):
+        idle = settings.PLAYGROUND_IDLE_TIMEOUT
+        return sse_error("upstream_timeout", f"the graph's frontend sent nothing for {idle:g} s", 504)
+    return sse_error("upstream_error", f"the graph's frontend dropped the stream ({exc.__class__.__name__})", 502)

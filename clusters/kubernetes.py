@@ -355,3 +355,50 @@ def read_log(kube: KubeClient, namespace: str, pod: str, *, lines: int = 200, pr
         if exc.status != 400:  # 400: no container named main; the pod's only container then
             raise
         return kube.call("GET", path, what=what, query=query, response="text")
+
+
+def read_log_head(kube: KubeClient, namespace: str, pod: str, limit_bytes: int) -> str:
+    """The first ``limit_bytes`` of the main container's log (``limitBytes`` counts from the
+    start): what an engine prints once at start-up, such as its KV-transfer backend."""
+    path = core_path("pods", namespace, pod, "log")
+    what = f"read the log of pod {namespace}/{pod}"
+    query = [("limitBytes", str(limit_bytes))]
+    try:
+        return kube.call("GET", path, what=what, query=[*query, ("container", "main")], response="text")
+    except KubeFailure as exc:
+        if exc.status != 400:
+            raise
+        return kube.call("GET", path, what=what, query=query, response="text")
+
+
+def exec_shm_bytes(kube: KubeClient, namespace: str, pod: str) -> int:
+    """The size of /dev/shm as the main container sees it, from ``df -kP /dev/shm`` run
+    through ``pods/exec`` (a WebSocket; the RBAC verb is ``create`` on ``pods/exec``). Raises
+    KubeFailure: 403 when exec is not allowed, or when the container has no ``df``."""
+    from kubernetes.stream import stream
+
+    what = f"run df in pod {namespace}/{pod}"
+    # A client of its own: stream() swaps its ApiClient's request function while it runs, and
+    # the watchers share this one.
+    core = k8s.CoreV1Api(k8s.ApiClient(kube.api.configuration))
+    try:
+        ws = stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=["df", "-kP", "/dev/shm"],
+                    container="main", stdin=False, stdout=True, stderr=True, tty=False, _preload_content=False)
+        try:
+            ws.run_forever(timeout=kube.timeout[1])
+            out, err, code = ws.read_stdout(), ws.read_stderr(), ws.returncode
+        finally:
+            ws.close()
+    except ApiException as exc:
+        # A refused upgrade comes back as status 0 with the handshake's status line in the reason.
+        reason = str(exc.reason or exc)
+        status = 403 if "403" in reason else 404 if "404" in reason else exc.status or 0
+        raise KubeFailure(f"{what}: {'pods/exec is not allowed' if status == 403 else reason[:200]}",
+                          status=status) from exc
+    except Exception as exc:  # the websocket's own errors
+        raise KubeFailure(f"{what}: {exc.__class__.__name__}: {exc}", status=0) from exc
+    lines = (out or "").strip().splitlines()
+    try:
+        return int(lines[-1].split()[1]) * 1024  # POSIX df -k: 1024-byte blocks, second column
+    except (IndexError, ValueError):
+        raise KubeFailure(f"{what}: exit code {code}: {(err or out or '').strip()[:200]}", status=200) from None

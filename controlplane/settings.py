@@ -312,6 +312,10 @@ KUBERNETES_RETRIES = int(env("KUBERNETES_RETRIES", "3"))
 KUBERNETES_RETRY_BACKOFF = float(env("KUBERNETES_RETRY_BACKOFF", "0.5"))
 KUBERNETES_RETRY_MAX_DELAY = float(env("KUBERNETES_RETRY_MAX_DELAY", "5"))
 KUBERNETES_WATCH_SECONDS = int(env("KUBERNETES_WATCH_SECONDS", "30"))
+# Measure each ready worker's /dev/shm with `df` inside its main container (pods/exec), once per
+# container start. Off unless an admin grants the control plane's service account pods/exec
+# (create) in the graphs' namespaces; a refusal is shown, and the pod's volumes still say.
+KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 
 # Operations: how long a worker's claim on a running operation lasts before the reconcile
 # task may hand it to another worker (the first one is presumed dead).

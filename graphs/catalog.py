@@ -22,6 +22,8 @@ class Template:
     disaggregated: bool
     model: str
     gpus: int
+    router_mode: str | None = None  # None: Dynamo's default (round-robin), no flag written
+    worker_replicas: int = 1
 
 
 TEMPLATES = {
@@ -39,6 +41,14 @@ TEMPLATES = {
                  "sglang", True, "Qwen/Qwen3-0.6B", 1),
         Template("trtllm-disagg", "Disaggregated TensorRT-LLM",
                  "Frontend, prefill and decode pools of TensorRT-LLM workers.", "trtllm", True, "Qwen/Qwen3-0.6B", 1),
+        Template("vllm-agg-kv", "Aggregated vLLM with KV-aware routing",
+                 "A Frontend with the KV router (--router-mode kv) in front of two vLLM workers: a prompt goes to "
+                 "the worker whose KV cache already holds its prefix.", "vllm", False, "Qwen/Qwen3-0.6B", 1,
+                 router_mode="kv", worker_replicas=2),
+        Template("mocker-agg-kv", "KV-routed mocker (no GPU)",
+                 "The KV router in front of two aggregated mocker workers, which publish the KV events it needs: "
+                 "repeated prompts hit the cache, and the graph page shows the hit rate.", "mocker", False,
+                 "Qwen/Qwen3-0.6B", 0, router_mode="kv", worker_replicas=2),
         Template("mocker-disagg", "Disaggregated mocker (no GPU)",
                  "Dynamo's GPU-free mocker engine in prefill and decode pools: runs on this host with the "
                  "local runtime, with vLLM-like timing.", "mocker", True, "Qwen/Qwen3-0.6B", 0),
@@ -74,6 +84,7 @@ def build_spec(
     prefill: PoolFields | None = None,
     decode: PoolFields | None = None,
     frontend_image: str = "",
+    router_mode: str | None = None,
     planner: PlannerSettings | None = None,
 ) -> GraphSpec:
     """A spec from the create form. Raises ManifestError (paths into the spec) or ValueError."""
@@ -82,10 +93,10 @@ def build_spec(
     version = DynamoVersion.parse(dynamo_version)
     model = model or tpl.model
     prefill = prefill or PoolFields(gpus=tpl.gpus)
-    decode = decode or PoolFields(gpus=tpl.gpus)
+    decode = decode or PoolFields(gpus=tpl.gpus, replicas=tpl.worker_replicas)
     if backend not in ENGINES:
         raise ValueError(f"unknown backend {backend!r}")
-    frontend_command, frontend_args = build_frontend_command()
+    frontend_command, frontend_args = build_frontend_command(router_mode or tpl.router_mode)
     services: list[dict] = [
         {
             "name": "Frontend",

@@ -7,7 +7,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .dgd.commandline import declared_role, engine_of, served_model, tokens
+from .dgd.commandline import (
+    ROUTER_FLAGS,
+    ROUTER_MODE_ENV,
+    declared_role,
+    engine_of,
+    router_flag_problem,
+    router_flags,
+    served_model,
+    tokens,
+)
 from .dgd.parse import import_manifest
 from .dgd.render import V1ALPHA1
 from .dgd.versions import (
@@ -83,6 +92,8 @@ def operational_findings(obj: dict[str, Any], *, dynamo_version: str | None = No
             out += _check_role_flag(service, paths, spec, target)
             out += _check_gpus(service, paths, spec)
             out += _check_token(service, paths)
+        if service.role == "frontend":
+            out += _check_router(service, paths, spec, target)
         if service.role == "planner":
             out += _check_planner(service, paths)
         out += _check_emptydir(service, paths)
@@ -321,3 +332,43 @@ def _check_api_version(obj: dict[str, Any], spec: GraphSpec, target: DynamoVersi
                    f"operators of Dynamo {target} serve only nvidia.com/v1alpha1",
                    "export this graph as nvidia.com/v1alpha1")]
     return []
+
+
+# The router flags table is dynamo.frontend 1.6.1's; older frontends are checked for the mode only.
+ROUTER_FLAGS_SINCE = DynamoVersion(1, 6, 0)
+
+
+def _check_router(service: Service, paths: _Paths, spec: GraphSpec, target: DynamoVersion) -> list[Finding]:
+    """The Frontend's --router-mode and router flags, as dynamo.frontend 1.6.1 parses them: a
+    value it refuses stops the frontend at start; a KV-router flag without --router-mode kv
+    is silently unused."""
+    out: list[Finding] = []
+    path = paths.args(service)
+    argv = tokens(service.command, service.args)
+    flags = router_flags(argv)
+    env_mode = next((e.get("value") for e in service.env if isinstance(e, dict)
+                     and e.get("name") == ROUTER_MODE_ENV), None)
+    if env_mode is not None and not any(flag == "--router-mode" for flag, _ in flags):
+        flags.append(("--router-mode", str(env_mode)))
+    for flag, value in flags:
+        if flag != "--router-mode" and target < ROUTER_FLAGS_SINCE:
+            continue
+        problem = router_flag_problem(flag, value)
+        if problem:
+            out.append(_f(Severity.ERROR, "router_flag_invalid", path, f"{service.name}: {problem}",
+                          "use --router-mode kv, round-robin or random, and only the router flags of "
+                          f"dynamo.frontend {target}"))
+    mode = spec.router_mode
+    kv_only = sorted({flag for flag, _ in flags if ROUTER_FLAGS.get(flag, ("", (), False))[2]})
+    if kv_only and mode != "kv" and target >= ROUTER_FLAGS_SINCE:
+        out.append(_f(Severity.WARNING, "router_flag_unused", path,
+                      f"{service.name} sets {', '.join(kv_only)}, which only the KV router reads, but routes "
+                      f"{mode}: the flags do nothing", "add --router-mode kv, or remove the flags"))
+    if mode == "kv":
+        for worker in spec.services:
+            if worker.is_worker and "--no-enable-prefix-caching" in tokens(worker.command, worker.args):
+                out.append(_f(Severity.WARNING, "kv_router_without_prefix_cache", paths.args(worker),
+                              f"{worker.name} disables prefix caching: it keeps no prefixes to reuse, so the KV "
+                              "router has nothing to route on and the hit rate stays 0",
+                              "remove --no-enable-prefix-caching"))
+    return out

@@ -26,8 +26,49 @@ def _free_gpus(deployment) -> int | None:
     return deployment.cluster.gpu_free
 
 
+def _size(n: int) -> str:
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return f"{n} B"
+
+
+def _shm(deployment, pod, spec) -> list[Diagnosis]:
+    """/dev/shm as the worker sees it against what its spec asks: the article's emptyDir trap."""
+    requested = spec.shm_requested_bytes(pod.service) if spec else None
+    measured = pod.shm_bytes
+    disagg = pod.role in ("prefill", "decode")
+    where = f" ({pod.shm_source})" if getattr(pod, "shm_source", "") else ""
+    local = getattr(deployment, "runtime", "") == "local"
+    if requested and measured < requested * 0.99:  # tmpfs sizes round to pages
+        title = (f"{pod.name} runs on the 64 MB default /dev/shm" if measured <= SHM_DEFAULT_BYTES
+                 else f"{pod.name} has less /dev/shm than its spec asks")
+        detail = (f"Its spec asks for {_size(requested)} of /dev/shm; the worker sees {_size(measured)}{where}. "
+                  "This is the emptyDir trap: NIXL and NCCL stage KV-transfer buffers in /dev/shm, and a container "
+                  "gets 64 MB unless a memory-backed emptyDir is mounted there, which an emptyDir added under "
+                  "extraPodSpec volumes is not.")
+        fix = ("Give this host a larger /dev/shm (mount -o remount,size=16G /dev/shm, or docker run --shm-size=16g) "
+               "or lower the spec's shared memory to what it has." if local else
+               "Set sharedMemory.size (v1alpha1) or sharedMemorySize (v1beta1) on the component, and remove any "
+               "emptyDir you added for /dev/shm yourself: the operator mounts its own shared-memory emptyDir "
+               "(medium Memory, that sizeLimit) at /dev/shm. Then apply again so the pods are recreated.")
+        return [Diagnosis("error" if disagg else "warning", title, detail, fix)]
+    if disagg and measured <= SHM_DEFAULT_BYTES:
+        return [Diagnosis("warning", f"{pod.name} runs on the 64 MB default /dev/shm",
+                          "NIXL prepares KV-transfer metadata in /dev/shm; at 64 MB the transfer stalls at "
+                          "init or the worker dies.",
+                          "Set sharedMemory.size (v1alpha1) or sharedMemorySize (v1beta1) to 16Gi.")]
+    return []
+
+
 def diagnose(deployment, pods) -> list[Diagnosis]:
     out: list[Diagnosis] = []
+    revision = getattr(deployment, "revision", None)
+    spec = revision.graph_spec if revision is not None else None
+    if getattr(deployment, "state", "") == "failed" and deployment.message.startswith("not enough GPUs on this host"):
+        out.append(Diagnosis("error", "Not enough GPUs on this host", deployment.message,
+                             "Lower the GPU workers' replicas or GPUs per replica, or delete another local graph "
+                             "that holds GPUs."))
     free_gpus = _free_gpus(deployment) if any(p.phase == "Pending" for p in pods) else None
     frontends = [p for p in pods if p.role == "frontend"]
     for pod in pods:
@@ -49,11 +90,8 @@ def diagnose(deployment, pods) -> list[Diagnosis]:
             out.append(Diagnosis("error", f"{pod.name} ran out of memory",
                                  "The container was killed for exceeding its memory limit; /dev/shm counts against it.",
                                  "Raise the memory limit or lower the shared memory size."))
-        if pod.role in ("prefill", "decode") and pod.shm_bytes is not None and pod.shm_bytes <= SHM_DEFAULT_BYTES:
-            out.append(Diagnosis("warning", f"{pod.name} runs on the 64 MB default /dev/shm",
-                                 "NIXL prepares KV-transfer metadata in /dev/shm; at 64 MB the transfer stalls at "
-                                 "init or the worker dies.",
-                                 "Set sharedMemory.size (v1alpha1) or sharedMemorySize (v1beta1) to 16Gi."))
+        if pod.role in ("prefill", "decode", "worker") and pod.shm_bytes is not None:
+            out += _shm(deployment, pod, spec)
     if frontends and all(p.ready for p in frontends) and deployment.message.startswith("frontend serves no model"):
         out.append(Diagnosis("warning", "The frontend is up but serves no model",
                              "No worker has registered with it yet, or every worker is down: /v1/models is empty.",

@@ -22,6 +22,11 @@ class TemplateForm(forms.Form):
     dynamo_version = forms.CharField(max_length=20, initial=LATEST,
                                      widget=forms.TextInput(attrs={"list": "dynamo-releases"}))
     description = forms.CharField(max_length=500, required=False)
+    router_mode = forms.ChoiceField(
+        choices=[("round-robin", "Round-robin (Dynamo's default)"),
+                 ("kv", "KV-aware: to the worker holding the prefix"), ("random", "Random"),
+                 ("power-of-two", "Power of two choices"), ("least-loaded", "Least loaded")],
+        initial="round-robin", required=False, label="Router", help_text="The Frontend's --router-mode")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -108,7 +113,8 @@ class TemplateForm(forms.Form):
     releases = KNOWN_RELEASES
 
     def graph_fields(self):
-        return [self[n] for n in ("name", "namespace", "model", "backend", "dynamo_version", "description")]
+        return [self[n] for n in ("name", "namespace", "model", "backend", "dynamo_version", "router_mode",
+                                  "description")]
 
     def pool_groups(self, disaggregated: bool):
         pools = ("prefill", "decode") if disaggregated else ("decode",)

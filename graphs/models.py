@@ -137,8 +137,15 @@ class Pod(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     node = models.CharField(max_length=253, blank=True)
     gpus = models.PositiveIntegerField(default=0)
-    shm_bytes = models.BigIntegerField(null=True, blank=True)
+    shm_bytes = models.BigIntegerField(null=True, blank=True)  # /dev/shm as measured (see shm_source)
+    shm_source = models.CharField(max_length=40, blank=True)  # where shm_bytes was read
     port = models.PositiveIntegerField(null=True, blank=True)
+    command = models.JSONField(default=list, blank=True)  # main container's command (list of str)
+    args = models.JSONField(default=list, blank=True)  # and its args, as kubectl describe shows them
+    nixl_backend = models.CharField(max_length=60, blank=True)  # UCX, ..., "simulated" (mocker), "" unknown
+    gpu_devices = models.CharField(max_length=100, blank=True)  # CUDA_VISIBLE_DEVICES of a local GPU worker
+    gpu_memory_bytes = models.BigIntegerField(null=True, blank=True)  # local: NVML, this pod's processes
+    gpu_util = models.FloatField(null=True, blank=True)  # percent, local: NVML
     reason = models.CharField(max_length=100, blank=True)
     message = models.TextField(blank=True)
     last_log = models.TextField(blank=True)

@@ -319,14 +319,20 @@ def status_snapshot(graph: Graph) -> dict:
         "attach": deployment.runtime_info if deployment and deployment.active else {},
         "replicas": deployment.desired_replicas(deployment.revision.graph_spec)
         if deployment and deployment.revision else {},
+        "router_mode": spec.router_mode if spec else None,
         "observed_at": deployment.observed_at.isoformat() if deployment and deployment.observed_at else None,
         "age_seconds": round((now - deployment.observed_at).total_seconds(), 1)
         if deployment and deployment.observed_at else None,
         "pods": [
             {"name": p.name, "service": p.service, "role": p.role, "phase": p.phase, "ready": p.ready,
              "restarts": p.restarts, "started_at": p.started_at.isoformat() if p.started_at else None,
-             "node": p.node, "gpus": p.gpus, "shm_bytes": p.shm_bytes, "port": p.port, "reason": p.reason,
-             "message": p.message}
+             "node": p.node, "gpus": p.gpus, "shm_bytes": p.shm_bytes, "shm_source": p.shm_source,
+             "shm_requested_bytes": spec.shm_requested_bytes(p.service) if spec else None, "port": p.port,
+             "reason": p.reason, "message": p.message,
+             # The main container's command line, as kubectl describe pod shows it.
+             "command": p.command, "args": p.args,
+             "nixl_backend": p.nixl_backend, "gpu_devices": p.gpu_devices,
+             "gpu_memory_bytes": p.gpu_memory_bytes, "gpu_util": p.gpu_util}
             for p in pods
         ],
         "events": [{"at": e.at.isoformat(), "type": e.type, "reason": e.reason, "object": e.object,

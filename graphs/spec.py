@@ -13,11 +13,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .dgd.commandline import DEFAULT_ROUTER_MODE, router_mode, with_router_mode
 from .dgd.versions import ENGINES, DynamoVersion
 
 Role = Literal["frontend", "prefill", "decode", "worker", "planner", "epp", "other"]
 Engine = Literal["vllm", "sglang", "trtllm", "mocker"]
 WORKER_ROLES = ("prefill", "decode", "worker")
+# The /dev/shm the Dynamo operator mounts when a component sets no size
+# (internal/dynamo/shared_memory.go).
+OPERATOR_DEFAULT_SHM = 8 * 2**30
 WrittenEmpty = Literal["env", "envFrom", "resources", "container", "pod", "pod_metadata"]
 
 # The most replicas one pool may ask for. Far above any real pool; it catches typos
@@ -140,9 +144,33 @@ class Service(BaseModel):
         return self.role in WORKER_ROLES
 
     @property
+    def router_mode(self) -> str | None:
+        """A frontend's router mode as its command line or env declares it (None: unset)."""
+        return router_mode(self.command, self.args, self.env) if self.role == "frontend" else None
+
+    @property
     def effective_replicas(self) -> int:
         # The defaulting webhook sets 1 when replicas is missing.
         return 1 if self.replicas is None else self.replicas
+
+
+def _frontend_with_router_mode(service: Service, mode: str) -> Service:
+    from .dgd.commandline import ROUTER_MODE_ENV, ROUTER_MODES, flag_value, tokens
+
+    if mode not in ROUTER_MODES:
+        raise ValueError(f"router mode {mode!r} is not one of {', '.join(ROUTER_MODES)}")
+    has_env = any(isinstance(e, dict) and e.get("name") == ROUTER_MODE_ENV for e in service.env)
+    has_flag = flag_value(tokens(service.command, service.args), "--router-mode") is not None
+    if (has_env and not has_flag) or (service.command is None and service.args is None):
+        # A frontend run by the image's own entrypoint (no command line to edit), or one that
+        # already sets its mode through the env: the env is where the mode goes.
+        env = [e for e in service.env if not (isinstance(e, dict) and e.get("name") == ROUTER_MODE_ENV)]
+        index = next((i for i, e in enumerate(service.env) if isinstance(e, dict)
+                      and e.get("name") == ROUTER_MODE_ENV), len(env))
+        env.insert(index, {"name": ROUTER_MODE_ENV, "value": mode})
+        return service.model_copy(update={"env": env})
+    command, args = with_router_mode(service.command, service.args, mode)
+    return service.model_copy(update={"command": command, "args": args})
 
 
 class GraphSpec(BaseModel):
@@ -216,6 +244,36 @@ class GraphSpec(BaseModel):
 
     def pools(self, role: str) -> list[Service]:
         return [s for s in self.services if s.role == role]
+
+    @property
+    def router_mode(self) -> str:
+        """How the Frontend routes requests to workers: the first frontend's declared mode,
+        else Dynamo's default (round-robin)."""
+        declared = next((s.router_mode for s in self.pools("frontend") if s.router_mode), None)
+        return declared or DEFAULT_ROUTER_MODE
+
+    def with_router_mode(self, mode: str) -> GraphSpec:
+        """A copy whose every frontend runs ``--router-mode mode`` (an explicit edit: only the
+        flag's value changes, or the flag is added). Raises ValueError for an unknown mode."""
+        services = []
+        for service in self.services:
+            if service.role == "frontend":
+                service = _frontend_with_router_mode(service, mode)
+            services.append(service)
+        return self.model_copy(update={"services": services})
+
+    def shm_requested_bytes(self, service_name: str) -> int | None:
+        """The /dev/shm a service's pods should see: its size, the operator's 8Gi default when
+        unset, 0 when disabled; None for a name the spec does not have."""
+        service = next((s for s in self.services if s.name == service_name), None)
+        if service is None:
+            return None
+        if service.shared_memory is None:
+            return OPERATOR_DEFAULT_SHM
+        try:
+            return int(quantity_bytes(service.shared_memory))
+        except ValueError:
+            return None
 
     def total_gpus(self) -> int:
         return sum((s.gpus or 0) * s.effective_replicas for s in self.services)

@@ -12,7 +12,8 @@ from .models import Deployment, Event, Pod
 from .runtimes.base import Observation
 
 POD_FIELDS = ["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus", "shm_bytes", "port",
-              "reason", "message", "last_log", "updated_at"]
+              "reason", "message", "last_log", "shm_source", "command", "args", "nixl_backend", "gpu_devices",
+              "gpu_memory_bytes", "gpu_util", "updated_at"]
 
 
 def observation_record(deployment: Deployment, observation: Observation, *, observed_generation: int,
@@ -29,7 +30,9 @@ def observation_record(deployment: Deployment, observation: Observation, *, obse
                 [Pod(deployment=deployment, name=p.name, service=p.service, role=p.role, phase=p.phase[:40],
                      ready=p.ready, restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
                      shm_bytes=p.shm_bytes, port=p.port, reason=p.reason[:100], message=p.message[:2000],
-                     last_log=p.last_log[-4000:]) for p in pods],
+                     last_log=p.last_log[-4000:], shm_source=p.shm_source[:40], command=p.command, args=p.args,
+                     nixl_backend=p.nixl_backend[:60], gpu_devices=p.gpu_devices[:100],
+                     gpu_memory_bytes=p.gpu_memory_bytes, gpu_util=p.gpu_util) for p in pods],
                 update_conflicts=True, unique_fields=["deployment", "name"], update_fields=POD_FIELDS,
             )
         if merge_events:

@@ -92,7 +92,8 @@ def graph_new(request):
         template = "vllm-disagg"
     tpl = TEMPLATES[template]
     initial = {"template": template, "backend": tpl.backend, "model": tpl.model,
-               "prefill_gpus": tpl.gpus, "decode_gpus": tpl.gpus}
+               "prefill_gpus": tpl.gpus, "decode_gpus": tpl.gpus, "decode_replicas": tpl.worker_replicas,
+               "router_mode": tpl.router_mode or "round-robin"}
     form = TemplateForm(request.POST or None, initial=initial)
     preview_yaml, report, error = "", None, ""
     api_version = normalise_api_version(request.POST.get("preview_api_version") or V1BETA1)
@@ -102,6 +103,7 @@ def graph_new(request):
             spec = build_spec(template=d["template"], name=d["name"], namespace=d["namespace"], model=d["model"],
                               backend=d["backend"], dynamo_version=d["dynamo_version"],
                               prefill=form.pool("prefill"), decode=form.pool("decode"),
+                              router_mode=d.get("router_mode") or None,
                               planner=form.planner_settings())
             preview_yaml, report = _preview(spec, api_version)
             if request.POST.get("action") == "create":
@@ -218,12 +220,20 @@ def _status_context(graph: Graph) -> dict:
          "max": max(8, desired.get(s.name, 0) * 2), "planner": bool(spec.pools("planner"))}
         for s in (spec.services if spec else []) if s.role in ("prefill", "decode", "worker")
     ]
+    from metrics.gpus import pod_gpu_usage
+
     from .diagnosis import diagnose
     from .engines import graph_simulation
 
+    gpu = pod_gpu_usage(deployment, pods) if deployment and deployment.active and pods else {}
     simulation = graph_simulation(spec, deployment.runtime) if spec and deployment.active else None
     for pod in pods:
         pod.simulated = bool(simulation and pod.service in simulation.services)
+        pod.shm_requested = spec.shm_requested_bytes(pod.service) if spec else None
+        pod.shm_short = bool(pod.shm_requested and pod.shm_bytes is not None
+                             and pod.shm_bytes < pod.shm_requested * 0.99)
+        reading = gpu.get(pod.name) or {}
+        pod.gpu_mem, pod.gpu_pct = reading.get("gpu_memory_bytes"), reading.get("gpu_util")
     return {
         "deployment": deployment,
         "simulation": simulation,

@@ -311,6 +311,8 @@ def _summary(stats: dict, deployment: Deployment | None, objectives: dict, targe
         "request_rate": stats.get("request_rate"),
         "input_tokens": stats.get("input_tokens"),
         "output_tokens": stats.get("output_tokens"),
+        "kv_hit_rate": stats.get("kv_hit_rate"),
+        "cached_token_share": stats.get("cached_token_share"),
         "ttft_share": stats.get("ttft_share"),
         "itl_share": stats.get("itl_share"),
         "goodput": goodput_bounds(shares),
@@ -374,6 +376,7 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
         price = Decimal(str(objs["gpu_hour_price"])) if objs["gpu_hour_price"] is not None else None
         row = {"graph": graph.name, "ttft_p90_ms": _ms(s.get("ttft_p90")), "itl_p90_ms": _ms(s.get("itl_p90")),
                "request_rate": s.get("request_rate"), "in_flight": s.get("in_flight"),
+               "kv_hit_rate": s.get("kv_hit_rate"),
                "objectives": objs, "error": errors.get(graph.pk, ""),
                "simulation": _simulation(deployments.get(graph.pk)),
                "cost": costs(pool_gpus(deployments.get(graph.pk)), price, s.get("input_tokens"),

@@ -30,6 +30,16 @@ INPUT_TOKENS = "dynamo_frontend_input_sequence_tokens"
 ACTIVE_REQUESTS = "dynamo_frontend_active_requests"
 # Deprecated in favour of active_requests; 1.6.1 frontends export both, older ones only this.
 INFLIGHT_REQUESTS = "dynamo_frontend_inflight_requests"
+# KV-aware routing (dynamo.frontend --router-mode kv, 1.6.1): per worker the router picked, the
+# prompt tokens it routed and those it found already cached there, labelled by ``phase``
+# (aggregated, prefill, decode: in a disaggregated graph every request is routed twice).
+ROUTER_CACHED_PREFIX = "dynamo_component_router_kv_selected_cached_prefix_tokens_total"
+ROUTER_INPUT_TOKENS = "dynamo_component_router_input_sequence_tokens"
+# Prompt tokens the engine reported as cached (usage.prompt_tokens_details.cached_tokens).
+CACHED_TOKENS = "dynamo_frontend_cached_tokens"
+# NVIDIA dcgm-exporter, one series per GPU, labelled with the pod using it.
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent
+DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB of frame buffer in use
 
 LOCAL_JOB = "dynamo-local"
 QUANTILES = (0.5, 0.9, 0.99)
@@ -183,6 +193,46 @@ def in_flight(scope: Scope) -> str:
             f"or {scope.grouping()} ({INFLIGHT_REQUESTS}{scope.selector()})")
 
 
+def _routed(metric: str, scope: Scope, window: int) -> str:
+    # The decode hop of a disaggregated request reuses no prompt prefix: count where the
+    # prompt is read (prefill, or aggregated workers).
+    selector = scope.selector()[:-1] + (',' if scope.matchers else '') + 'phase!="decode"}'
+    return f"{scope.grouping()} (rate({metric}{selector}[{duration(window)}]))"
+
+
+def kv_hit_rate(scope: Scope, window: int) -> str:
+    """The KV router's cache hit rate, 0..1: of the prompt tokens it routed, the share already
+    cached on the worker it chose (Dynamo's own router metrics). No sample without KV routing
+    or without traffic."""
+    return (f"{_routed(ROUTER_CACHED_PREFIX, scope, window)} / "
+            f"({_routed(ROUTER_INPUT_TOKENS + '_sum', scope, window)} > 0)")
+
+
+def cached_token_share(scope: Scope, window: int) -> str:
+    """The share of prompt tokens the engines reported as cached (the frontend's
+    cached-tokens histogram over its input-length histogram), 0..1."""
+    return (f"{scope.grouping()} ({_rate(CACHED_TOKENS + '_sum', scope, window)}) / "
+            f"({scope.grouping()} ({_rate(INPUT_TOKENS + '_sum', scope, window)}) > 0)")
+
+
+def dcgm_by_pod(metric: str, namespace: str, pods: Iterable[str], agg: str = "sum") -> str:
+    """A DCGM metric per pod of ``namespace``. dcgm-exporter puts the GPU's pod in ``pod`` and
+    ``namespace``, unless the scrape's own target labels win (honor_labels false): then they
+    are ``exported_pod`` and ``exported_namespace``. Both forms are read, as ``pod``."""
+    regex, ns = quote(any_of(pods)), quote(namespace)
+    direct = f"{agg} by (pod) ({metric}{{namespace={ns},pod=~{regex}}})"
+    exported = (f"{agg} by (pod) (label_replace({metric}{{exported_namespace={ns},exported_pod=~{regex}}}, "
+                f'"pod", "$1", "exported_pod", "(.*)"))')
+    return f"{direct} or {exported}"
+
+
+def pod_gpus(namespace: str, pods: Iterable[str]) -> str:
+    """Per pod: GPU memory in use (MiB, summed over its GPUs) and utilisation (%, averaged)."""
+    pods = list(pods)
+    return either(labelled(dcgm_by_pod(DCGM_FB_USED, namespace, pods, "sum"), "stat", "fb_used_mib"),
+                  labelled(dcgm_by_pod(DCGM_GPU_UTIL, namespace, pods, "avg"), "stat", "gpu_util"))
+
+
 def scrape_targets(scope: Scope) -> str:
     """One sample per scrape target: 1 when its last scrape worked, 0 when it did not."""
     return f"up{scope.selector()}"
@@ -270,7 +320,9 @@ def window_summary(scope: Scope, window: int, *, shares: dict[str, str] | None =
              for name, metric in (("ttft", TTFT), ("itl", ITL)) for q in QUANTILES]
     parts += [labelled(request_rate(scope, window), "stat", "request_rate"),
               labelled(input_token_rate(scope, window), "stat", "input_tokens"),
-              labelled(output_token_rate(scope, window), "stat", "output_tokens")]
+              labelled(output_token_rate(scope, window), "stat", "output_tokens"),
+              labelled(kv_hit_rate(scope, window), "stat", "kv_hit_rate"),
+              labelled(cached_token_share(scope, window), "stat", "cached_token_share")]
     parts += [labelled(expr, "stat", name) for name, expr in (shares or {}).items()]
     return either(*parts)
 
@@ -285,6 +337,7 @@ def overview(scope: Scope, window: int) -> str:
         labelled(input_token_rate(scope, window), "stat", "input_tokens"),
         labelled(output_token_rate(scope, window), "stat", "output_tokens"),
         labelled(in_flight(scope), "stat", "in_flight"),
+        labelled(kv_hit_rate(scope, window), "stat", "kv_hit_rate"),
     )
 
 

@@ -51,6 +51,7 @@ class ReplyTiming(BaseModel):
     chunks: int | None = Field(default=None, ge=0)
     prompt_tokens: int | None = Field(default=None, ge=0)
     completion_tokens: int | None = Field(default=None, ge=0)
+    cached_tokens: int | None = Field(default=None, ge=0)  # usage.prompt_tokens_details.cached_tokens
     finish_reason: str | None = Field(default=None, max_length=40)
     prefill_worker_id: str | None = Field(default=None, max_length=40, pattern=r"^\d+$")
     decode_worker_id: str | None = Field(default=None, max_length=40, pattern=r"^\d+$")

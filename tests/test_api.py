@@ -437,8 +437,11 @@ def test_from_template_with_a_taken_name_is_409(operator_api):
 
 
 def test_templates_are_listed(viewer_api):
-    keys = [t["key"] for t in viewer_api.get("/api/templates/").json()]
-    assert keys == ["vllm-disagg", "vllm-agg", "sglang-disagg", "trtllm-disagg", "mocker-disagg"]
+    templates = viewer_api.get("/api/templates/").json()
+    assert [t["key"] for t in templates] == ["vllm-disagg", "vllm-agg", "sglang-disagg", "trtllm-disagg",
+                                             "vllm-agg-kv", "mocker-agg-kv", "mocker-disagg"]
+    modes = {t["key"]: t["router_mode"] for t in templates}
+    assert modes["mocker-agg-kv"] == modes["vllm-agg-kv"] == "kv" and modes["vllm-disagg"] == "round-robin"
 
 
 # ------------------------------------------------------------------------------- OpenAPI

@@ -66,6 +66,8 @@ def test_apply_watch_ready_scale_decode_and_delete_in_the_browser(product):
         page.click("button[type=submit]")
         expect(page.locator("h1")).to_contain_text("demo")
 
+        # htmx loads deferred: a click before it binds submits the form as a plain GET (a reload).
+        page.wait_for_function("() => window.htmx !== undefined && document.readyState === 'complete'")
         page.click("#apply-button")
         ready = page.locator("#pods tr[data-ready='1']")
         expect(ready).to_have_count(3, timeout=120_000)

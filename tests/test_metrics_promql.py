@@ -231,14 +231,15 @@ def test_the_window_summary_uses_the_whole_window_and_raw_buckets():
     assert "[3600s]" in expr and ":p90_rate1m" not in expr  # recorded series are 1-minute rates
     assert re.findall(r'"stat", "([a-z0-9_]+)"', expr) == [
         "ttft_p50", "ttft_p90", "ttft_p99", "itl_p50", "itl_p90", "itl_p99", "request_rate", "input_tokens",
-        "output_tokens", "ttft_share"]
+        "output_tokens", "kv_hit_rate", "cached_token_share", "ttft_share"]
 
 
 def test_the_overview_is_one_query_grouped_by_graph():
     expr = promql.overview(promql.local_graphs_scope(["a", "b"]), 300)
     assert re.findall(r'"stat", "([a-z0-9_]+)"', expr) == [
-        "ttft_p90", "itl_p90", "request_rate", "input_tokens", "output_tokens", "in_flight"]
-    assert expr.count("sum by (graph") == 7  # both quantiles, three rates, both in-flight gauges
+        "ttft_p90", "itl_p90", "request_rate", "input_tokens", "output_tokens", "in_flight", "kv_hit_rate"]
+    # both quantiles, three rates, both in-flight gauges, the two sides of the KV hit rate
+    assert expr.count("sum by (graph") == 9
 
 
 # ------------------------------------------------------------------ lint: nothing scans the whole TSDB

@@ -12,7 +12,7 @@ from playground.timing import percentile, server_breakdown, summarise
 from tests.playground_fixtures import make_graph
 
 TIMING = {"ttft_ms": 31.5, "itl_mean_ms": 5.8, "itl_p90_ms": 6.4, "tokens_per_s": 171.2, "total_ms": 80.1,
-          "chunks": 8, "prompt_tokens": 9, "completion_tokens": 8, "finish_reason": "length",
+          "chunks": 8, "prompt_tokens": 9, "completion_tokens": 8, "cached_tokens": 0, "finish_reason": "length",
           "prefill_worker_id": "1434744929543531561", "decode_worker_id": "14783050199710921453",
           "server": {"queue_ms": 0.6, "prefill_ms": 30.3, "kv_transfer_ms": 0.0, "decode_ms": 77.9,
                      "ttft_ms": 30.9, "total_ms": 108.8}}
@@ -92,6 +92,7 @@ def test_a_conversation_is_kept_with_its_timings_and_reopened(client_for, users,
     reply = kept.messages.get(position=1)
     assert reply.reply_timing.server.prefill_ms == 30.3
     assert reply.reply_timing.decode_worker_id == "14783050199710921453"  # exact: not a float
+    assert reply.reply_timing.cached_tokens == 0  # the reply's cached prompt tokens are kept with it
 
     page = operator.get(response.json()["url"]).content.decode()
     assert 'id="pg-conversation"' in page and "Prefill and decode apart." in page

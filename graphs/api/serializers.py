@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from .. import untrusted
 from ..catalog import TEMPLATES
+from ..dgd.commandline import ROUTER_MODES
 from ..dgd.render import normalise_api_version
 from ..dgd.versions import DynamoVersion
 from ..errors import ManifestError
@@ -127,13 +128,19 @@ class GraphSerializer(serializers.ModelSerializer):
 
 class GraphDetailSerializer(GraphSerializer):
     spec = serializers.SerializerMethodField()
+    router_mode = serializers.SerializerMethodField(
+        help_text="The Frontend's router mode (--router-mode or DYN_ROUTER_MODE; round-robin when unset).")
 
     class Meta(GraphSerializer.Meta):
-        fields = [*GraphSerializer.Meta.fields, "spec"]
+        fields = [*GraphSerializer.Meta.fields, "spec", "router_mode"]
 
     @extend_schema_field(serializers.JSONField())
     def get_spec(self, obj):
         return obj.head.spec if obj.head else None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_router_mode(self, obj):
+        return obj.head.graph_spec.router_mode if obj.head else None
 
 
 class GraphCreateSerializer(serializers.Serializer):
@@ -199,6 +206,9 @@ class FromTemplateSerializer(serializers.Serializer):
     decode = PoolSerializer(required=False)
     planner = PlannerSettingsSerializer(required=False, help_text="add Dynamo's Planner with these settings")
     description = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+    router_mode = serializers.ChoiceField(
+        choices=ROUTER_MODES, required=False, allow_null=True, default=None,
+        help_text="The Frontend's --router-mode (kv: KV-aware routing). Default: the template's, else round-robin.")
 
     def validate_dynamo_version(self, value):
         try:
@@ -272,7 +282,8 @@ class PodSerializer(serializers.ModelSerializer):
     class Meta:
         model = Pod
         fields = ["name", "service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
-                  "shm_bytes", "port", "reason", "message", "updated_at"]
+                  "shm_bytes", "shm_source", "port", "reason", "message", "command", "args", "nixl_backend",
+                  "gpu_devices", "gpu_memory_bytes", "gpu_util", "updated_at"]
 
 
 class EventSerializer(serializers.ModelSerializer):

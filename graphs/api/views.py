@@ -20,6 +20,7 @@ from metrics.planner import timeline_data
 
 from .. import operations, services
 from ..catalog import TEMPLATES, PoolFields, build_spec
+from ..dgd.commandline import DEFAULT_ROUTER_MODE
 from ..errors import ManifestError
 from ..models import Graph, Operation, Revision
 from ..planner.settings import PlannerSettings
@@ -204,6 +205,7 @@ class GraphViewSet(viewsets.ModelViewSet):
                 backend=v["backend"], dynamo_version=v["dynamo_version"],
                 prefill=PoolFields(**v["prefill"]) if "prefill" in v else None,
                 decode=PoolFields(**v["decode"]) if "decode" in v else None,
+                router_mode=v.get("router_mode"),
                 planner=PlannerSettings(**v["planner"]) if "planner" in v else None,
             )
         except ValueError as exc:  # pydantic's ValidationError is a ValueError: the rule, in words
@@ -334,6 +336,7 @@ class TemplateSerializer(drf_serializers.Serializer):
     backend = drf_serializers.CharField()
     disaggregated = drf_serializers.BooleanField()
     model = drf_serializers.CharField()
+    router_mode = drf_serializers.CharField(help_text="The Frontend's router mode the template starts with.")
 
 
 class TemplateViewSet(viewsets.ViewSet):
@@ -342,7 +345,8 @@ class TemplateViewSet(viewsets.ViewSet):
     @extend_schema(responses={200: TemplateSerializer(many=True)})
     def list(self, request):
         return Response([{"key": t.key, "title": t.title, "description": t.description, "backend": t.backend,
-                          "disaggregated": t.disaggregated, "model": t.model} for t in TEMPLATES.values()])
+                          "disaggregated": t.disaggregated, "model": t.model,
+                          "router_mode": t.router_mode or DEFAULT_ROUTER_MODE} for t in TEMPLATES.values()])
 
 
 class OperationViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -5,10 +5,19 @@ Dynamo operator). Services call runtimes only through this interface."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..spec import GraphSpec
+if TYPE_CHECKING:  # the process layer imports this module on hosts without the spec's pydantic
+    from ..spec import GraphSpec
+
+# vLLM's NIXL connector logs one line per backend its agent creates, e.g.
+# "Backend UCX was instantiated" (nixl_connector.py, through the NIXL agent).
+_BACKEND = re.compile(r"Backend (\w+) was instantiated")
+_NIXL_AGENT = re.compile(r"NIXL[^\n]{0,80}\b(?:agent|initialized|is available)", re.IGNORECASE)
+SIMULATED = "simulated"
+LOG_HEAD_BYTES = 256 * 1024  # the backend is logged at start: read this much of a log's head
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,14 @@ class PodStatus:
     reason: str = ""  # short machine reason: ImagePullBackOff, Unschedulable, OOMKilled...
     message: str = ""  # the human message behind the reason
     last_log: str = ""  # the last lines of the log, kept when the pod is crashing
+    # The main container's command line, as kubectl describe shows it (Command:, Args:).
+    command: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    shm_source: str = ""  # where shm_bytes was read: the pod's volumes, df in the pod, the process
+    nixl_backend: str = ""  # the KV-transfer backend the worker's log names; "simulated" on the mocker
+    gpu_devices: str = ""  # CUDA_VISIBLE_DEVICES (local GPU workers)
+    gpu_memory_bytes: int | None = None
+    gpu_util: float | None = None  # percent
 
 
 @dataclass
@@ -89,3 +106,15 @@ class Runtime(Protocol):
 
     def pod_log(self, *, deployment, pod: str, lines: int = 200) -> str:
         """The last ``lines`` lines of one pod's log."""
+
+
+def nixl_backend(kind: str, log_text: str) -> str:
+    """The KV-transfer backend a worker brought up, from its log: "UCX" (or several, joined),
+    "simulated" for the mocker (it only models the transfer time), "" when the log says
+    nothing yet."""
+    if kind == "mocker":
+        return SIMULATED
+    backends = list(dict.fromkeys(_BACKEND.findall(log_text)))
+    if backends:
+        return "+".join(backends)
+    return "NIXL (backend not logged)" if _NIXL_AGENT.search(log_text) else ""

@@ -47,6 +47,10 @@ class SummarySerializer(serializers.Serializer):
     itl_p90_ms = serializers.FloatField(allow_null=True)
     request_rate = serializers.FloatField(allow_null=True, help_text="Requests per second.")
     in_flight = serializers.FloatField(allow_null=True)
+    kv_hit_rate = serializers.FloatField(
+        allow_null=True,
+        help_text="KV cache hit rate, 0..1: share of routed prompt tokens the KV router found cached on the worker "
+                  "it chose (Dynamo's router metrics). Null without KV routing or traffic.")
     slo = serializers.ChoiceField(choices=["met", "missed", "no_traffic", "not_set", "unknown"],
                                   help_text="Both p90s against their targets; unknown when Prometheus failed.")
     objectives = ObjectivesOutSerializer()
@@ -81,6 +85,10 @@ class WindowSummarySerializer(serializers.Serializer):
     request_rate = serializers.FloatField(allow_null=True)
     input_tokens = serializers.FloatField(allow_null=True, help_text="Input tokens per second.")
     output_tokens = serializers.FloatField(allow_null=True, help_text="Output tokens per second.")
+    kv_hit_rate = serializers.FloatField(
+        allow_null=True, help_text="KV cache hit rate over the window, 0..1 (the KV router's metrics).")
+    cached_token_share = serializers.FloatField(
+        allow_null=True, help_text="Share of prompt tokens the engines reported as cached, 0..1 (frontend metrics).")
     ttft_share = serializers.FloatField(allow_null=True, help_text="Share of requests within the TTFT target.")
     itl_share = serializers.FloatField(allow_null=True, help_text="Share of token gaps within the ITL target.")
     goodput = GoodputSerializer(allow_null=True)
@@ -122,3 +130,19 @@ class ChartSerializer(serializers.Serializer):
                   "unreachable or error.")
     summary = WindowSummarySerializer(allow_null=True, help_text="Null when Prometheus gave no answer.")
     markers = MarkerSerializer(many=True)
+
+
+class PodGpuSerializer(serializers.Serializer):
+    pod = serializers.CharField()
+    gpu_memory_bytes = serializers.IntegerField(allow_null=True)
+    gpu_util = serializers.FloatField(allow_null=True, help_text="Percent.")
+    gpu_devices = serializers.CharField(allow_blank=True, help_text="CUDA_VISIBLE_DEVICES (local GPU workers).")
+
+
+class GpuUsageSerializer(serializers.Serializer):
+    graph = serializers.CharField()
+    runtime = serializers.CharField(allow_null=True)
+    source = serializers.ChoiceField(choices=["", "dcgm", "nvml"])
+    state = serializers.ChoiceField(choices=["ok", "no_data", "unreachable", "error", "not_deployed"])
+    message = serializers.CharField(allow_blank=True)
+    pods = PodGpuSerializer(many=True)

@@ -58,6 +58,20 @@ class GraphMetricsViewSet(viewsets.GenericViewSet):
         except charts.WindowError as exc:
             raise ValidationError({"window": [str(exc)]}) from exc
 
+    @extend_schema(responses=s.GpuUsageSerializer)
+    @action(detail=True, methods=["get"])
+    def gpus(self, request, name=None):
+        """GPU memory in use and utilisation per pod: DCGM exporter series in Prometheus on
+        Kubernetes, NVML readings of each worker's processes on the local runtime."""
+        from graphs.models import Deployment
+
+        from ..gpus import gpu_usage
+
+        graph = self.get_object()
+        data = gpu_usage(graph, Deployment.objects.filter(graph=graph).first())
+        data["pods"] = [{"pod": name, **row} for name, row in sorted(data["pods"].items())]
+        return Response(data)
+
     @extend_schema(methods=["GET"], responses=s.ObjectivesSerializer)
     @extend_schema(methods=["PUT", "PATCH"], request=s.ObjectivesSerializer, responses=s.ObjectivesSerializer)
     @action(detail=True, methods=["get", "put", "patch"], serializer_class=s.ObjectivesSerializer)

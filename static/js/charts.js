@@ -83,6 +83,10 @@
     setStat(panel, "tokens", fmt(s.input_tokens, "") + " / " + fmt(s.output_tokens, "per s"));
     const g = s.goodput;
     const pct = (v) => (100 * v).toFixed(1) + "%";
+    const has = (v) => v !== null && v !== undefined;
+    setStat(panel, "kv_hit_rate", has(s.kv_hit_rate)
+      ? pct(s.kv_hit_rate) + (has(s.cached_token_share) ? " (engines: " + pct(s.cached_token_share) + " of prompt tokens cached)" : "")
+      : (has(s.cached_token_share) ? "no KV routing; engines: " + pct(s.cached_token_share) + " cached" : "—"));
     setStat(panel, "goodput", g ? pct(g.estimate) + " (between " + pct(g.lower) + " and " + pct(g.upper) + ")"
       : (o.ttft_ms || o.itl_ms ? "no traffic" : "set targets below"));
     const c = s.cost || {};

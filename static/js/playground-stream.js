@@ -209,6 +209,9 @@ export async function streamChat(url, body, { signal, onDelta = () => {} } = {})
   Object.assign(timing, {
     prompt_tokens: usage ? usage.prompt_tokens : null,
     completion_tokens: usage ? usage.completion_tokens : null,
+    // Prompt tokens the engine found in its KV cache (a prefix hit, what KV routing aims at).
+    cached_tokens: usage && usage.prompt_tokens_details && Number.isInteger(usage.prompt_tokens_details.cached_tokens)
+      ? usage.prompt_tokens_details.cached_tokens : null,
     finish_reason: stopped ? "stopped" : finishReason,
     prefill_worker_id: workers.prefill,
     decode_worker_id: workers.decode,

@@ -59,7 +59,9 @@ function renderTiming(box, timing) {
     metric("prompt_tokens", "prompt", timing.prompt_tokens === null || timing.prompt_tokens === undefined ? "—" :
       String(timing.prompt_tokens), "prompt tokens (usage)"),
     metric("completion_tokens", "completion", timing.completion_tokens === null || timing.completion_tokens === undefined ? "—" :
-      String(timing.completion_tokens), "completion tokens (usage)"));
+      String(timing.completion_tokens), "completion tokens (usage)"),
+    metric("cached_tokens", "cached", timing.cached_tokens === null || timing.cached_tokens === undefined ? "—" :
+      String(timing.cached_tokens), "prompt tokens served from the KV cache (usage.prompt_tokens_details.cached_tokens)"));
   box.append(line);
   if (timing.prefill_worker_id || timing.decode_worker_id) {
     box.append(el("div", { class: "pg-workers small", "data-role": "workers" },

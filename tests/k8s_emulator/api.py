@@ -262,6 +262,8 @@ class Api(WritesMixin):
         container = container or (names[0] if names else None)
         logs = self.emu.pod_logs
         text = logs.get((req.namespace, req.name, container), logs.get((req.namespace, req.name, None), ""))
+        if req.query.get("limitBytes"):  # from the start of the log, as the kubelet counts it
+            text = text.encode()[: int(req.query["limitBytes"])].decode("utf-8", "ignore")
         if req.query.get("tailLines"):
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-int(req.query["tailLines"]):]) if int(req.query["tailLines"]) else ""

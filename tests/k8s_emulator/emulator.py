@@ -48,6 +48,8 @@ class KubeEmulator:
         self.admission_hooks: list[Callable[[Request, dict[str, Any] | None, dict[str, Any]], None]] = [
             self.operator.admission]
         self.pod_logs: dict[tuple[str | None, str | None, str | None], str] = {}
+        # (namespace, pod) -> fn(command) -> (stdout, stderr, exit code), for pods/exec
+        self.pod_exec: dict[tuple[str, str], Callable[[list[str]], tuple[str, str, int]]] = {}
         self.errors: list[str] = []
         self.api = Api(self)
         self._faults: list[Fault] = []
@@ -330,3 +332,8 @@ class KubeEmulator:
     def set_pod_log(self, name: str, text: str, namespace: str = "default", container: str | None = None) -> None:
         """What ``GET .../pods/<name>/log`` returns (per container, or for any container)."""
         self.pod_logs[(namespace, name, container)] = text
+
+    def set_pod_exec(self, name: str, handler: Callable[[list[str]], tuple[str, str, int]],
+                     namespace: str = "default") -> None:
+        """What ``pods/<name>/exec`` runs: ``handler(command)`` gives (stdout, stderr, exit code)."""
+        self.pod_exec[(namespace, name)] = handler

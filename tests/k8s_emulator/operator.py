@@ -203,7 +203,11 @@ class FakeOperator:
             kwargs = {"dgd": name, "component": cname, "component_type": ctype, "sub_component_type": sub,
                       "image": image, "gpus": int(limits.get("nvidia.com/gpu", 0) or 0), "owner": owner,
                       **self.pod_overrides.get(cname, {})}
-            emu.put(with_shared_memory(build_pod(pod_name, namespace, **kwargs), comp.get("sharedMemorySize")))
+            pod = with_shared_memory(build_pod(pod_name, namespace, **kwargs), comp.get("sharedMemorySize"))
+            # The main container runs the component's own command line, as the operator renders it.
+            pod["spec"]["containers"][0].update({k: list(containers[0][k]) for k in ("command", "args")
+                                                 if k in containers[0]})
+            emu.put(pod)
 
     def _alpha_worker(self, namespace: str, name: str, component: str) -> bool:
         dgd = self.emu.store.get(DGD, namespace, name)

@@ -3,7 +3,9 @@ watch streams. Stdlib ``ThreadingHTTPServer`` speaking HTTP/1.1 with keep-alive.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import json
 import re
 import socket
@@ -123,6 +125,11 @@ class Handler(BaseHTTPRequestHandler):
             fault = emu.take_fault(method, url.path)
             if fault is not None and self._fault(fault, record):
                 return
+            exec_path = _EXEC.match(url.path)
+            if exec_path and (self.headers.get("Upgrade") or "").lower() == "websocket":
+                record.status = 101
+                self._exec(exec_path.group(1), exec_path.group(2), query)
+                return
             req_warnings: list[str] = []
             code, body = self._route(method, url.path, {k: v[-1] for k, v in query.items()}, raw, ctype,
                                      req_warnings, user)
@@ -137,6 +144,39 @@ class Handler(BaseHTTPRequestHandler):
             emu.errors.append(traceback.format_exc())
             record.status = 500
             self._send(500, status_body(500, f"Internal error occurred: {exc!r}"))
+
+    def _exec(self, namespace: str, name: str, query: dict[str, list[str]]) -> None:
+        """``pods/exec`` as the API server streams it: a WebSocket in the v4.channel.k8s.io
+        protocol, one byte of channel before each message (1 stdout, 2 stderr, 3 the status)."""
+        emu = self.server.emu
+        pod = emu.store.get(("", "pods"), namespace, name)
+        if pod is None:
+            raise ApiError(404, f'pods "{name}" not found', "NotFound")
+        containers = [c["name"] for c in (pod.get("spec") or {}).get("containers", [])]
+        container = (query.get("container") or [containers[0] if containers else ""])[-1]
+        if container not in containers:
+            raise ApiError(400, f"container {container} is not valid for pod {name}")
+        handler = emu.pod_exec.get((namespace, name))
+        command = query.get("command") or []
+        out, err, code = handler(command) if handler else ("", f"exec: {command[:1]}: not found\n", 127)
+        key = self.headers.get("Sec-WebSocket-Key") or ""
+        accept = base64.b64encode(hashlib.sha1((key + _WS_GUID).encode(), usedforsecurity=False).digest()).decode()
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.send_header("Sec-WebSocket-Protocol", "v4.channel.k8s.io")
+        self.end_headers()
+        status = {"metadata": {}, "status": "Success"} if code == 0 else {
+            "metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+            "message": f"command terminated with non-zero exit code: error executing command {command}, exit "
+                       f"code {code}", "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+        for channel, data in ((1, out.encode()), (2, err.encode()), (3, json.dumps(status).encode())):
+            if data:
+                self.wfile.write(_ws_frame(bytes([channel]) + data, opcode=2))
+        self.wfile.write(_ws_frame((1000).to_bytes(2, "big"), opcode=8))
+        self.wfile.flush()
+        self.close_connection = True
 
     def _fault(self, fault: Fault, record: RecordedRequest) -> bool:
         if fault.delay:
@@ -262,6 +302,22 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         finally:
             events.close()
+
+
+_EXEC = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec$")
+_WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455
+
+
+def _ws_frame(payload: bytes, opcode: int) -> bytes:
+    """One unmasked server-to-client WebSocket frame (RFC 6455, section 5.2)."""
+    size = len(payload)
+    if size < 126:
+        head = bytes([0x80 | opcode, size])
+    elif size < 1 << 16:
+        head = bytes([0x80 | opcode, 126]) + size.to_bytes(2, "big")
+    else:
+        head = bytes([0x80 | opcode, 127]) + size.to_bytes(8, "big")
+    return head + payload
 
 
 def _raise(code: int) -> Any:

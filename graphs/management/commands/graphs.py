@@ -211,6 +211,8 @@ class Command(BaseCommand):
         self.stdout.write(f"{snap['graph']}: {snap['state']}{age}  {snap['message']}")
         if snap["endpoint"]:
             self.stdout.write(f"frontend: {snap['endpoint']}")
+        if snap["router_mode"]:
+            self.stdout.write(f"router: {snap['router_mode']}")
         self.stdout.write(f"{'NAME':<40} {'READY':<6} {'STATUS':<18} {'RESTARTS':>8}  POOL")
         for p in snap["pods"]:
             self.stdout.write(f"{p['name']:<40} {'1/1' if p['ready'] else '0/1':<6} {p['phase']:<18} "

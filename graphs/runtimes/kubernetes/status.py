@@ -80,12 +80,21 @@ def pod_status(pod: dict) -> PodStatus:
         phase = "Terminating"
     ready_condition = condition(status.get("conditions"), "Ready")
     port = next((p.get("containerPort") for c in spec.get("containers") or [] for p in c.get("ports") or []), None)
+    main = main_container(pod)
     return PodStatus(
         name=meta.get("name", ""), service=labels.get(COMPONENT_LABEL, ""), role=role, phase=phase,
         ready=bool(ready_condition and ready_condition.get("status") == "True"),
         restarts=sum(int(c.get("restartCount") or 0) for c in containers),
         started_at=parse_time(meta.get("creationTimestamp")), node=spec.get("nodeName") or "",
-        gpus=pod_gpus(pod), shm_bytes=pod_shm_bytes(pod), port=port, reason=reason, message=message)
+        gpus=pod_gpus(pod), shm_bytes=pod_shm_bytes(pod), shm_source="pod volumes", port=port, reason=reason,
+        message=message, command=[str(t) for t in main.get("command") or []],
+        args=[str(t) for t in main.get("args") or []])
+
+
+def main_container(pod: dict) -> dict:
+    """The container the operator names ``main``, else the pod's first."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return next((c for c in containers if c.get("name") == "main"), containers[0] if containers else {})
 
 
 def caught_up(dgd: dict | None) -> bool:

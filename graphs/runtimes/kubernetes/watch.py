@@ -43,6 +43,7 @@ from clusters.services import cluster_unreachable, cluster_watched
 from ...models import Deployment, GraphState
 from ...status import observation_record, state_record
 from ..base import Observation, PodStatus
+from .facts import WorkerFacts
 from .owners import record_ownership
 from .status import DGD_LABEL, caught_up, event_record, graph_state, pod_status
 
@@ -72,6 +73,7 @@ class ClusterWatcher:
         self.dgd_version = ""
         self.dgdsa_version = ""  # "" where the cluster has no DGDSA CRD
         self.logs: dict[tuple[str, int], str] = {}  # (pod, restarts) -> last log lines
+        self.facts = WorkerFacts()  # NIXL backend and df of /dev/shm, once per container start
         self.events_written: dict[tuple[int, str], str] = {}  # (deployment, event name) -> lastTimestamp
 
     # ---------------------------------------------------------------- one cycle
@@ -246,9 +248,12 @@ class ClusterWatcher:
                 refs = [(((a.get("spec") or {}).get("dgdRef") or {}), a) for a in view.objects["dgdsas"].values()]
                 adapters = {r.get("componentName") or r.get("serviceName"): a for r, a in refs if r.get("name") == name}
             statuses = [pod_status(p) for p in pods]
+            engine = dep.revision.graph_spec.backend if dep.revision else ""
             for status in statuses:
                 if status.phase == "CrashLoopBackOff":
                     status.last_log = self._last_log(kube, dep.namespace, status)
+                elif status.ready and status.role in ("prefill", "decode", "worker"):
+                    self.facts.observe(kube, dep.namespace, status, engine)
             state, message = graph_state(active=dep.active, dgd=dgd, pods=statuses, name=name,
                                          namespace=dep.namespace, awaiting=dep.observed_generation < dep.generation)
             self._write(dep, dgd, statuses, events, state, message)

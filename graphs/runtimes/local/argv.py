@@ -22,13 +22,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
+from ...dgd.commandline import ROUTER_FLAGS
+from ...dgd.commandline import ROUTER_MODES as DYNAMO_ROUTER_MODES
 from ..processes import LOOPBACK
 
 MAX_SYSTEM_PORT = 32767  # DYN_SYSTEM_PORT is an i16 in the 1.6.1 runtime config
 Kind = Literal["frontend", "mocker", "vllm"]
 Mode = Literal["agg", "prefill", "decode"]
 ENTRY_MODULES = {"frontend": "dynamo.frontend", "mocker": "dynamo.mocker", "vllm": "dynamo.vllm"}
-ROUTER_MODES = ("round-robin", "random", "kv")
+# "direct" expects the caller to name the worker in every request: nothing here does.
+ROUTER_MODES = tuple(m for m in DYNAMO_ROUTER_MODES if m != "direct")
+# The frontend's router tuning flags (dynamo.frontend 1.6.1), minus those that read a file.
+_ROUTER_TUNING = {flag for flag in ROUTER_FLAGS if flag not in (
+    "--router-mode", "--router-tracking-key-file", "--router-policy-config")}
+_ROUTER_TUNING |= {"--no-" + flag[2:] for flag in _ROUTER_TUNING if ROUTER_FLAGS[flag][0] == "bool"}
 
 # Extra engine flags a spec may add. Only tuning knobs: nothing that reads a file, opens a
 # listener, picks a model or loads remote code. Flags this module sets itself are not listed.
@@ -40,7 +47,7 @@ SAFE_FLAGS: dict[str, frozenset[str]] = {
         "--active-decode-blocks-threshold", "--active-prefill-tokens-threshold",
         "--active-prefill-tokens-threshold-frac", "--router-prefill-load-scale",
         "--router-decode-active-request-weight",
-    }),
+    }) | _ROUTER_TUNING,
     "mocker": frozenset({
         "--num-gpu-blocks-override", "--block-size", "--max-model-len", "--max-num-seqs",
         "--max-num-batched-tokens", "--enable-prefix-caching", "--no-enable-prefix-caching",

@@ -10,7 +10,6 @@ Only known Dynamo entry points run, with argv built from the typed spec (argv.py
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import sys
 import time
@@ -29,9 +28,12 @@ from ...planner import services as planner_services
 from ...planner.settings import PlannerSettingsError
 from ...spec import GraphSpec, Service
 from ...status import observation_record
-from ..base import EventRecord, Observation, PodStatus
-from ..processes import PortRangeExhausted, allocate_ports
+from ..base import EventRecord, Observation, PodStatus, nixl_backend
+from ..processes import PortRangeExhausted, allocate_ports, group_members
 from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process_env
+from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
+from .gpus import probe as probe_gpus
+from .observe import head_file, process_shm
 from .planner import PlannerExecutor
 from .runtime import graph_dir
 from .supervisor import Supervisor
@@ -43,21 +45,12 @@ log = logging.getLogger(__name__)
 _OWN_FLAGS = {"--model", "--model-path", "--model-name", "--served-model-name", "--disaggregation-mode",
               "--is-prefill-worker", "--is-decode-worker", "--discovery-backend", "--request-plane",
               "--bootstrap-ports", "--speedup-ratio", "--http-port", "--http-host", "--router-mode"}
-SHM_PATH = "/dev/shm"
 
 
 def gpu_engine_available() -> bool:
     """vLLM workers run only where vLLM is installed and an NVIDIA GPU is visible."""
     host = Host.detect()
     return host.gpu and host.vllm
-
-
-def shm_size() -> int | None:
-    try:
-        st = os.statvfs(SHM_PATH)
-    except OSError:
-        return None
-    return st.f_frsize * st.f_blocks
 
 
 @dataclass
@@ -70,6 +63,8 @@ class Planned:
     port: int
     probe: str
     ignored: list[str] = field(default_factory=list)
+    kind: str = "mocker"  # frontend, mocker or vllm
+    gpus: int = 0  # GPUs this process gets (vLLM workers only)
 
 
 def pod_name(graph: str, service: str, index: int) -> str:
@@ -108,6 +103,9 @@ class LocalOperator:
         self.logs: dict[str, Path] = {}
         self.host = Host.detect()  # what graphs.engines.local_engine decides each worker runs on
         self.use_gpu = self.host.gpu and self.host.vllm
+        self.gpu_host = probe_gpus()  # NVML: how many GPUs there are to give GPU workers
+        self.gpu_held: dict[str, list[int]] = {}  # pod name -> NVML indices, kept while it runs
+        self.nixl: dict[str, str] = {}  # pod name -> transfer backend, once its log names it
         self.max_processes = settings.LOCAL_RUNTIME_MAX_PROCESSES
         self.planner = PlannerExecutor(root=self.root, python=self.python, port=self._port,
                                        release=lambda key: self.ports.pop(key, None))
@@ -147,6 +145,7 @@ class LocalOperator:
             active=False, state=GraphState.NOT_DEPLOYED).select_related("graph", "revision"))
         wanted: dict[str, Planned] = {}
         problems: dict[int, str] = {}
+        gpus_taken: dict[str, list[int]] = {}
         for dep in sorted(deployments, key=lambda d: d.pk):
             if not dep.active or dep.revision is None:
                 continue
@@ -160,13 +159,23 @@ class LocalOperator:
                 problems[dep.pk] = (
                     f"the local runtime runs at most {self.max_processes} processes; this graph needs "
                     f"{len(planned_here)} and {len(wanted)} already run: scale it down or delete another graph")
-                for planned in planned_here:
-                    self.ports.pop(planned.name, None)
-                    self.ports.pop(f"{planned.name}:bootstrap", None)
+                self._release(planned_here)
                 continue
+            try:
+                # Each GPU worker gets GPUs of its own, never shared with another worker.
+                assigned = assign_gpus([(p.name, p.gpus) for p in planned_here if p.gpus], self.gpu_host.count,
+                                       held=self.gpu_held, taken=gpus_taken)
+            except GpuShortage as exc:
+                problems[dep.pk] = str(exc)
+                self._release(planned_here)
+                continue
+            gpus_taken.update(assigned)
             for planned in planned_here:
+                if planned.name in assigned:
+                    planned.env.update(gpu_env(assigned[planned.name]))
                 wanted[planned.name] = planned
                 self.owner[planned.name] = dep.pk
+        self.gpu_held = gpus_taken
         events: list[EventRecord] = []
         for name in self.supervisor.names():
             if name not in wanted:
@@ -174,6 +183,7 @@ class LocalOperator:
                 self.ready.pop(name, None)
                 self.ports.pop(name, None)
                 self.ports.pop(f"{name}:bootstrap", None)
+                self.nixl.pop(name, None)
         for planned in wanted.values():
             events += self.supervisor.ensure(
                 planned.name, planned.argv, planned.env, cwd=self.root, log_path=self.log_path(planned),
@@ -183,8 +193,7 @@ class LocalOperator:
         by_dep: dict[int, list[PodStatus]] = {dep.pk: [] for dep in deployments}
         for name in self.supervisor.names():
             status = self.supervisor.pod_status(name)
-            status.gpus = 0  # local processes use the CPU (mocker) or the host's GPU directly
-            status.shm_bytes = shm_size()
+            self.observe(status, wanted.get(name))
             if wanted.get(name) and wanted[name].ignored:
                 status.message = (status.message + " " if status.message else "") + (
                     "ignored on the local runtime: " + " ".join(wanted[name].ignored))
@@ -199,6 +208,32 @@ class LocalOperator:
         for dep in deployments:
             self.write_status(dep, by_dep.get(dep.pk, []), problems.get(dep.pk, ""),
                               [e for e in events if self.owner.get(e.object) == dep.pk], info.get(dep.pk, {}))
+
+    def _release(self, planned: list[Planned]) -> None:
+        for p in planned:
+            self.ports.pop(p.name, None)
+            self.ports.pop(f"{p.name}:bootstrap", None)
+
+    def observe(self, status: PodStatus, planned: Planned | None) -> None:
+        """What the process really has: its /dev/shm, its KV-transfer backend, its GPUs."""
+        pid = self.supervisor.status(status.name).pid
+        status.gpus = planned.gpus if planned else 0
+        if pid is not None:
+            shm = process_shm(pid)
+            status.shm_bytes, status.shm_source = shm.bytes, shm.source
+        if planned is None or planned.kind == "frontend":
+            return
+        if status.name not in self.nixl:
+            found = nixl_backend(planned.kind, head_file(self.log_path(planned)))
+            if found:
+                self.nixl[status.name] = found
+        status.nixl_backend = self.nixl.get(status.name, "")
+        devices = self.gpu_held.get(status.name)
+        if devices:
+            status.gpu_devices = visible_devices(devices)
+            if pid is not None:
+                usage = usage_of(group_members(pid))
+                status.gpu_memory_bytes, status.gpu_util = usage.memory_bytes, usage.util_percent
 
     def model_name_of(self, planned: Planned) -> str:
         return self.model_names.get(planned.name, "")
@@ -223,11 +258,12 @@ class LocalOperator:
             for index in range(replicas.get(service.name, 0)):
                 name = pod_name(spec.name, service.name, index)
                 port = self._port(name)
+                gpus = 0
                 if service.role == "frontend":
                     kind, probe = "frontend", "frontend"
                     extra, ignored = extra_engine_args(service, "frontend")
                     argv = build_process_argv(kind="frontend", python=self.python, http_port=port,
-                                              extra_args=extra)
+                                              router_mode=spec.router_mode, extra_args=extra)
                     env = build_process_env(discovery_dir=discovery)
                 else:
                     kind = local_engine(spec, service, self.host).engine
@@ -249,9 +285,10 @@ class LocalOperator:
                         bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
                         speedup_ratio=float(speedup) if speedup else None, extra_args=extra)
                     env = build_process_env(discovery_dir=discovery, system_port=port, hub_offline=offline)
+                    gpus = (service.gpus or 1) if kind == "vllm" else 0
                 self.model_names[name] = model_name
                 self.logs[name] = gdir / "logs" / f"{name}.log"
-                out.append(Planned(name, service, service.role, argv, env, port, probe, ignored))
+                out.append(Planned(name, service, service.role, argv, env, port, probe, ignored, kind, gpus))
         return out
 
     def plan_planner(self, dep: Deployment, service: Service, model_name: str, gdir: Path) -> list[Planned]:

@@ -101,6 +101,7 @@ class ProcStatus:
     backoff: float | None  # the delay before the pending restart, when one is pending
     message: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    argv: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -211,7 +212,8 @@ class Supervisor:
             p = self._procs[name]
             pid = p.popen.pid if p.popen else None
             return ProcStatus(p.name, p.phase, pid, p.restarts, p.started_at, p.last_exit_code,
-                              p.meta.get("port"), p.backoff if pid is None else None, p.message, dict(p.meta))
+                              p.meta.get("port"), p.backoff if pid is None else None, p.message, dict(p.meta),
+                              list(p.argv))
 
     def tail_log(self, name: str, lines: int = 20) -> str:
         with self._lock:
@@ -256,7 +258,8 @@ class Supervisor:
             ready=is_ready and st.phase == RUNNING, restarts=st.restarts, started_at=st.started_at,
             node="localhost", port=st.port,
             reason=st.phase if st.phase == CRASH_LOOP else ("Error" if crashed else ""),
-            message=st.message, last_log=self.tail_log(name, 20) if crashed else "")
+            message=st.message, last_log=self.tail_log(name, 20) if crashed else "",
+            command=st.argv[:3], args=st.argv[3:])
 
     def install_exit_handlers(self, grace: float = 5.0) -> None:
         """Stop everything when the operator exits normally or on SIGTERM/SIGINT (then the

@@ -46,7 +46,7 @@ def main(count: int = 6) -> dict:
     graph = services.graph_create(spec=spec)
     stop = threading.Event()
     try:
-        operations.request_apply(graph=graph, via="cli")
+        operations.graph_apply(graph=graph, via="cli")
 
         def connected():
             operator.reconcile_once()

@@ -31,7 +31,7 @@ def run() -> list[tuple[str, float, float, str]]:
     graph = services.graph_create(spec=spec)
     try:
         start = time.perf_counter()
-        operations.request_apply(graph=graph, via="cli")
+        operations.graph_apply(graph=graph, via="cli")
 
         def serving():
             operator.reconcile_once()
@@ -55,7 +55,7 @@ def run() -> list[tuple[str, float, float, str]]:
         cold = time.perf_counter() - start
 
         start = time.perf_counter()
-        operations.request_scale(graph=graph, service="decode", replicas=2, via="cli")
+        operations.graph_scale(graph=graph, service="decode", replicas=2, via="cli")
 
         def new_pod_ready():
             operator.reconcile_once()

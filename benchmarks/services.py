@@ -2,7 +2,7 @@
 
 State machine (RunState): pending → running → succeeded | failed | cancelled.
 
-* ``request_benchmark`` checks the graph serves, validates the profile, records a pending
+* ``benchmark_request`` checks the graph serves, validates the profile, records a pending
   row (one active run per graph: a partial unique index; at most BENCHMARK_MAX_RUNNING on the
   host) and enqueues ``benchmark_execute`` after commit.
 * ``benchmark_execute`` claims the row with a conditional UPDATE, runs aiperf once per load
@@ -82,7 +82,7 @@ def _enqueue(run: BenchmarkRun) -> None:
 
 
 @transaction.atomic
-def request_benchmark(*, graph: Graph, profile: str, params: dict | RunParams | None = None, user: Actor = None,
+def benchmark_request(*, graph: Graph, profile: str, params: dict | RunParams | None = None, user: Actor = None,
                       via: str = "ui", study=None, label: str = "") -> BenchmarkRun:
     """Record a pending run of ``profile`` (with ``params`` overriding its defaults).
     Raises ProfileError (bad parameters, by field) or BenchmarkRefused."""

@@ -334,7 +334,7 @@ def _advance(rec_id: int) -> str:
         return finish(RecommendationState.APPLIED, f"applied: {done}")
     service, replicas = todo[0]
     try:
-        op = operations.request_scale(graph=rec.graph, service=service, replicas=int(replicas),
+        op = operations.graph_scale(graph=rec.graph, service=service, replicas=int(replicas),
                                       user=rec.applied_by, via=rec.via)
     except OperationRefused as exc:
         if "already has" in str(exc):  # another operation of the graph runs: wait for it

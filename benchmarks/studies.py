@@ -27,7 +27,7 @@ from .errors import BenchmarkRefused
 from .models import ACTIVE_STUDY_STATES, BenchmarkRun, RunState, Study, StudyState
 from .profiles import ProfileError, RunParams, resolve
 from .schema import Arm
-from .services import benchmark_cancel, request_benchmark
+from .services import benchmark_cancel, benchmark_request
 from .shapes import MAX_ARMS, Shape, parse_shape, same_budget_shapes, shape_of, variant_name, variant_spec
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def _source(graph: Graph) -> tuple:
 
 
 @transaction.atomic
-def request_study(*, graph: Graph, profile: str, params: dict | None = None, arms: list[str] | None = None,
+def study_create(*, graph: Graph, profile: str, params: dict | None = None, arms: list[str] | None = None,
                   keep_variants: bool = False, user: Actor = None, via: str = "ui") -> Study:
     """Record an A/B study. ``arms`` are shapes (p1d1, p2d1, agg2); empty: every shape with the
     graph's current GPUs. Raises ProfileError (by field) or BenchmarkRefused."""
@@ -186,7 +186,7 @@ def _apply(study: Study, arm: Arm, graph: Graph) -> str:
         target = ({"runtime": source.runtime, "cluster": source.cluster_name, "namespace": source.namespace}
                   if source is not None else {"runtime": "local"})
         try:
-            op = operations.request_apply(graph=graph, user=study.requested_by, via="study", **target)
+            op = operations.graph_apply(graph=graph, user=study.requested_by, via="study", **target)
         except OperationRefused as exc:
             return _fail_arm(arm, f"apply refused: {exc}")
         arm.apply_op, arm.started_phase_at = op.pk, time.time()
@@ -218,7 +218,7 @@ def _ready(arm: Arm, graph: Graph) -> str:
 def _run(study: Study, arm: Arm, graph: Graph) -> str:
     if arm.run_id is None:
         try:
-            run = request_benchmark(graph=graph, profile=study.profile, params=RunParams.model_validate(study.params),
+            run = benchmark_request(graph=graph, profile=study.profile, params=RunParams.model_validate(study.params),
                                     user=study.requested_by, via="study", study=study, label=arm.shape)
         except BenchmarkRefused as exc:
             if "another benchmark is active" in str(exc) or "is changing" in str(exc):
@@ -250,7 +250,7 @@ def _cleanup(study: Study, arm: Arm, graph: Graph) -> str:
         if Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).exists():
             return "wait"
         try:
-            arm.delete_op = operations.request_delete(graph=graph, user=study.requested_by, via="study").pk
+            arm.delete_op = operations.graph_undeploy(graph=graph, user=study.requested_by, via="study").pk
         except OperationRefused:
             arm.phase = "done"
             return "next"
@@ -277,7 +277,7 @@ def _cancel(study: Study, arms: list[Arm]) -> str:
             if graph is not None and dep is not None and not Operation.objects.filter(
                     graph=graph, state__in=ACTIVE_STATES).exists():
                 with contextlib.suppress(OperationRefused):
-                    operations.request_delete(graph=graph, user=study.requested_by, via="study")
+                    operations.graph_undeploy(graph=graph, user=study.requested_by, via="study")
         if arm.phase not in ("done", "failed"):
             arm.phase, arm.message = "failed", "cancelled"
     study.state, study.finished_at, study.message = StudyState.CANCELLED, timezone.now(), "cancelled"

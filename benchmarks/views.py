@@ -61,7 +61,7 @@ def run_new(request):
     error = ""
     if request.method == "POST" and form.is_valid():
         try:
-            run = services.request_benchmark(graph=form.cleaned_data["graph"], profile=form.cleaned_data["profile"],
+            run = services.benchmark_request(graph=form.cleaned_data["graph"], profile=form.cleaned_data["profile"],
                                              params=form.params(), user=request.user, via="ui")
         except ProfileError as exc:
             form.add_profile_errors(exc)
@@ -184,7 +184,7 @@ def study_new(request):
     error = ""
     if request.method == "POST" and form.is_valid():
         try:
-            study = studies.request_study(graph=form.cleaned_data["graph"], profile=form.cleaned_data["profile"],
+            study = studies.study_create(graph=form.cleaned_data["graph"], profile=form.cleaned_data["profile"],
                                           params=form.params(), arms=form.cleaned_data["arms"],
                                           keep_variants=form.cleaned_data["keep_variants"], user=request.user)
         except ProfileError as exc:

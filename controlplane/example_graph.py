@@ -30,7 +30,7 @@ class ExampleGraph:
         op = None
         if not Deployment.objects.filter(graph=graph, active=True).exists():
             try:
-                op = operations.request_apply(graph=graph, via="cli", runtime="local")
+                op = operations.graph_apply(graph=graph, via="cli", runtime="local")
             except OperationRefused as exc:
                 self.err.write(f"example graph '{NAME}' not applied: {exc}")
                 return False

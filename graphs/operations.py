@@ -86,7 +86,7 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
 
 
 @transaction.atomic
-def request_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: str = "local",
+def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: str = "local",
                   revision_number: int | None = None, api_version: str = "nvidia.com/v1beta1",
                   dry_run: bool = False, cluster: str = "", namespace: str = "", force: bool = False,
                   recreate: bool = False, confirm: str = "") -> Operation:
@@ -146,7 +146,7 @@ def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, nam
 
 
 @transaction.atomic
-def request_scale(*, graph: Graph, service: str, replicas: int, user: Actor = None, via: str = "ui",
+def graph_scale(*, graph: Graph, service: str, replicas: int, user: Actor = None, via: str = "ui",
                   force: bool = False, decision: int | None = None) -> Operation:
     """``decision``: the PlannerDecision this scale executes (via planner)."""
     if not isinstance(replicas, int) or replicas < 0 or replicas > MAX_REPLICAS:
@@ -173,7 +173,7 @@ def request_scale(*, graph: Graph, service: str, replicas: int, user: Actor = No
 
 
 @transaction.atomic
-def request_delete(*, graph: Graph, user: Actor = None, via: str = "ui") -> Operation:
+def graph_undeploy(*, graph: Graph, user: Actor = None, via: str = "ui") -> Operation:
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment is None or not deployment.active:
         raise OperationRefused(f"{graph.name} is not deployed")

@@ -289,7 +289,7 @@ def graph_apply(request, name: str):
     # The target select sends "local" or "kubernetes:<cluster>/<namespace>".
     runtime, cluster, namespace = parse_target(request.POST.get("runtime", "local"))
     try:
-        op = operations.request_apply(graph=graph, user=request.user, via="ui", runtime=runtime,
+        op = operations.graph_apply(graph=graph, user=request.user, via="ui", runtime=runtime,
                                       cluster=cluster, namespace=namespace,
                                       api_version=request.POST.get("apiVersion") or V1BETA1,
                                       dry_run=request.POST.get("dry_run") == "1",
@@ -310,7 +310,7 @@ def graph_scale(request, name: str):
     except QueryParameterError:
         return _operation_response(request, graph, None, "replicas must be a whole number")
     try:
-        op = operations.request_scale(graph=graph, user=request.user, via="ui",
+        op = operations.graph_scale(graph=graph, user=request.user, via="ui",
                                       service=request.POST.get("service", ""), replicas=replicas,
                                       force=request.POST.get("force") == "1")
     except OperationRefused as exc:
@@ -323,7 +323,7 @@ def graph_scale(request, name: str):
 def graph_undeploy(request, name: str):
     graph = get_object_or_404(Graph, name=name)
     try:
-        op = operations.request_delete(graph=graph, user=request.user, via="ui")
+        op = operations.graph_undeploy(graph=graph, user=request.user, via="ui")
     except OperationRefused as exc:
         return _operation_response(request, graph, None, str(exc))
     return _operation_response(request, graph, op)

@@ -37,13 +37,13 @@ def run(op: Operation) -> Operation:
 
 def apply(graph: Graph, *, api_version: str = "nvidia.com/v1beta1", namespace: str = NS, dry_run: bool = False,
           cluster: str = CLUSTER) -> Operation:
-    op = operations.request_apply(graph=graph, runtime="kubernetes", cluster=cluster, namespace=namespace,
+    op = operations.graph_apply(graph=graph, runtime="kubernetes", cluster=cluster, namespace=namespace,
                                   api_version=api_version, dry_run=dry_run, via="api")
     return run(op)
 
 
 def scale(graph: Graph, service: str, replicas: int, *, force: bool = False) -> Operation:
-    return run(operations.request_scale(graph=graph, service=service, replicas=replicas, force=force, via="api"))
+    return run(operations.graph_scale(graph=graph, service=service, replicas=replicas, force=force, via="api"))
 
 
 def dgd_path(name: str = "g", namespace: str = NS) -> str:

@@ -57,7 +57,7 @@ def test_ab_study_compares_two_shapes_and_the_recommendation_follows_the_data(ea
     spec = build_spec(template="mocker-disagg", name="ab", model="ab-model", backend="mocker", prefill=pool,
                       decode=PoolFields(**{**pool.__dict__}))
     graph = graph_services.graph_create(spec=spec)
-    op = operations.request_apply(graph=graph, via="api")
+    op = operations.graph_apply(graph=graph, via="api")
     op.refresh_from_db()
     assert op.state == "succeeded", op.result
     _converge(operator, lambda: _ready(graph, 3), what="the 1P:1D graph to be ready")

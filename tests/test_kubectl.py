@@ -142,7 +142,7 @@ def test_the_products_apply_leaves_what_kubectl_owns_and_takes_it_when_forced(cl
             in plain.result)
     assert next(c for c in kube.get("dgd", "g", namespace=NS)["spec"]["components"]
                 if c["name"] == "prefill")["replicas"] == 4
-    forced = operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS, force=True)
+    forced = operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS, force=True)
     operations.operation_run(forced.pk)
     forced.refresh_from_db()
     assert forced.state == "succeeded", forced.result

@@ -160,7 +160,7 @@ def test_the_planner_patching_the_dgd_itself_owns_the_count_until_a_forced_apply
     from graphs import operations
     from tests.k8s_helpers import CLUSTER, run
 
-    forced = run(operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,
+    forced = run(operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,
                                           force=True))
     assert 'took .spec.components[name="decode"].replicas from OpenAPI-Generator (Update): 3 -> 1' in forced.result
     assert kube.get("dgd", "g", namespace=NS)["spec"]["components"][index]["replicas"] == 1

@@ -63,7 +63,7 @@ def test_apply_creates_the_dgd_with_server_side_apply_in_the_chosen_version(clus
     assert dep.manifest["metadata"]["namespace"] == NS
     # every later call of this graph speaks the same version
     scale(graph, "decode", 2)
-    delete = run(operations.request_delete(graph=graph))
+    delete = run(operations.graph_undeploy(graph=graph))
     assert delete.state == "succeeded"
     versions = {r.path.split("/")[3] for r in kube.requests if "/nvidia.com/" in r.path and r.method != "GET"}
     assert versions == {version}
@@ -119,7 +119,7 @@ def test_a_field_another_manager_owns_is_left_alone_and_named_unless_forced(clus
                == "dynamo-control-plane")
     assert _dgd(kube)["spec"]["components"][2]["replicas"] == 5
     assert Deployment.objects.get(graph=graph).desired_replicas(graph.head.graph_spec)["decode"] == 5
-    forced = run(operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,
+    forced = run(operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,
                                           force=True, via="api"))
     assert forced.state == "succeeded", forced.result
     assert 'took .spec.components[name="decode"].replicas from kubectl (Apply): 5 -> 1' in forced.result
@@ -144,12 +144,12 @@ def test_an_apply_after_our_own_scale_takes_the_replicas_back(cluster, kube):
 def test_target_must_be_a_registered_cluster_and_an_allowed_namespace(cluster, kube):
     graph = make_graph()
     with pytest.raises(OperationRefused, match="namespace 'kube-system' is not allowed on cluster emu"):
-        operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace="kube-system")
+        operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace="kube-system")
     with pytest.raises(OperationRefused, match="no cluster named 'nope'"):
-        operations.request_apply(graph=graph, runtime="kubernetes", cluster="nope", namespace=NS)
+        operations.graph_apply(graph=graph, runtime="kubernetes", cluster="nope", namespace=NS)
     apply(graph)
     with pytest.raises(OperationRefused, match="runs on cluster emu in namespace llm; delete it there first"):
-        operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace="default")
+        operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace="default")
     assert not kube.find_requests("PATCH", dgd_path(namespace="default"))
 
 
@@ -206,7 +206,7 @@ def test_a_pool_the_planner_manages_warns_before_a_manual_scale(cluster, kube):
     graph = make_graph(planner=True)
     assert apply(graph).state == "succeeded"
     with pytest.raises(OperationRefused, match=r"managed by Dynamo's Planner \(Planner\).*force"):
-        operations.request_scale(graph=graph, service="decode", replicas=2)
+        operations.graph_scale(graph=graph, service="decode", replicas=2)
     op = scale(graph, "decode", 2, force=True)
     assert op.state == "succeeded" and op.params["force"] is True
     assert _dgd(kube)["spec"]["components"][2]["replicas"] == 2
@@ -216,13 +216,13 @@ def test_a_pool_the_planner_manages_warns_before_a_manual_scale(cluster, kube):
 def test_delete_removes_the_dgd_and_already_gone_is_success(cluster, kube):
     graph = make_graph()
     apply(graph)
-    assert run(operations.request_delete(graph=graph)).state == "succeeded"
+    assert run(operations.graph_undeploy(graph=graph)).state == "succeeded"
     assert _dgd(kube) is None and kube.list_objects("pods", NS) == []
     dep = Deployment.objects.get(graph=graph)
     assert (dep.active, dep.state) == (False, "deleting")
     apply(graph)
     kube.delete_object("dgd", "g", namespace=NS)  # someone else deleted it first
-    op = run(operations.request_delete(graph=graph))
+    op = run(operations.graph_undeploy(graph=graph))
     assert op.state == "succeeded", op.result
     assert kube.find_requests("DELETE", dgd_path())[-1].status == 404
 
@@ -249,7 +249,7 @@ def test_a_dropped_connection_mid_apply_is_retried(cluster, kube):
 def test_transient_errors_that_last_leave_the_operation_to_be_retried(cluster, kube):
     graph = make_graph()
     kube.inject("PATCH", dgd_path(), 503, times=None)
-    op = operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS)
+    op = operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS)
     with pytest.raises(RuntimeFailure) as err:
         operations.operation_run(op.pk)
     assert err.value.transient
@@ -284,7 +284,7 @@ def test_a_cluster_without_the_dynamo_crds_says_so(cluster, kube):
 def test_an_unreachable_cluster_fails_fast_and_transiently(cluster, kube):
     graph = make_graph()
     kube.stop()
-    op = operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS)
+    op = operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS)
     with pytest.raises(RuntimeFailure) as err:
         operations.operation_run(op.pk)
     assert err.value.transient and "no answer from cluster emu" in str(err.value)

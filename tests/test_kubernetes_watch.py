@@ -173,7 +173,7 @@ def test_a_scale_and_a_delete_reach_the_cache_through_the_watch(cluster, kube, w
     watcher.watch_once(timeout=1)
     assert len(_by_service(graph)["decode"]) == 3
     assert Deployment.objects.get(graph=graph).state == "ready"
-    run(operations.request_delete(graph=graph))
+    run(operations.graph_undeploy(graph=graph))
     watcher.watch_once(timeout=1)
     dep = Deployment.objects.get(graph=graph)
     assert (dep.state, dep.active) == ("not_deployed", False)

@@ -65,7 +65,7 @@ def _chat(endpoint: str, model: str) -> dict:
 def test_a_kv_routed_graph_reuses_prompt_prefixes_and_says_so(eager, operator, use_prometheus, client_for):
     spec = build_spec(template="mocker-agg-kv", name="kvg", model="kvg-model", backend="mocker")
     graph = services.graph_create(spec=spec)
-    op = operations.request_apply(graph=graph, via="api")
+    op = operations.graph_apply(graph=graph, via="api")
     op.refresh_from_db()
     assert op.state == "succeeded", op.result
     _converge(operator, graph, lambda dep, pods: dep.state == "ready" and len(pods) == 3)

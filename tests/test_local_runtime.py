@@ -58,7 +58,7 @@ def _pids(operator, names):
 
 def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
     graph = _graph()
-    op = operations.request_apply(graph=graph, via="api")
+    op = operations.graph_apply(graph=graph, via="api")
     op.refresh_from_db()
     assert op.state == "succeeded", op.result
 
@@ -73,12 +73,12 @@ def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
 
     # Scale prefill 1 -> 2: only a prefill process is added; decode and frontend keep their pids.
     before = _pids(operator, ["e2e-frontend-0", "e2e-decode-0", "e2e-prefill-0"])
-    operations.request_scale(graph=graph, service="prefill", replicas=2, via="api")
+    operations.graph_scale(graph=graph, service="prefill", replicas=2, via="api")
     _converge(operator, graph, lambda dep, pods: "e2e-prefill-1" in pods and pods["e2e-prefill-1"].ready)
     assert _pids(operator, before) == before
     # Then decode 1 -> 2: prefill stays at 2, nothing else restarts.
     before = _pids(operator, ["e2e-frontend-0", "e2e-decode-0", "e2e-prefill-0", "e2e-prefill-1"])
-    operations.request_scale(graph=graph, service="decode", replicas=2, via="api")
+    operations.graph_scale(graph=graph, service="decode", replicas=2, via="api")
     _converge(operator, graph, lambda dep, pods: "e2e-decode-1" in pods and pods["e2e-decode-1"].ready)
     assert _pids(operator, before) == before
     assert Deployment.objects.get(graph=graph).desired_replicas(graph.head.graph_spec) == {
@@ -93,7 +93,7 @@ def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
     # Delete: every process is gone, the pods leave the cache, the ports are free again.
     groups = [operator.supervisor.status(n).pid for n in operator.supervisor.names()]
     ports = list(Pod.objects.filter(deployment__graph=graph).values_list("port", flat=True))
-    operations.request_delete(graph=graph, via="api")
+    operations.graph_undeploy(graph=graph, via="api")
     _converge(operator, graph, lambda dep, pods: dep.state == "not_deployed" and not pods)
     assert operator.supervisor.names() == []
     assert all(not group_members(g) for g in groups)
@@ -106,19 +106,19 @@ def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
 def test_bad_scales_and_concurrent_operations_are_refused_and_change_nothing(eager, operator):
     graph = _graph("refusals")
     with pytest.raises(OperationRefused, match="not deployed"):
-        operations.request_scale(graph=graph, service="decode", replicas=2)
-    operations.request_apply(graph=graph)
+        operations.graph_scale(graph=graph, service="decode", replicas=2)
+    operations.graph_apply(graph=graph)
     for bad in (-1, 100000):
         with pytest.raises(OperationRefused, match="whole number from 0 to"):
-            operations.request_scale(graph=graph, service="decode", replicas=bad)
+            operations.graph_scale(graph=graph, service="decode", replicas=bad)
     with pytest.raises(OperationRefused, match="no service 'nope'"):
-        operations.request_scale(graph=graph, service="nope", replicas=1)
+        operations.graph_scale(graph=graph, service="nope", replicas=1)
     # An unfinished operation blocks the next one.
     celery_app.conf.task_always_eager = False
     try:
-        pending = operations.request_scale(graph=graph, service="decode", replicas=2)
+        pending = operations.graph_scale(graph=graph, service="decode", replicas=2)
         with pytest.raises(OperationRefused, match="already has a pending scale"):
-            operations.request_apply(graph=graph)
+            operations.graph_apply(graph=graph)
     finally:
         celery_app.conf.task_always_eager = True
     operations.operation_run(pending.pk)
@@ -130,7 +130,7 @@ def test_an_invalid_revision_is_not_applied(eager, operator):
     spec = build_spec(template="vllm-disagg", name="invalid", prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0))
     graph = services.graph_create(spec=spec)
     with pytest.raises(OperationRefused, match="cannot be applied"):
-        operations.request_apply(graph=graph)
+        operations.graph_apply(graph=graph)
     assert not Deployment.objects.filter(graph=graph).exists()
     assert not Operation.objects.filter(graph=graph).exists()
 
@@ -143,7 +143,7 @@ def test_ports_already_taken_are_skipped(eager, operator):
     held.listen()
     try:
         graph = _graph("ports")
-        operations.request_apply(graph=graph)
+        operations.graph_apply(graph=graph)
         _converge(operator, graph, lambda dep, pods: dep.state == "ready")
         assert 24000 not in set(Pod.objects.filter(deployment__graph=graph).values_list("port", flat=True))
     finally:
@@ -153,7 +153,7 @@ def test_ports_already_taken_are_skipped(eager, operator):
 def test_a_graph_beyond_the_process_cap_fails_with_the_reason_and_starts_nothing(eager, operator):
     operator.max_processes = 2
     graph = _graph("capped")
-    operations.request_apply(graph=graph)
+    operations.graph_apply(graph=graph)
     operator.reconcile_once()
     dep = Deployment.objects.get(graph=graph)
     assert dep.state == "failed"
@@ -163,12 +163,12 @@ def test_a_graph_beyond_the_process_cap_fails_with_the_reason_and_starts_nothing
 
 def test_a_dry_run_changes_nothing_and_the_page_shows_its_diff(eager, operator, client_for):
     graph = _graph("preview")
-    operations.request_apply(graph=graph)
+    operations.graph_apply(graph=graph)
     revised = graph.head.graph_spec.model_copy(deep=True)
     revised.services[2].replicas = 3
     services.graph_update(graph=graph, spec=revised)
     generation = Deployment.objects.get(graph=graph).generation
-    op = operations.request_apply(graph=graph, dry_run=True)
+    op = operations.graph_apply(graph=graph, dry_run=True)
     op.refresh_from_db()
     assert op.state == "succeeded" and "would change" in op.result
     assert "-    replicas: 1" in op.diff and "+    replicas: 3" in op.diff

@@ -75,7 +75,7 @@ def test_killing_the_worker_mid_operation_never_leaves_one_stuck_or_doubled(work
                       decode=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""))
     graph = services.graph_create(spec=spec)
     worker.start()
-    apply = operations.request_apply(graph=graph, via="api")
+    apply = operations.graph_apply(graph=graph, via="api")
     wait_until(lambda: not Operation.objects.get(pk=apply.pk).is_active, timeout=60, what="the first apply")
     apply.refresh_from_db()
     assert apply.state == "succeeded", apply.result
@@ -89,9 +89,9 @@ def test_killing_the_worker_mid_operation_never_leaves_one_stuck_or_doubled(work
             revised = graph.head.graph_spec.model_copy(deep=True)
             revised.services[1].replicas = 10 + trial
             services.graph_update(graph=graph, spec=revised, message=f"trial {trial}")
-            op = operations.request_apply(graph=graph, via="api")
+            op = operations.graph_apply(graph=graph, via="api")
         else:
-            op = operations.request_scale(graph=graph, service="decode", replicas=2 + trial % 4, via="api")
+            op = operations.graph_scale(graph=graph, service="decode", replicas=2 + trial % 4, via="api")
         ops.append(op.pk)
         # Kill at a random point: before the claim, inside the transaction, or after it.
         time.sleep(rng.uniform(0.0, 1.6))

@@ -93,17 +93,17 @@ def test_the_product_detects_a_topology_change_before_applying_and_recreates_on_
                                                    "name": "decode2"}))
     kube.clear_requests()
     with pytest.raises(OperationRefused) as refused:
-        operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS)
+        operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS)
     assert "revision 2 adds decode2" in str(refused.value)
     assert "component topology is immutable" in str(refused.value)
     assert "stops all of its pods (Frontend, prefill, decode)" in str(refused.value)
     assert not kube.find_requests("PATCH")  # nothing reached the cluster
     with pytest.raises(OperationRefused) as unconfirmed:
-        operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS, recreate=True,
+        operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS, recreate=True,
                                  confirm="wrong")
     assert "confirm with the graph's name (g)" in str(unconfirmed.value)
     old_uid = kube.get("dgd", "g", namespace=NS)["metadata"]["uid"]
-    op = run(operations.request_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,
+    op = run(operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,
                                       recreate=True, confirm="g"))
     assert op.state == "succeeded", op.result
     assert "deleted and recreated" in op.result

@@ -89,7 +89,7 @@ class Publisher:
 
 def test_decisions_published_by_the_real_coordinator_scale_the_pools_via_planner(eager, operator, client_for):
     graph = _graph()
-    operations.request_apply(graph=graph, via="api")
+    operations.graph_apply(graph=graph, via="api")
     _converge(operator, graph, lambda dep, pods: dep.state == "ready" and len(pods) == 3
               and dep.runtime_info.get("planner", {}).get("connector", {}).get("running"))
 
@@ -144,7 +144,7 @@ def test_decisions_published_by_the_real_coordinator_scale_the_pools_via_planner
 
     # A person's scale of a pool the Planner manages is refused unless forced, on this runtime too.
     with pytest.raises(OperationRefused, match="managed by Dynamo's Planner"):
-        operations.request_scale(graph=graph, service="decode", replicas=3, via="api")
+        operations.graph_scale(graph=graph, service="decode", replicas=3, via="api")
 
 
 def test_an_unacknowledged_decision_warns_on_the_health_line(client_for, settings):

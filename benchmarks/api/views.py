@@ -75,7 +75,7 @@ class BenchmarkRunViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
     def create(self, request, *args, **kwargs):
         body = RunCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        run = services.request_benchmark(graph=body.validated_data["graph"], profile=body.validated_data["profile"],
+        run = services.benchmark_request(graph=body.validated_data["graph"], profile=body.validated_data["profile"],
                                          params=body.validated_data["run_params"], user=request.user, via="api")
         run.refresh_from_db()
         return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
@@ -129,7 +129,7 @@ class StudyViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
         body = StudyCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        study = studies.request_study(graph=data["graph"], profile=data["profile"],
+        study = studies.study_create(graph=data["graph"], profile=data["profile"],
                                       params=data["run_params"].model_dump(), arms=data.get("arms"),
                                       keep_variants=data["keep_variants"], user=request.user, via="api")
         study.refresh_from_db()

@@ -224,7 +224,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         data = s.ApplySerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        op = operations.request_apply(graph=graph, user=request.user, via=_via(request), runtime=v["runtime"],
+        op = operations.graph_apply(graph=graph, user=request.user, via=_via(request), runtime=v["runtime"],
                                       revision_number=v.get("revision"), api_version=v["apiVersion"],
                                       dry_run=v["dry_run"], cluster=v["cluster"], namespace=v["namespace"],
                                       force=v["force"], recreate=v["recreate"], confirm=v["confirm"])
@@ -237,7 +237,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         graph = self.get_object()
         data = s.ScaleSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        op = operations.request_scale(graph=graph, user=request.user, via=_via(request),
+        op = operations.graph_scale(graph=graph, user=request.user, via=_via(request),
                                       service=data.validated_data["service"],
                                       replicas=data.validated_data["replicas"], force=data.validated_data["force"])
         return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
@@ -247,7 +247,7 @@ class GraphViewSet(viewsets.ModelViewSet):
     def undeploy(self, request, name=None):
         """Stop everything the graph runs on its runtime (the graph definition stays)."""
         graph = self.get_object()
-        op = operations.request_delete(graph=graph, user=request.user, via=_via(request))
+        op = operations.graph_undeploy(graph=graph, user=request.user, via=_via(request))
         return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})

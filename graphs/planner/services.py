@@ -120,7 +120,7 @@ def _request(decision: PlannerDecision, service: str, count: int) -> list[int]:
     from .. import operations
 
     try:
-        op = operations.request_scale(graph=decision.graph, service=service, replicas=count, via="planner",
+        op = operations.graph_scale(graph=decision.graph, service=service, replicas=count, via="planner",
                                       decision=decision.pk)
     except OperationRefused as exc:
         # Another operation got in first (the race the partial unique index settles): next pass.

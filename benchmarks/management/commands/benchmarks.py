@@ -75,7 +75,7 @@ class Command(BaseCommand):
                 params["sweep"] = [int(x) for x in sweep.replace(" ", ",").split(",") if x]
             except ValueError:
                 raise CommandError("--sweep takes whole numbers separated by commas, like 1,2,4") from None
-        run = services.request_benchmark(graph=target, profile=profile, params=params, user=self.user, via="cli")
+        run = services.benchmark_request(graph=target, profile=profile, params=params, user=self.user, via="cli")
         self.stdout.write(f"benchmark run #{run.pk} of {graph}: {run.state}")
         if not wait:
             return

@@ -180,7 +180,7 @@ class Command(BaseCommand):
 
     def do_apply(self, name, runtime, revision=None, api_version="nvidia.com/v1beta1", dry_run=False, wait=0,
                  cluster="", namespace="", force=False, recreate="", **opts):
-        op = operations.request_apply(graph=self._graph(name), user=self.user, via="cli", runtime=runtime,
+        op = operations.graph_apply(graph=self._graph(name), user=self.user, via="cli", runtime=runtime,
                                       revision_number=revision, api_version=api_version, dry_run=dry_run,
                                       cluster=cluster, namespace=namespace, force=force, recreate=bool(recreate),
                                       confirm=recreate)
@@ -194,12 +194,12 @@ class Command(BaseCommand):
             count = int(replicas)
         except ValueError:
             raise CommandError(f"replicas must be a whole number, not {replicas!r}") from None
-        op = operations.request_scale(graph=self._graph(name), user=self.user, via="cli", service=service,
+        op = operations.graph_scale(graph=self._graph(name), user=self.user, via="cli", service=service,
                                       replicas=count, force=force)
         self._wait(op, wait)
 
     def do_delete(self, name, wait=0, **opts):
-        op = operations.request_delete(graph=self._graph(name), user=self.user, via="cli")
+        op = operations.graph_undeploy(graph=self._graph(name), user=self.user, via="cli")
         self._wait(op, wait)
 
     def do_status(self, name, json_out=False, **opts):

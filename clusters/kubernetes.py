@@ -40,6 +40,7 @@ from graphs.errors import RuntimeFailure
 
 from .gpus import GpuSummary, gpu_summary
 from .models import Cluster
+from .resources import core_path
 
 log = logging.getLogger(__name__)
 
@@ -236,30 +237,6 @@ class KubeClient:
         finally:
             stream.close()
             stream.release_conn()
-
-
-# ------------------------------------------------------------------------------------ paths
-
-
-def custom_path(api_version: str, plural: str, namespace: str, name: str = "", sub: str = "") -> str:
-    path = f"/apis/{api_version}/namespaces/{namespace}/{plural}"
-    return path + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
-
-
-def core_path(plural: str, namespace: str | None = None, name: str = "", sub: str = "") -> str:
-    path = "/api/v1" + (f"/namespaces/{namespace}" if namespace else "") + f"/{plural}"
-    return path + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
-
-
-def adapter_name(dgd: str, component: str) -> str:
-    """The operator's DGDSA name (generateAdapterName): ``<dgd>-<lower(component)>``."""
-    return f"{dgd}-{component.lower()}"
-
-
-def service_name(dgd: str, component: str) -> str:
-    """The Service the operator creates for a component: ``NormalizeKubeResourceName(<dgd>-<lower(comp)>)``,
-    lower case with dots turned to ``-`` (Services reject dots; internal/dynamo/graph.go)."""
-    return f"{dgd}-{component.lower()}".replace(".", "-").lower()
 
 
 # ------------------------------------------------------------------------------------ cluster-wide reads

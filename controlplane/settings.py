@@ -8,41 +8,11 @@ from pathlib import Path
 
 import dj_database_url
 
+from controlplane.environment import cache_from_url, env, env_bool, installation_secret_key
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONTROLPLANE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def env(name: str, default: str = "") -> str:
-    file_name = os.environ.get(f"{name}_FILE")
-    if file_name:
-        return Path(file_name).read_text().strip()
-    return os.environ.get(name, default)
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = env(name, "1" if default else "0").lower()
-    return value in {"1", "true", "yes", "on"}
-
-
-def installation_secret_key(var_dir: Path) -> str:
-    """The key of this installation: made once, on first start, in var/secret_key (mode 0600),
-    and read from there ever after, so sessions survive restarts and no two installations share
-    a key. Every process started by ``up`` reads the same file; O_EXCL settles a race."""
-    path = var_dir / "secret_key"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        key = path.read_text().strip()
-        if len(key) < 50:
-            raise RuntimeError(f"{path} holds no usable secret key: delete it to make a new one") from None
-        return key
-    import secrets
-
-    key = secrets.token_urlsafe(50)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(key + "\n")
-    return key
 
 
 # Production-safe by default: debug pages (settings, URL patterns, tracebacks) only when a
@@ -373,13 +343,7 @@ GPU_PRICE_CURRENCY = env("GPU_PRICE_CURRENCY", "USD")
 # them: redis://... in production, or file:///path for the processes of one host (what
 # `manage.py up` uses when it starts several web workers and no CACHE_URL is set).
 CACHE_URL = env("CACHE_URL")
-if CACHE_URL.startswith("file://"):
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-                          "LOCATION": CACHE_URL.removeprefix("file://")}}
-elif CACHE_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}}
-else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "controlplane"}}
+CACHES = {"default": cache_from_url(CACHE_URL)}
 
 # The playground (playground/): chats proxied to a graph's frontend. Limits are per user; the
 # counters live in the Django cache (per process with the default LocMem cache).

@@ -3,8 +3,6 @@ service as the API."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
@@ -26,10 +24,11 @@ from .errors import ManifestError, OperationRefused
 from .findings import Finding, Severity
 from .forms import ManifestForm, TemplateForm
 from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, PlannerDecision, Pod, Revision
+from .previews import manifest_preview, revision_preview
 from .selectors import graph_summaries
 from .specio import dump_yaml, load_yaml
 from .untrusted import QueryParameterError, parse_int_text, query_int
-from .validation import Report, validate_manifest, validate_spec
+from .validation import Report, validate_manifest
 
 STOP_POLLING = 286  # htmx stops polling on this status
 
@@ -63,27 +62,6 @@ def graph_list(request):
                                                 "templates": TEMPLATES.values()})
 
 
-def _preview(spec, api_version: str) -> tuple[str, Report]:
-    manifest = render_manifest(spec, api_version)
-    return dump_yaml(manifest), validate_spec(spec, api_version=api_version)
-
-
-# Rendering and validating a revision is a pure function of it, and revisions never change:
-# the graph page keeps the last few per process instead of redoing ~10 ms of work per view.
-_REVISION_PREVIEWS: OrderedDict[tuple[int, str], tuple[str, Report]] = OrderedDict()
-_REVISION_PREVIEWS_MAX = 256
-
-
-def _revision_preview(revision: Revision, api_version: str) -> tuple[str, Report]:
-    key = (revision.pk, api_version)
-    found = _REVISION_PREVIEWS.get(key)
-    if found is None:
-        found = _REVISION_PREVIEWS[key] = _preview(revision.graph_spec, api_version)
-        while len(_REVISION_PREVIEWS) > _REVISION_PREVIEWS_MAX:
-            _REVISION_PREVIEWS.popitem(last=False)
-    return found
-
-
 @role_required(Role.OPERATOR)
 @require_http_methods(["GET", "POST"])
 def graph_new(request):
@@ -105,7 +83,7 @@ def graph_new(request):
                               prefill=form.pool("prefill"), decode=form.pool("decode"),
                               router_mode=d.get("router_mode") or None,
                               planner=form.planner_settings())
-            preview_yaml, report = _preview(spec, api_version)
+            preview_yaml, report = manifest_preview(spec, api_version)
             if request.POST.get("action") == "create":
                 graph = services.graph_create(spec=spec, user=request.user, description=d["description"],
                                               message=f"created from template {d['template']}")
@@ -196,7 +174,7 @@ def graph_detail(request, name: str):
         raise Http404("graph has no revision")
     api_version = _api_version(request)
     spec = graph.head.graph_spec
-    manifest_yaml, report = _revision_preview(graph.head, api_version)
+    manifest_yaml, report = revision_preview(graph.head, api_version)
     context = {"graph": graph, "spec": spec, "manifest_yaml": manifest_yaml, "report": report,
                "api_version": api_version, "api_versions": API_VERSIONS, **_status_context(graph)}
     if request.htmx and request.GET.get("fragment") == "manifest":

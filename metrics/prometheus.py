@@ -36,7 +36,7 @@ from django.core.cache import cache
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from controlplane.telemetry import instruments
+from telemetry import instruments
 
 T = TypeVar("T")
 BREAKER_FAILURES = 3

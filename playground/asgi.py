@@ -24,7 +24,7 @@ import aiohttp
 from django.conf import settings
 from django.http import parse_cookie
 
-from controlplane.telemetry import instruments
+from telemetry import instruments
 
 from . import gateway
 

@@ -27,7 +27,7 @@ import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from controlplane.telemetry import instruments
+from telemetry import instruments
 from graphs import untrusted
 
 from . import admission, counting, limits, upstream

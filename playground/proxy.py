@@ -15,7 +15,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from controlplane.telemetry import instruments
+from telemetry import instruments
 
 from . import gateway
 

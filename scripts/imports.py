@@ -39,9 +39,11 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks")),
     ("wiring", "controlplane", ("controlplane",)),
     ("core", "definition", (
-        "graphs.spec", "graphs.specio", "graphs.schema", "graphs.catalog", "graphs.findings", "graphs.errors")),
+        "graphs.spec", "graphs.specio", "graphs.schema", "graphs.catalog", "graphs.findings", "graphs.errors",
+        "graphs.untrusted")),
     ("core", "manifest", ("graphs.dgd", "graphs.validation", "graphs.checks", "graphs.planner.settings")),
     ("base", "accounts", ("accounts",)),
+    ("base", "telemetry", ("telemetry",)),
     ("base", "audit", ("audit",)),
     ("base", "jobs", ("jobs",)),
     ("base", "clusters", ("clusters",)),
@@ -57,7 +59,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
 
 # The flow of a graph, left to right in the drawing.
 FLOW = ["definition", "manifest", "operations", "runtimes", "status cache", "pages", "API", "graph store",
-        "jobs", "clusters", "accounts", "audit", "CLIs", "tasks", "metrics", "playground", "benchmarks"]
+        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "playground", "benchmarks"]
 
 
 def product_modules(root: Path) -> dict[str, Path]:

@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from clusters.kubernetes import service_name
+from clusters.resources import service_name
 from graphs import operations
 from graphs.errors import OperationRefused
 from graphs.models import Deployment, Pod

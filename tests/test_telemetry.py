@@ -54,7 +54,7 @@ def test_every_metric_the_dashboard_uses_is_exposed(routed_server, world):
     import json
     from pathlib import Path
 
-    from controlplane.telemetry import instruments
+    from telemetry import instruments
 
     instruments.stream_opened()  # a process's gauge file exists once it has counted a stream
     instruments.stream_closed()
@@ -101,7 +101,7 @@ WRITER = textwrap.dedent("""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
     import django
     django.setup()
-    from controlplane.telemetry import instruments
+    from telemetry import instruments
     for _ in range(int(sys.argv[1])):
         instruments.observe_added(0.0015)
         instruments.stream_opened()

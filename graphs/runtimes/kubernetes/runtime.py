@@ -28,11 +28,10 @@ from clusters.kubernetes import (
     MERGE_PATCH,
     KubeClient,
     KubeFailure,
-    adapter_name,
     connect,
-    custom_path,
     read_log,
 )
+from clusters.resources import adapter_name, custom_path
 from clusters.selectors import cluster_named
 
 from ...dgd import ownership, topology

@@ -30,13 +30,11 @@ from clusters.kubernetes import (
     KubeFailure,
     WatchExpired,
     connect,
-    core_path,
-    custom_path,
     read_gpus,
     read_log,
     served_versions,
-    service_name,
 )
+from clusters.resources import core_path, custom_path, service_name
 from clusters.selectors import cluster_found, cluster_stamps
 from clusters.services import cluster_unreachable, cluster_watched
 

@@ -1,12 +1,13 @@
 """Run every benchmark of the control plane and print one table.
 
     python bench/run.py            # all
-    python bench/run.py pages      # one group: pages, runtime (others: bench/*.py)
+    python bench/run.py pages      # one group: pages (bench/pages_http.py), runtime, others (bench/*.py)
 
 Each row: what was measured, the measured value, the goal, and measured/goal (≤ 1.00 meets
 the goal). Measured side by side in one run on this machine; it is shared and noisy, so
-read the ratios, not the third decimal. Uses its own SQLite database in a temporary folder
-unless BENCH_DATABASE_URL is set."""
+read the ratios, not the third decimal. The runtime group uses its own SQLite database in a
+temporary folder unless BENCH_DATABASE_URL is set; bench/pages_http.py uses PostgreSQL. Every
+benchmark writes its figures under bench/results/ (bench/record.py)."""
 
 from __future__ import annotations
 
@@ -46,22 +47,20 @@ def print_table(rows: list[tuple[str, float, float, str]]) -> None:
 
 def main(argv: list[str]) -> int:
     groups = argv or ["pages", "runtime", "others"]
-    rows: list = []
-    if "pages" in groups or "runtime" in groups:
-        setup_django()
     if "pages" in groups:
-        from bench import pages
-
-        rows += pages.run()
+        print("== pages_http.py")
+        subprocess.run([sys.executable, str(ROOT / "bench" / "pages_http.py")], cwd=ROOT, check=False)
     if "runtime" in groups:
-        from bench import runtime
+        setup_django()
+        from bench import record, runtime
 
-        rows += runtime.run()
-    if rows:
+        rows = runtime.run()
         print_table(rows)
+        record.write("runtime", {"rows": [{"measure": n, "value": round(v, 3), "goal": g, "unit": u}
+                                          for n, v, g, u in rows]}, argv=["bench/run.py", "runtime"])
     if "others" in groups:
         for script in sorted((ROOT / "bench").glob("*.py")):
-            if script.name in ("run.py", "pages.py", "runtime.py", "__init__.py"):
+            if script.name in ("run.py", "pages_http.py", "runtime.py", "record.py", "sse_client.py", "__init__.py"):
                 continue
             print(f"\n== {script.name}")
             subprocess.run([sys.executable, str(script)], cwd=ROOT, check=False)

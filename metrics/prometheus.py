@@ -220,9 +220,12 @@ def _ttl() -> float:
 def query(promql: str, *, url: str, at: float) -> list[Sample]:
     """An instant query evaluated at ``at`` (unix seconds)."""
 
-    def fetch() -> list[Sample]:
-        raw = _call(url, lambda c, t, p: c.custom_query(promql, params={**p, "time": f"{at:.3f}"}, timeout=t))
+    def samples(client: PrometheusConnect, timeouts, params) -> list[Sample]:
+        raw = client.custom_query(promql, params={**params, "time": f"{at:.3f}"}, timeout=timeouts)
         return [Sample(dict(r["metric"]), _number(r["value"][1])) for r in raw]
+
+    def fetch() -> list[Sample]:
+        return _call(url, samples)  # parsed inside: an answer of the wrong shape is a PrometheusQueryFailed
 
     return _cached(["query", url, promql, round(at, 3)], _ttl(), fetch, url=url)
 
@@ -230,11 +233,14 @@ def query(promql: str, *, url: str, at: float) -> list[Sample]:
 def query_range(promql: str, *, url: str, start: int, end: int, step: int) -> list[Series]:
     """A range query; ``start`` and ``end`` should be step-aligned so that caches are shared."""
 
-    def fetch() -> list[Series]:
-        raw = _call(url, lambda c, t, p: c.custom_query_range(
+    def series(client: PrometheusConnect, timeouts, params) -> list[Series]:
+        raw = client.custom_query_range(
             promql, start_time=datetime.fromtimestamp(start, tz=UTC), end_time=datetime.fromtimestamp(end, tz=UTC),
-            step=str(step), params=p, timeout=t))
+            step=str(step), params=params, timeout=timeouts)
         return [Series(dict(r["metric"]), [(round(float(ts)), _number(v)) for ts, v in r["values"]]) for r in raw]
+
+    def fetch() -> list[Series]:
+        return _call(url, series)
 
     return _cached(["range", url, promql, start, end, step], _ttl(), fetch, url=url)
 
@@ -242,8 +248,14 @@ def query_range(promql: str, *, url: str, start: int, end: int, step: int) -> li
 def label_values(label: str, *, url: str, match: str) -> list[str]:
     """The values a label takes on the series ``match`` selects (for example bucket bounds)."""
 
+    def values(client: PrometheusConnect, timeouts, params) -> list[str]:
+        found = client.get_label_values(label, params={"match[]": match})
+        if not isinstance(found, list) or not all(isinstance(v, str) for v in found):
+            raise ValueError(f"label values of {label!r} are not a list of strings")
+        return found
+
     def fetch() -> list[str]:
-        return list(_call(url, lambda c, t, p: c.get_label_values(label, params={"match[]": match})))
+        return list(_call(url, values))
 
     return _cached(["label_values", url, label, match], LABEL_VALUES_TTL, fetch, url=url)
 

@@ -123,3 +123,42 @@ def test_an_unknown_host_is_named(settings, fresh_cache):
     url = "http://prometheus.invalid:9090"
     with pytest.raises(PrometheusUnreachable, match=r"unreachable at http://prometheus\.invalid:9090: unknown host"):
         prom.query("up", url=url, at=time.time())
+
+
+@pytest.fixture
+def garbled(settings, fresh_cache):
+    """A server that answers every Prometheus API call with 200 and JSON of the wrong shape."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            body = b'{"status":"success","data":{"resultType":"vector","result":[["x"]]}}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.PROMETHEUS_URL = f"http://127.0.0.1:{server.server_address[1]}"
+    yield settings.PROMETHEUS_URL
+    server.shutdown()
+
+
+def test_a_prometheus_that_answers_nonsense_gives_an_error_state_not_a_500(graph, garbled, client_for):
+    from metrics.services import objectives_set
+
+    objectives_set(graph=graph, ttft_ms=200, itl_ms=10, gpu_hour_price=None)  # the SLO shares read label values
+    viewer = client_for("viewer")
+    chart = viewer.get("/metrics/graphs/down/chart/?window=15m")
+    assert chart.status_code == 200
+    assert chart.json()["state"] == "error" and "cannot read" in chart.json()["message"]
+    overview = viewer.get("/metrics/", headers={"HX-Request": "true"})
+    assert overview.status_code == 200 and 'data-graph="down"' in overview.content.decode()

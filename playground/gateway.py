@@ -27,8 +27,8 @@ import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from telemetry import instruments
 from graphs import untrusted
+from telemetry import instruments
 
 from . import admission, counting, limits, upstream
 from .access import ChatRefused

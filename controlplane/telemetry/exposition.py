@@ -22,6 +22,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from telemetry import instruments  # noqa: F401  (sets PROMETHEUS_MULTIPROC_DIR before prometheus_client loads)
+
 from .collector import StateCollector
 
 LOOPBACK = ("127.0.0.1", "::1")

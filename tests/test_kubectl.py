@@ -16,9 +16,13 @@ import yaml
 from graphs import operations
 from tests.k8s_helpers import CLUSTER, NS, apply, make_graph
 
-pytestmark = [pytest.mark.django_db,
-              pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed "
-                                 "(scripts/services.sh installs Debian's kubernetes-client)")]
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _kubectl_is_installed():
+    """A missing kubectl fails these tests (never skips them): scripts/services.sh installs it."""
+    assert shutil.which("kubectl"), "kubectl is not installed (scripts/services.sh installs Debian's kubernetes-client)"
 pytest_plugins = ["tests.k8s_fixtures"]
 
 IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"

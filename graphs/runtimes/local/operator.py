@@ -118,6 +118,8 @@ class LocalOperator:
         if killed:
             log.warning("stopped %d process(es) left by a previous operator run", len(killed))
         self.supervisor.install_exit_handlers()
+        # The Planner's etcd and connector have their own supervisor: stopped on exit too.
+        self.planner.supervisor.install_exit_handlers()
 
     def run_forever(self, interval: float = 1.0, after_pass: Callable[[], object] | None = None) -> None:
         """Reconcile every ``interval`` seconds, then call ``after_pass`` (the operator process

@@ -2,8 +2,8 @@
 on PostgreSQL, with 500 graphs and 5,000 pods in the status cache, 8 logged-in clients at once
 over real HTTP.
 
-    python bench/pages_http.py                     # ~1 min on a 2-core machine
-    python bench/pages_http.py --clients 8 --requests 40 --workers 2
+    python bench/pages_http.py                     # ~3 min on a 2-core machine (needs wrk)
+    python bench/pages_http.py --clients 8 --seconds 8 --workers 2
 
 Measures p50/p95 (and the spread: p99 and max) per page: graph list, graph detail, status
 fragment (polled every 2 s), API graph list, metrics overview, one-hour chart endpoint, and
@@ -21,12 +21,10 @@ import contextlib
 import http.server
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -162,11 +160,18 @@ def count_queries(urls: dict[str, str]) -> dict[str, int]:
 
 
 def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1",
-            "--port", str(port), "--no-access-log", "--log-level", "warning"]
+    """The web process exactly as `manage.py up` starts it (its own web_command, and the shared
+    file cache it gives several workers), on ``port``."""
+    from controlplane.management.commands.up import web_command
+
+    env = {**os.environ, **env, "WEB_WORKERS": str(workers)}
     if workers > 1:
-        argv += ["--workers", str(workers)]
-    proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, **env})
+        env.setdefault("CACHE_URL", f"file://{Path(env['CONTROLPLANE_VAR_DIR']) / 'cache'}")
+    from django.conf import settings
+
+    settings.WEB_WORKERS = workers  # web_command reads it
+    proc = subprocess.Popen(web_command("127.0.0.1", port), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):
@@ -177,37 +182,43 @@ def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
     raise RuntimeError("the web server did not come up")
 
 
-def load(base: str, url: str, cookie: str, clients: int, requests: int, headers: dict | None = None) -> list[float]:
-    """``clients`` closed-loop clients, each with its own keep-alive connection, ``requests`` each."""
-
-    def one_client(_: int) -> list[float]:
-        samples = []
-        with httpx.Client(base_url=base, cookies={"sessionid": cookie}, headers=headers, timeout=30) as http:
-            for i in range(requests + 3):
-                start = time.perf_counter()
-                response = http.get(url)
-                elapsed = (time.perf_counter() - start) * 1000
-                if response.status_code != 200:
-                    raise RuntimeError(f"{url}: HTTP {response.status_code}")
-                if i >= 3:  # warm-up: connection, caches
-                    samples.append(elapsed)
-        return samples
-
-    with ThreadPoolExecutor(clients) as pool:
-        return [s for chunk in pool.map(one_client, range(clients)) for s in chunk]
+WRK_SCRIPT = """
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("WRK %d %d %d %.0f %.0f %.0f %.0f %.0f\\n", summary.requests, e.status,
+    e.connect + e.read + e.write + e.timeout, latency:percentile(50), latency:percentile(95),
+    latency:percentile(99), latency.max, latency.mean))
+end
+"""
 
 
-def summary(samples: list[float]) -> dict[str, float]:
-    samples = sorted(samples)
-    pick = lambda q: samples[min(len(samples) - 1, int(len(samples) * q))]  # noqa: E731
-    return {"n": len(samples), "p50": round(statistics.median(samples), 1), "p95": round(pick(0.95), 1),
-            "p99": round(pick(0.99), 1), "max": round(samples[-1], 1)}
+def load(base: str, url: str, cookie: str, clients: int, seconds: float, headers: dict | None = None) -> dict:
+    """``clients`` closed-loop keep-alive connections for ``seconds`` (after one second of
+    warm-up), driven by wrk: a C load generator, so that the two cores go to what is measured
+    and the latencies hold no client-side queueing (a Python client of eight threads spent
+    about as much CPU per request as the pages themselves and waited on its own GIL)."""
+    script = Path(os.environ.get("TMPDIR", "/tmp")) / "cp-bench-pages.lua"
+    script.write_text(WRK_SCRIPT)
+    argv = ["wrk", "-t", "1", "-c", str(clients), "--timeout", "30s", "-s", str(script),
+            "-H", f"Cookie: sessionid={cookie}"]
+    for name, value in (headers or {}).items():
+        argv += ["-H", f"{name}: {value}"]
+    subprocess.run([*argv, "-d", "1s", base + url], capture_output=True, check=True, timeout=60)  # warm-up
+    out = subprocess.run([*argv, "-d", f"{seconds:g}s", base + url], capture_output=True, text=True, check=True,
+                         timeout=seconds + 60).stdout
+    fields = next(line for line in out.splitlines() if line.startswith("WRK ")).split()[1:]
+    n, bad_status, socket_errors = (int(x) for x in fields[:3])
+    p50, p95, p99, top, mean = (int(x) / 1000 for x in fields[3:])  # µs -> ms
+    if bad_status or socket_errors:
+        raise RuntimeError(f"{url}: {bad_status} answers that were not 2xx/3xx, {socket_errors} socket errors")
+    return {"n": n, "p50": round(p50, 1), "p95": round(p95, 1), "p99": round(p99, 1), "max": round(top, 1),
+            "mean": round(mean, 1), "requests_per_s": round(n / seconds, 1)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--requests", type=int, default=40, help="requests per client per page")
+    parser.add_argument("--seconds", type=float, default=8, help="seconds of load per page (after 1 s of warm-up)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="uvicorn web workers")
     parser.add_argument("--database", default=os.environ.get(
         "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/cp_bench_pages"))
@@ -251,8 +262,8 @@ def main() -> int:
                                                                                     "chart")}
                 for name, url in pages.items():
                     headers = {"HX-Request": "true"} if name == "overview_data" else {}
-                    results.setdefault(name, {})[label] = summary(
-                        load(base, url, cookie, args.clients, args.requests, headers))
+                    results.setdefault(name, {})[label] = load(base, url, cookie, args.clients, args.seconds,
+                                                               headers)
             finally:
                 proc.terminate()
                 proc.wait(10)
@@ -261,7 +272,7 @@ def main() -> int:
         prometheus.terminate()
         prometheus.wait(10)
 
-    print(f"{args.clients} clients x {args.requests} requests per page, {args.workers} web worker(s), PostgreSQL, "
+    print(f"{args.clients} clients x {args.seconds:g} s per page (wrk), {args.workers} web worker(s), PostgreSQL, "
           "500 graphs, 5,000 pods")
     print(f"{'page':<10} {'prometheus':<22} {'p50':>7} {'p95':>7} {'p99':>7} {'max':>7} {'goal':>6} "
           f"{'p95/goal':>8} {'SQL':>4}")
@@ -271,8 +282,10 @@ def main() -> int:
             print(f"{name:<10} {label:<22} {s['p50']:>7} {s['p95']:>7} {s['p99']:>7} {s['max']:>7} {goal:>6} "
                   f"{s['p95'] / goal:>8.2f} {queries[name]:>4}")
     path = record.write("pages-http", {
-        "setup": {"clients": args.clients, "requests_per_client": args.requests, "web_workers": args.workers,
-                  "server": "uvicorn controlplane.asgi:application, DEBUG off", "database": "postgresql",
+        "setup": {"clients": args.clients, "seconds_per_page": args.seconds, "web_workers": args.workers,
+                  "load_generator": "wrk (one thread, keep-alive connections, closed loop)",
+                  "server": "manage.py up's web command (uvicorn controlplane.asgi:application), DEBUG off",
+                  "database": "postgresql",
                   "graphs": 500, "pods": 5000},
         "goals_ms": {name: GOALS_MS.get(name, DEFAULT_GOAL_MS) for name in urls},
         "sql_queries": {"at_50_graphs": queries_at_50, "at_500_graphs": queries}, "latency_ms": results})

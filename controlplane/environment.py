@@ -38,6 +38,21 @@ def installation_secret_key(var_dir: Path) -> str:
     return key
 
 
+def caches_from_url(url: str) -> dict:
+    """CACHES: the default one CACHE_URL names, and ``fragments``, the rendered HTML each process
+    remembers (graphs/fragments.py: memos of pure renderings, never shared state)."""
+    return {"default": cache_from_url(url),
+            "fragments": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fragments",
+                          "OPTIONS": {"MAX_ENTRIES": 2000}}}
+
+
+def session_engine(url: str) -> str:
+    """Sessions from a shared cache, written through to the database (a query less per page);
+    with the per-process default cache, from the database: a logout must end a session in every
+    process."""
+    return "django.contrib.sessions.backends.cached_db" if url else "django.contrib.sessions.backends.db"
+
+
 def cache_from_url(url: str) -> dict:
     """The Django cache a CACHE_URL names: file:///path (the processes of one host),
     redis://... (production), or, when empty, one cache per process."""

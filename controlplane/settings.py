@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from controlplane.environment import cache_from_url, env, env_bool, installation_secret_key
+from controlplane.environment import caches_from_url, env, env_bool, installation_secret_key, session_engine
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONTROLPLANE_VAR_DIR", BASE_DIR / "var"))
@@ -343,7 +343,8 @@ GPU_PRICE_CURRENCY = env("GPU_PRICE_CURRENCY", "USD")
 # them: redis://... in production, or file:///path for the processes of one host (what
 # `manage.py up` uses when it starts several web workers and no CACHE_URL is set).
 CACHE_URL = env("CACHE_URL")
-CACHES = {"default": cache_from_url(CACHE_URL)}
+CACHES = caches_from_url(CACHE_URL)
+SESSION_ENGINE = session_engine(CACHE_URL)
 
 # The playground (playground/): chats proxied to a graph's frontend. Limits are per user; the
 # counters live in the Django cache (per process with the default LocMem cache).

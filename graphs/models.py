@@ -5,6 +5,8 @@ local operator, the cluster watchers); pages and the API read it and never call 
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from django.conf import settings
 from django.db import models
 
@@ -30,6 +32,12 @@ class Graph(models.Model):
         return self.name
 
 
+def summary_of(spec) -> tuple[str, str, str]:
+    """A spec's model, backend and Dynamo version, as text ("" when missing)."""
+    spec = spec if isinstance(spec, dict) else {}
+    return tuple("" if spec.get(key) is None else str(spec[key]) for key in ("model", "backend", "dynamo_version"))
+
+
 class Revision(models.Model):
     """One immutable version of a graph's spec. Never updated: every change is a new row."""
 
@@ -41,6 +49,11 @@ class Revision(models.Model):
     message = models.CharField(max_length=500, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Copied from the spec when the revision is stored (it never changes): what lists show,
+    # read as columns instead of out of kilobytes of JSON per row.
+    model = models.TextField(blank=True, default="")
+    backend = models.TextField(blank=True, default="")
+    dynamo_version = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["graph_id", "-number"]
@@ -52,11 +65,25 @@ class Revision(models.Model):
     def save(self, *args, **kwargs):
         if self.pk is not None:
             raise ValueError("revisions are immutable: create a new one")
+        self.model, self.backend, self.dynamo_version = summary_of(self.spec)
         super().save(*args, **kwargs)
 
     @property
     def graph_spec(self) -> GraphSpec:
-        return GraphSpec.model_validate(self.spec)
+        """The spec, validated. A stored revision never changes, so each process validates it
+        once (a spec changes only through model_copy: the one returned is never modified)."""
+        if self.pk is None:
+            return GraphSpec.model_validate(self.spec)
+        key = (self.pk, self.created_at)  # the time too: a recreated database reuses ids
+        spec = _SPECS.get(key)
+        if spec is None:
+            spec = _SPECS[key] = GraphSpec.model_validate(self.spec)
+            while len(_SPECS) > 512:
+                _SPECS.popitem(last=False)
+        return spec
+
+
+_SPECS: OrderedDict[tuple, GraphSpec] = OrderedDict()  # (revision id, created_at) -> its validated spec
 
 
 class GraphState(models.TextChoices):

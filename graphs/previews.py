@@ -17,12 +17,12 @@ def manifest_preview(spec, api_version: str) -> tuple[str, Report]:
 
 # Rendering and validating a revision is a pure function of it, and revisions never change:
 # the graph page keeps the last few per process instead of redoing ~10 ms of work per view.
-_REVISION_PREVIEWS: OrderedDict[tuple[int, str], tuple[str, Report]] = OrderedDict()
+_REVISION_PREVIEWS: OrderedDict[tuple, tuple[str, Report]] = OrderedDict()
 _REVISION_PREVIEWS_MAX = 256
 
 
 def revision_preview(revision: Revision, api_version: str) -> tuple[str, Report]:
-    key = (revision.pk, api_version)
+    key = (revision.pk, revision.created_at, api_version)  # the time too: a recreated database reuses ids
     found = _REVISION_PREVIEWS.get(key)
     if found is None:
         found = _REVISION_PREVIEWS[key] = manifest_preview(revision.graph_spec, api_version)

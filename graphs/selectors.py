@@ -4,12 +4,12 @@ three of its fields)."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models import F, QuerySet
 
 from .models import Graph
 
-# The spec fields a list shows, read in SQL from the head revision's JSON.
+# The spec fields a list shows: columns of the head revision, copied from its spec when it was
+# stored (Revision.save), so that a list reads no JSON at all.
 SUMMARY_FIELDS = ("model", "backend", "dynamo_version")
 
 
@@ -20,6 +20,6 @@ def graph_summaries() -> QuerySet[Graph]:
         Graph.objects.select_related("head", "deployment")
         .only("name", "description", "created_at", "updated_at", "head__number",
               "deployment__state", "deployment__graph_id")
-        .annotate(**{f"head_{field}": KeyTextTransform(field, "head__spec") for field in SUMMARY_FIELDS})
+        .annotate(**{f"head_{field}": F(f"head__{field}") for field in SUMMARY_FIELDS})
         .order_by("name")
     )

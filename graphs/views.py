@@ -9,24 +9,26 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from accounts.roles import Role, role_required
+from accounts.roles import Role, role_required, user_role
 from clusters.selectors import parse_target
 
-from . import operations, services
+from . import fragments, operations, services
 from .catalog import TEMPLATES, build_spec
-from .dgd import topology
 from .dgd.render import API_VERSIONS, V1BETA1, normalise_api_version
 from .dgd.render import render as render_manifest
 from .errors import ManifestError, OperationRefused
 from .findings import Finding, Severity
 from .forms import ManifestForm, TemplateForm
-from .models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, PlannerDecision, Pod, Revision
+from .models import Graph, GraphState, Operation, Pod, Revision
 from .previews import manifest_preview, revision_preview
 from .selectors import graph_summaries
 from .specio import dump_yaml, load_yaml
+from .status_view import NOT_READ, WITH_DEPLOYMENT, WITH_HEAD_AND_DEPLOYMENT, deployment_of, status_context
 from .untrusted import QueryParameterError, parse_int_text, query_int
 from .validation import Report, validate_manifest
 
@@ -58,7 +60,16 @@ def graph_list(request):
     for graph in rows:
         graph.pods_total = counts.get(graph.pk, {}).get("total", 0)
         graph.pods_ready = counts.get(graph.pk, {}).get("ready", 0)
-    return render(request, "graphs/list.html", {"graphs": rows, "page": page, "query": query,
+        graph.live = deployment_of(graph)
+    # "Updated ... ago" is shown to the minute: the rows are rendered once per minute and input.
+    now = timezone.now().replace(second=0, microsecond=0)
+    can_operate = user_role(request.user) >= Role.OPERATOR
+    inputs = (can_operate, now, [(g.name, g.description, g.head_model, g.head_backend, g.head_dynamo_version,
+                                  g.head.number if g.head else None, g.live and g.live.state, g.pods_ready,
+                                  g.pods_total, g.updated_at) for g in rows])
+    rows_html = fragments.render("graphs-list-rows", inputs, lambda: render_to_string(
+        "graphs/list.html#rows", {"graphs": rows, "now": now, "can_operate": can_operate}))
+    return render(request, "graphs/list.html", {"rows_html": rows_html, "page": page, "query": query,
                                                 "templates": TEMPLATES.values()})
 
 
@@ -169,81 +180,27 @@ def graph_import(request, name: str | None = None):
 @role_required(Role.VIEWER)
 @require_safe
 def graph_detail(request, name: str):
-    graph = get_object_or_404(Graph.objects.select_related("head", "head__created_by"), name=name)
+    graph = get_object_or_404(Graph.objects.select_related("head__created_by", *WITH_HEAD_AND_DEPLOYMENT)
+                              .defer(*NOT_READ), name=name)
     if graph.head is None:
         raise Http404("graph has no revision")
     api_version = _api_version(request)
     spec = graph.head.graph_spec
     manifest_yaml, report = revision_preview(graph.head, api_version)
     context = {"graph": graph, "spec": spec, "manifest_yaml": manifest_yaml, "report": report,
-               "api_version": api_version, "api_versions": API_VERSIONS, **_status_context(graph)}
+               "api_version": api_version, "api_versions": API_VERSIONS,
+               **status_context(graph, deployment_of(graph))}
     if request.htmx and request.GET.get("fragment") == "manifest":
         return render(request, "graphs/detail.html#manifest", context)
     return render(request, "graphs/detail.html", context)
-
-
-def _status_context(graph: Graph) -> dict:
-    deployment = Deployment.objects.filter(graph=graph).select_related("revision", "cluster").first()
-    pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
-    active_op = Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).first()
-    recent = list(Operation.objects.filter(graph=graph).select_related("requested_by", "revision")[:10])
-    decisions = PlannerDecision.objects.in_bulk([o.params["decision"] for o in recent
-                                                 if isinstance(o.params.get("decision"), int)])
-    for o in recent:  # a scale made via planner names the decision it executes, and how it ended
-        o.decision = decisions.get(o.params.get("decision"))
-    spec = deployment.revision.graph_spec if deployment and deployment.revision else None
-    desired = deployment.desired_replicas(spec) if spec and deployment.active else {}
-    pools = [
-        {"name": s.name, "role": s.role, "replicas": desired.get(s.name, s.effective_replicas),
-         "max": max(8, desired.get(s.name, 0) * 2), "planner": bool(spec.pools("planner"))}
-        for s in (spec.services if spec else []) if s.role in ("prefill", "decode", "worker")
-    ]
-    from metrics.gpus import pod_gpu_usage
-
-    from .diagnosis import diagnose
-    from .engines import graph_simulation
-
-    gpu = pod_gpu_usage(deployment, pods) if deployment and deployment.active and pods else {}
-    simulation = graph_simulation(spec, deployment.runtime) if spec and deployment.active else None
-    for pod in pods:
-        pod.simulated = bool(simulation and pod.service in simulation.services)
-        pod.shm_requested = spec.shm_requested_bytes(pod.service) if spec else None
-        pod.shm_short = bool(pod.shm_requested and pod.shm_bytes is not None
-                             and pod.shm_bytes < pod.shm_requested * 0.99)
-        reading = gpu.get(pod.name) or {}
-        pod.gpu_mem, pod.gpu_pct = reading.get("gpu_memory_bytes"), reading.get("gpu_util")
-    return {
-        "deployment": deployment,
-        "simulation": simulation,
-        "pods": pods,
-        "events": list(graph.events.all()[:15]),
-        "active_op": active_op,
-        "recent_ops": recent,
-        "pools": pools,
-        "diagnosis": diagnose(deployment, pods) if deployment and deployment.active else [],
-        "deployed": bool(deployment and deployment.active),
-        **_cluster_context(graph, deployment),
-    }
-
-
-def _cluster_context(graph: Graph, deployment) -> dict:
-    """Kubernetes: the scaling decisions others made, and whether the head revision needs a recreate."""
-    if deployment is None or deployment.runtime != "kubernetes" or not deployment.active:
-        return {}
-    change = None
-    if graph.head_id and deployment.revision_id != graph.head_id:
-        change = topology.change(topology.components(deployment.manifest),
-                                 [s.name for s in graph.head.graph_spec.services])
-    return {"replica_changes": list(graph.replica_changes.all()[:10]), "topology_change": change,
-            "topology_downtime": change.downtime(graph.name) if change else ""}
 
 
 @role_required(Role.VIEWER)
 @require_safe
 def graph_status(request, name: str):
     """The status fragment (state, diagnosis, pods, events, operations), polled by the page."""
-    graph = get_object_or_404(Graph, name=name)
-    context = {"graph": graph, **_status_context(graph)}
+    graph = get_object_or_404(Graph.objects.select_related(*WITH_DEPLOYMENT).defer(*NOT_READ), name=name)
+    context = {"graph": graph, **status_context(graph, deployment_of(graph))}
     response = render(request, "graphs/detail.html#status", context)
     deployment = context["deployment"]
     finished = (deployment is None or deployment.state == GraphState.NOT_DEPLOYED) and context["active_op"] is None
@@ -253,7 +210,7 @@ def graph_status(request, name: str):
 
 
 def _operation_response(request, graph: Graph, op: Operation | None, error: str = ""):
-    context = {"graph": graph, **_status_context(graph), "error": error}
+    context = {"graph": graph, **status_context(graph), "error": error}
     response = render(request, "graphs/detail.html#status", context, status=200 if not error else 409)
     if error:
         response["HX-Retarget"] = "#status"

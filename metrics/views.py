@@ -11,9 +11,11 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import Role, role_required, user_role
+from graphs import fragments
 from graphs.engines import deployment_simulation
 from graphs.models import Deployment, Graph
 
@@ -91,8 +93,11 @@ def overview(request):
     graphs = list(page.object_list)
     context = {"page": page, "window": charts.window_label(charts.CURRENT_WINDOW)}
     if not request.htmx:
-        return render(request, "metrics/overview.html", {**context, "rows": [(g, None) for g in graphs],
-                                                         "errors": [], "loaded": False})
+        rows = {**context, "rows": [(g, None) for g in graphs], "errors": [], "loaded": False}
+        shown = (page.number, [(g.name, g.deployment.runtime) for g in graphs])
+        html = fragments.render("metrics-overview-rows", shown,
+                                lambda: render_to_string("metrics/overview.html#data", rows))
+        return render(request, "metrics/overview.html", {**context, "data_html": html})
     summaries = charts.graph_summaries(graphs)
     rows = [(graph, summaries["rows"][graph.pk]) for graph in graphs]
     return render(request, "metrics/overview.html#data", {**context, "rows": rows, "errors": summaries["errors"],

@@ -27,7 +27,8 @@ LONG = 400
 LAYERS = ["core", "base", "graphs", "features", "interfaces", "wiring"]
 COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("interfaces", "pages", (
-        "graphs.views", "graphs.forms", "graphs.urls", "graphs.templatetags", "clusters.views", "clusters.forms",
+        "graphs.views", "graphs.status_view", "graphs.fragments", "graphs.forms", "graphs.urls",
+        "graphs.templatetags", "clusters.views", "clusters.forms",
         "clusters.urls", "clusters.templatetags", "clusters.admin", "benchmarks.views", "benchmarks.forms",
         "benchmarks.urls", "benchmarks.admin", "metrics.views", "metrics.forms", "metrics.urls", "metrics.admin",
         "playground.views", "playground.forms", "playground.urls", "playground.admin", "playground.asgi",

@@ -96,6 +96,8 @@ case "$WHAT" in
     # Dynamo 1.6.1's Planner virtual connector keeps its decisions in etcd
     # (graphs/runtimes/local/planner.py runs one on loopback per graph with a Planner).
     ensure_debian_package etcd etcd-server "tests/test_planner_local.py"
+    # bench/pages_http.py loads the pages with wrk (a C load generator: no client-side queueing).
+    ensure_debian_package wrk wrk "bench/pages_http.py"
     ;;
   *)
     echo "usage: $0 [prometheus|all]" >&2

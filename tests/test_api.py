@@ -114,6 +114,27 @@ def test_list_pages_hold_50_graphs(viewer_api):
     assert [g["name"] for g in second["results"]] == ["g50"]
 
 
+def test_a_list_row_is_the_detail_s_fields_exactly(viewer_api):
+    """The list builds its rows in one loop (GraphListSerializer); each must be what the
+    graph's own resource says for the same fields, for a deployed graph, an undeployed one and
+    one whose head revision changed model."""
+    from graphs.models import Deployment
+
+    services.graph_create(spec=build_spec(template="vllm-disagg", name="alpha"), description="first <b>one</b>")
+    bravo = make_graph("bravo")
+    services.graph_update(graph=bravo, spec=build_spec(template="vllm-disagg", name="bravo", model="org/other"))
+    Deployment.objects.create(graph=bravo, runtime="local", revision=bravo.head, active=True, state="ready")
+    rows = viewer_api.get("/api/graphs/?format=json").json()["results"]
+    assert [r["name"] for r in rows] == ["alpha", "bravo"]
+    for row in rows:
+        detail = viewer_api.get(row["url"]).json()
+        assert row == {key: detail[key] for key in row}
+        assert list(row) == ["name", "url", "description", "revision", "model", "backend", "dynamo_version",
+                             "state", "created_at", "updated_at"]
+    assert rows[1]["model"] == "org/other" and rows[1]["revision"] == 2 and rows[1]["state"] == "ready"
+    assert rows[0]["state"] == "not_deployed" and rows[0]["description"] == "first <b>one</b>"
+
+
 def count_list_queries(api, n_graphs: int) -> int:
     for i in range(Graph.objects.count(), n_graphs):
         graph = make_graph(f"q{i:02d}")

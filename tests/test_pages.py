@@ -98,6 +98,27 @@ def test_the_graph_list_shows_each_graph(viewer):
     assert "Not deployed" in page
 
 
+def test_the_graph_list_shows_every_change_at_once(viewer):
+    """The rows are rendered once per process for what they show (graphs/fragments.py): a new
+    state, pod count, revision, model or description is on the next view, never a stale copy."""
+    from graphs.models import Deployment, Pod
+
+    graph = make_graph("alpha")
+    first = text(viewer.get("/graphs/"))
+    assert "Not deployed" in first and "—" in first
+    dep = Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True, state="ready")
+    Pod.objects.create(deployment=dep, name="alpha-decode-0", service="decode", role="decode", ready=True)
+    Pod.objects.create(deployment=dep, name="alpha-decode-1", service="decode", role="decode", ready=False)
+    second = text(viewer.get("/graphs/"))
+    assert "Ready" in second and "1/2" in second and "Not deployed" not in second
+    Pod.objects.filter(name="alpha-decode-1").update(ready=True)
+    assert "2/2" in text(viewer.get("/graphs/"))
+    services.graph_update(graph=graph, spec=build_spec(template="vllm-disagg", name="alpha", model="org/changed"))
+    Graph.objects.filter(pk=graph.pk).update(description="now described")
+    third = text(viewer.get("/graphs/"))
+    assert "org/changed" in third and "now described" in third
+
+
 def test_the_graph_list_filters_by_name(viewer):
     make_graph("alpha")
     make_graph("bravo")

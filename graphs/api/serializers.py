@@ -86,6 +86,37 @@ class RevisionSummarySerializer(RevisionSerializer):
         fields = ["number", "message", "source_api_version", "created_by", "created_at"]
 
 
+class GraphListSerializer(serializers.ListSerializer):
+    """A page of GraphSerializer rows built in one loop: the same dictionaries, key for key
+    (tests/test_api.py holds them equal), without DRF's per-field machinery and one URL
+    reversal per row (two thirds of the API list's CPU at 50 rows)."""
+
+    PLACEHOLDER = "graph-name-placeholder"  # a valid graph name, replaced by each row's
+
+    def to_representation(self, data):
+        child = self.child
+        if type(child) is not GraphSerializer:
+            return super().to_representation(data)
+        rows = data.all() if hasattr(data, "all") else data
+        url = child.fields["url"]
+        prefix, _, suffix = url.get_url(_Named(self.PLACEHOLDER), url.view_name, self.context.get("request"),
+                                        self.context.get("format")).rpartition(self.PLACEHOLDER)
+        when = child.fields["created_at"].to_representation
+        out = []
+        for g in rows:
+            out.append({"name": g.name, "url": f"{prefix}{g.name}{suffix}", "description": g.description,
+                        "revision": child.get_revision(g), "model": child.get_model(g),
+                        "backend": child.get_backend(g), "dynamo_version": child.get_dynamo_version(g),
+                        "state": child.get_state(g), "created_at": when(g.created_at),
+                        "updated_at": when(g.updated_at)})
+        return out
+
+
+class _Named:
+    def __init__(self, name: str):
+        self.name = name
+
+
 class GraphSerializer(serializers.ModelSerializer):
     revision = serializers.SerializerMethodField()
     model = serializers.SerializerMethodField()
@@ -98,6 +129,7 @@ class GraphSerializer(serializers.ModelSerializer):
         model = Graph
         fields = ["name", "url", "description", "revision", "model", "backend", "dynamo_version", "state",
                   "created_at", "updated_at"]
+        list_serializer_class = GraphListSerializer
 
     def _head_spec(self, obj) -> dict:
         return obj.head.spec if obj.head else {}
@@ -106,10 +138,11 @@ class GraphSerializer(serializers.ModelSerializer):
         return obj.head.number if obj.head else None
 
     def _summary(self, obj, field: str) -> str | None:
-        # Lists annotate these in SQL (graphs.selectors.graph_summaries) and never load the spec.
+        # Lists annotate these from the head revision's columns (graphs.selectors.graph_summaries)
+        # and never load the spec.
         annotated = f"head_{field}"
         if hasattr(obj, annotated):
-            return getattr(obj, annotated)
+            return getattr(obj, annotated) or None
         return self._head_spec(obj).get(field)
 
     def get_model(self, obj) -> str | None:

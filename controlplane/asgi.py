@@ -13,10 +13,20 @@ for the request signals and the body: measured over HTTP (wrk, one connection, o
 ``/healthz`` went from 440 to 930 requests per second, i.e. about 1.1 ms of CPU per request
 that every page paid (bench/pages_http.py has the page figures).
 
+Two pools. Pages that only read the database run one at a time per process (``WEB_THREADS``,
+1): they are CPU-bound Python, the GIL runs one thread at a time anyway, and several threads
+only share the core and wait for the GIL after every query (measured with wrk, 8 connections,
+2 processes: a graph page's p95 went from about 0.1 s at one thread to 0.5-1.4 s at four or
+eight). Requests that wait on something else (Prometheus for the metrics pages and the Planner
+timeline, a cluster's API server, a download or a static file a slow client reads) go to a
+pool of their own (``WEB_WAITING_THREADS``, 8), so that a slow Prometheus or client never holds
+up the pages.
+
 ``django_application`` is plain Django under its ASGI handler (the same paths then go through
 playground.proxy's views): for tests, and for comparing the two in bench/proxy.py."""
 
 import os
+import re
 
 from a2wsgi import WSGIMiddleware
 from django.core.asgi import get_asgi_application
@@ -24,10 +34,12 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django_application = get_asgi_application()
-# Threads per process for pages: requests beyond it wait in the pool's queue (the GIL lets
-# one run at a time anyway; a few threads overlap database and Prometheus waits).
-_PAGE_THREADS = int(os.environ.get("WEB_THREADS", "8"))
-pages_application = WSGIMiddleware(get_wsgi_application(), workers=_PAGE_THREADS)
+_django_wsgi = get_wsgi_application()
+pages_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_THREADS", "1")))
+waiting_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_WAITING_THREADS", "8")))
+# Paths whose views wait on another service or on the client (see above).
+WAITING = re.compile(r"^/(?:(?:api/)?(?:metrics|clusters|benchmarks)/|static/"
+                     r"|api/graphs/[^/]+/planner/)")
 
 from controlplane.telemetry import exposition  # noqa: E402  (after Django is set up)
 from playground import asgi as playground_asgi  # noqa: E402
@@ -64,6 +76,6 @@ async def application(scope, receive, send):
             await exposition.serve(scope, receive, send)
             return
     if scope["type"] == "http":
-        await pages_application(scope, receive, send)
+        await (waiting_application if WAITING.match(scope["path"]) else pages_application)(scope, receive, send)
         return
     await django_application(scope, receive, send)  # websocket: refused by Django's handler

@@ -201,7 +201,7 @@ async def _open(pool: _Pool, key: tuple) -> Connection:
     scheme, host, port = key
     if scheme == "https" and _tls is None:
         _tls = ssl.create_default_context()
-    conn = Connection(pool.loop, key, settings.PLAYGROUND_IDLE_TIMEOUT)
+    conn = Connection(pool.loop, key)
     await pool.loop.create_connection(lambda: conn, host, port, ssl=_tls if scheme == "https" else None)
     return conn
 
@@ -238,7 +238,7 @@ async def request(method: str, url: str, body: bytes | None, headers: dict[str, 
                     raise UpstreamError("upstream_unavailable",
                                         f"the graph's frontend is not reachable ({exc.strerror or exc})") from None
             pool.busy.add(conn)
-            conn.start(data)
+            conn.start(data, settings.PLAYGROUND_IDLE_TIMEOUT)
             try:
                 await conn.head()
                 break

@@ -36,10 +36,10 @@ class StreamDropped(ConnectionError):
 class Connection(asyncio.Protocol):
     """One keep-alive connection to a frontend, carrying one request at a time."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple, idle: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple) -> None:
         self.loop = loop
         self.key = key  # (scheme, host, port): the pool it belongs to
-        self.idle = idle
+        self.idle = 0.0
         self.transport: asyncio.Transport | None = None
         self.lost = False
         self.idle_since = 0.0  # loop time it went back to the pool
@@ -50,6 +50,7 @@ class Connection(asyncio.Protocol):
         self.status = 0
         self.headers: dict[str, str] = {}
         self.head_done = False
+        self.keep_alive = False
         self.complete = False
         self.error: BaseException | None = None
         self.parts: list[bytes] = []
@@ -104,6 +105,8 @@ class Connection(asyncio.Protocol):
             self.headers = {}
             return
         self.head_done = True
+        # Asked here: after the message is complete, the parser no longer knows.
+        self.keep_alive = self.parser.should_keep_alive() and not self.parser.should_upgrade()
 
     def on_body(self, body: bytes) -> None:
         self.parts.append(body)
@@ -115,9 +118,10 @@ class Connection(asyncio.Protocol):
 
     # --- the caller's side -------------------------------------------------------------------
 
-    def start(self, request: bytes) -> None:
-        """Send one request (the whole of it: head and body)."""
+    def start(self, request: bytes, idle: float) -> None:
+        """Send one request (the whole of it: head and body); ``idle``: its idle timeout."""
         self._reset()
+        self.idle = idle
         self._busy = True
         self.transport.write(request)
         self._timer = self.loop.call_at(self.last + self.idle, self._check_idle)
@@ -149,8 +153,7 @@ class Connection(asyncio.Protocol):
             await self._wait()
 
     def reusable(self) -> bool:
-        return (self.complete and not self.lost and self.error is None and not self.parser.should_upgrade()
-                and self.parser.should_keep_alive())
+        return self.complete and self.keep_alive and not self.lost and self.error is None
 
     def done(self) -> None:
         """The reply was read to its end: the connection may carry the next request."""

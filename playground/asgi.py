@@ -9,7 +9,9 @@ third of the proxy's CPU more than a bare ASGI app. This endpoint needs none of 
 gateway.handle authenticates itself (token, or session cookie plus CSRF on a Django request
 built only for those callers) and sets the one security header that matters for it.
 
-Per chunk the relay does one ``send``; the first chunk is also stamped (upstream TTFT). A
+Per wake-up the relay does one ``send`` of every byte that has arrived by then (a chunk, or
+several that arrived together: never a byte held back); the first is also stamped (upstream
+TTFT). A
 client that goes away is noticed by a small task waiting on ``receive``: it closes the
 upstream response, which closes its connection, and the frontend cancels the request."""
 
@@ -20,13 +22,13 @@ import io
 import re
 import time
 
-import aiohttp
 from django.conf import settings
 from django.http import parse_cookie
 
 from telemetry import instruments
 
 from . import gateway
+from .upstream import STREAM_ERRORS
 
 PATH = re.compile(r"^/api/playground/([-a-zA-Z0-9_]+)/v1/(chat/completions|completions|models)$")
 OTHER = re.compile(r"^/api/playground/[^/]+/v1(/.*)?$")  # the rest of the OpenAI API: not served
@@ -138,18 +140,16 @@ async def _relay(reply: gateway.Reply, send, receive) -> None:
     last = b"\n\n"
     try:
         await send(_head(reply))
-        chunks = upstream.content.iter_any()
+        read = upstream.read
         try:
-            try:
-                last = await chunks.__anext__()
-            except StopAsyncIteration:
-                last = b""
+            last = await read()
             instruments.observe_upstream_ttft(time.perf_counter() - reply.sent)
-            await send({"type": "http.response.body", "body": last, "more_body": True})
-            async for last in chunks:
+            # Each wake-up sends every byte that has arrived by then, in one message.
+            while last:
                 await send({"type": "http.response.body", "body": last, "more_body": True})
+                last = await read()
             complete = True
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except STREAM_ERRORS as exc:
             if not state["gone"]:
                 await send({"type": "http.response.body", "body": gateway.terminate(last) + gateway.stream_error(exc),
                             "more_body": True})

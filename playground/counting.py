@@ -41,6 +41,7 @@ _seen: dict[str, _Seen] = {}
 _pending: dict[tuple[str, int], list[int]] = {}  # (subject, rate window) -> [requests, streams] not yet written
 _lock = threading.Lock()
 _flusher: threading.Thread | None = None
+_due = threading.Event()  # set when counts are pending: the flusher sleeps on it, not on a clock
 
 
 def in_memory() -> bool:
@@ -61,14 +62,20 @@ def _pend(subject: str, requests: int, streams: int) -> None:
         entry = _pending.setdefault((subject, window), [0, 0])
         entry[0] += requests
         entry[1] += streams
+    if not _due.is_set():
+        _due.set()
     if _flusher is None or not _flusher.is_alive():
         _flusher = threading.Thread(target=_flush_forever, name="playground-limits", daemon=True)
         _flusher.start()
 
 
 def _flush_forever() -> None:
+    """Write pending counts FLUSH_SECONDS after the first of them; with none pending, sleep
+    until there are (no wake-ups of an idle process)."""
     while True:
+        _due.wait()
         time.sleep(FLUSH_SECONDS)
+        _due.clear()  # before flush(): a count pended from here on sets it again
         try:
             flush()
         except Exception:  # a cache that is down: the counts are lost, the next ones are tried

@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
@@ -72,7 +71,7 @@ class Reply:
     status: int
     headers: list[tuple[str, str]]
     body: bytes = b""
-    upstream: aiohttp.ClientResponse | None = None
+    upstream: upstream.Response | None = None
     subject: str | None = None
     sent: float = 0.0  # when the upstream request went out (perf_counter)
 
@@ -300,7 +299,7 @@ async def _models(call: Call, base: str) -> Reply:
     return _answer(status, content_type, content, [("x-content-type-options", "nosniff")])
 
 
-async def _abandon(response: aiohttp.ClientResponse | None, subject: str) -> None:
+async def _abandon(response: upstream.Response | None, subject: str) -> None:
     try:
         if response is not None:
             response.close()  # closes its connection: the frontend cancels the request
@@ -337,7 +336,7 @@ def terminate(last: bytes) -> bytes:
 
 def stream_error(exc: BaseException) -> bytes:
     """The SSE error event that ends a stream the frontend stalled or dropped."""
-    if isinstance(exc, aiohttp.SocketTimeoutError | TimeoutError):
+    if isinstance(exc, TimeoutError):
         idle = settings.PLAYGROUND_IDLE_TIMEOUT
         return sse_error("upstream_timeout", f"the graph's frontend sent nothing for {idle:g} s", 504)
     return sse_error("upstream_error", f"the graph's frontend dropped the stream ({exc.__class__.__name__})", 502)

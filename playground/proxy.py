@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import aiohttp
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -18,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 from telemetry import instruments
 
 from . import gateway
+from .upstream import STREAM_ERRORS
 
 
 def _response(reply: gateway.Reply):
@@ -44,13 +44,13 @@ async def _relay(reply: gateway.Reply, state: dict):
     first = True
     try:
         try:
-            async for last in reply.upstream.content.iter_any():
+            async for last in reply.upstream.iter_any():
                 if first:
                     instruments.observe_upstream_ttft(time.perf_counter() - reply.sent)
                     first = False
                 yield last
             complete = True
-        except (aiohttp.ClientError, TimeoutError) as exc:
+        except STREAM_ERRORS as exc:
             yield gateway.terminate(last) + gateway.stream_error(exc)
     finally:
         await gateway.finish(reply, complete=complete)

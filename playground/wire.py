@@ -1,0 +1,207 @@
+"""HTTP/1.1 to a graph's frontend on a bare asyncio Protocol with httptools' parser (C): what
+upstream.py sends requests and relays streams with.
+
+Why not aiohttp here: profiled under 16 concurrent streams (py-spy and perf on a web worker),
+its per-chunk machinery was most of the proxy's own CPU per SSE event: ResponseHandler's
+data_received re-arming the sock_read timer (a cancel and a new TimerHandle per chunk), the
+StreamReader's buffers, chunk-split bookkeeping and waiter, iter_any's wake-up path, and about
+0.3 ms of ClientSession/ClientRequest work per request. Here a chunk costs the parser's C
+callback, one list append and at most one future: the body bytes that have arrived when the
+reader wakes are handed over together (``read``), so nothing is ever held back waiting for
+more, and chunks that arrived together leave together.
+
+The idle timeout (no byte from the frontend for ``idle`` seconds, the headers included) is one
+timer per connection re-armed at most once per ``idle`` period, not per chunk: when it fires it
+looks at when the last bytes came and either fails the response or waits the rest of the
+period. Reading is paused when the relay falls behind (``HIGH_WATER`` bytes not yet taken),
+and a paused stream is never timed out: the wait is ours, not the frontend's."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httptools
+
+HIGH_WATER = 256 * 1024
+
+
+class StreamTimeout(TimeoutError):
+    """The frontend sent nothing for the idle timeout."""
+
+
+class StreamDropped(ConnectionError):
+    """The frontend closed the connection, or sent what is not HTTP, before the end of the reply."""
+
+
+class Connection(asyncio.Protocol):
+    """One keep-alive connection to a frontend, carrying one request at a time."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple) -> None:
+        self.loop = loop
+        self.key = key  # (scheme, host, port): the pool it belongs to
+        self.idle = 0.0
+        self.transport: asyncio.Transport | None = None
+        self.lost = False
+        self.idle_since = 0.0  # loop time it went back to the pool
+        self._reset()
+
+    def _reset(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.status = 0
+        self.headers: dict[str, str] = {}
+        self.head_done = False
+        self.keep_alive = False
+        self.complete = False
+        self.error: BaseException | None = None
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.received = False  # any byte of the current reply
+        self.paused = False
+        self.last = self.loop.time()
+        self._waiter: asyncio.Future | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._busy = False
+
+    # --- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.last = self.loop.time()
+        if not self._busy:  # bytes on an idle pooled connection: it is not reusable
+            self.lost = True
+            self.transport.close()
+            return
+        self.received = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self._fail(StreamDropped(f"the frontend's reply is not HTTP/1.1 ({exc})"))
+            self.transport.close()
+            return
+        if self.size > HIGH_WATER and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def connection_lost(self, exc) -> None:
+        self.lost = True
+        if self._busy and not self.complete:
+            self._fail(StreamDropped("the frontend closed the connection"))
+
+    # --- httptools callbacks -----------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+        if 100 <= self.status < 200:  # an interim answer: the real one follows
+            self.headers = {}
+            return
+        self.head_done = True
+        # Asked here: after the message is complete, the parser no longer knows.
+        self.keep_alive = self.parser.should_keep_alive() and not self.parser.should_upgrade()
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+        self.size += len(body)
+
+    def on_message_complete(self) -> None:
+        if self.head_done:
+            self.complete = True
+
+    # --- the caller's side -------------------------------------------------------------------
+
+    def start(self, request: bytes, idle: float) -> None:
+        """Send one request (the whole of it: head and body); ``idle``: its idle timeout."""
+        self._reset()
+        self.idle = idle
+        self._busy = True
+        self.transport.write(request)
+        self._timer = self.loop.call_at(self.last + self.idle, self._check_idle)
+
+    async def head(self) -> None:
+        """Wait for the response's status and headers."""
+        while not self.head_done:
+            if self.error is not None:
+                raise self.error
+            await self._wait()
+
+    async def read(self) -> bytes:
+        """The body bytes that have arrived since the last call, all of them; waits only when
+        there are none. b"" at the end of the body."""
+        while True:
+            parts = self.parts
+            if parts:
+                self.parts = []
+                self.size = 0
+                if self.paused:
+                    self.paused = False
+                    self.last = self.loop.time()
+                    self.transport.resume_reading()
+                return parts[0] if len(parts) == 1 else b"".join(parts)
+            if self.complete:
+                return b""
+            if self.error is not None:
+                raise self.error
+            await self._wait()
+
+    def reusable(self) -> bool:
+        return self.complete and self.keep_alive and not self.lost and self.error is None
+
+    def done(self) -> None:
+        """The reply was read to its end: the connection may carry the next request."""
+        self._busy = False
+        self._stop_timer()
+        self.parts = []
+
+    def close(self) -> None:
+        if self._busy and not self.complete:  # a relay waiting on it ends now
+            self._fail(StreamDropped("the connection was closed"))
+        self._busy = False
+        self._stop_timer()
+        self.lost = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # --- internals ---------------------------------------------------------------------------
+
+    async def _wait(self) -> None:
+        self._waiter = waiter = self.loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _fail(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self._stop_timer()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            self._waiter = None
+            waiter.set_result(None)
+
+    def _check_idle(self) -> None:
+        self._timer = None
+        if not self._busy or self.complete or self.error is not None:
+            return
+        if self.paused:  # the relay is behind, not the frontend
+            self._timer = self.loop.call_later(self.idle, self._check_idle)
+            return
+        deadline = self.last + self.idle
+        if self.loop.time() < deadline:
+            self._timer = self.loop.call_at(deadline, self._check_idle)
+            return
+        self._fail(StreamTimeout(f"nothing from the frontend for {self.idle:g} s"))
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

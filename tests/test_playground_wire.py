@@ -1,0 +1,150 @@
+"""playground.wire / upstream: the HTTP/1.1 the proxy speaks to a frontend, against a scripted
+loopback server: the relay gets every byte as soon as it arrives (and what arrived together,
+together), byte for byte; the idle timeout; keep-alive reuse and a kept-alive connection the
+server closed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from playground import upstream
+from playground.wire import StreamTimeout
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+EVENTS = [b'data: {"n": %d, "text": "\xc3\xa9\\n"}\n\n' % i for i in range(5)]
+
+
+class Script:
+    """A loopback server: each connection reads a request and runs ``reply(writer, n)``."""
+
+    def __init__(self, reply) -> None:
+        self.reply = reply
+        self.connections = 0
+        self.requests = 0
+        self.go = asyncio.Event()
+
+    async def handle(self, reader, writer) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                await reader.readexactly(length)
+                self.requests += 1
+                if not await self.reply(self, writer):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+
+def run(coro):
+    async def main():
+        try:
+            return await coro
+        finally:
+            await upstream.close()
+    return asyncio.run(main())
+
+
+def test_a_read_returns_what_has_arrived_at_once_and_what_arrived_together_together():
+    async def reply(script, writer):
+        writer.write(HEAD + chunk(EVENTS[0]))
+        await writer.drain()
+        await script.go.wait()  # the relay must have the first event before anything else is sent
+        writer.write(chunk(EVENTS[1]) + chunk(EVENTS[2]) + chunk(EVENTS[3]))  # three events in one write
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(chunk(EVENTS[4]) + b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def main():
+        script = Script(reply)
+        url = await script.start()
+        response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {"accept": "text/event-stream"})
+        assert response.status == 200 and response.headers["content-type"] == "text/event-stream"
+        first = await asyncio.wait_for(response.read(), 2)  # not held back waiting for more
+        script.go.set()
+        reads = [first]
+        while chunk_ := await response.read():
+            reads.append(chunk_)
+        response.release()
+        return reads
+
+    reads = run(main())
+    assert reads[0] == EVENTS[0]
+    assert b"".join(reads) == b"".join(EVENTS)  # byte for byte
+    assert reads[1] == b"".join(EVENTS[1:4])  # arrived together: relayed in one send
+    assert reads[-1] == EVENTS[4]
+
+
+def test_a_frontend_that_stalls_mid_stream_times_out_after_the_idle_timeout(settings):
+    settings.PLAYGROUND_IDLE_TIMEOUT = 0.3
+
+    async def reply(script, writer):
+        writer.write(HEAD + chunk(EVENTS[0]))
+        await writer.drain()
+        await asyncio.sleep(5)
+        return False
+
+    async def main():
+        script = Script(reply)
+        url = await script.start()
+        response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+        assert await response.read() == EVENTS[0]
+        started = time.monotonic()
+        with pytest.raises(StreamTimeout):
+            await response.read()
+        response.close()
+        return time.monotonic() - started
+
+    assert 0.25 <= run(main()) < 1.0
+
+
+def test_connections_are_kept_alive_and_one_the_frontend_closed_is_replaced():
+    async def reply(script, writer):
+        writer.write(HEAD + chunk(EVENTS[0]) + b"0\r\n\r\n")
+        await writer.drain()
+        return script.requests < 2  # the second request's connection is closed after its reply
+
+    async def main():
+        script = Script(reply)
+        url = await script.start()
+        bodies = []
+        for _ in range(3):
+            response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+            bodies.append(await upstream.read_all(response, 1 << 20))
+            await asyncio.sleep(0.05)  # the close reaches the pooled connection
+        return bodies, script.connections
+
+    bodies, connections = run(main())
+    assert bodies == [EVENTS[0]] * 3
+    assert connections == 2  # the first two requests shared one; the third needed a new one
+
+
+def test_a_frontend_that_is_down_is_an_upstream_error():
+    async def main():
+        script = Script(None)
+        url = await script.start()
+        script.server.close()
+        await script.server.wait_closed()
+        with pytest.raises(upstream.UpstreamError) as failed:
+            await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+        return failed.value
+
+    error = run(main())
+    assert error.kind == "upstream_unavailable" and "not reachable" in error.message

@@ -657,6 +657,6 @@ def test_dockerfile_requirements_step(tmp_path):
         assert not any(r.startswith(unwanted) for r in requirements)
         assert any(r.startswith("kubernetes==") for r in requirements)
         assert not any(r.startswith(("transformers", "ai-dynamo")) for r in requirements)
-        # The web's own: the event loop, HTTP parser and upstream client of the OpenAI endpoint.
-        assert {"uvloop==", "httptools==", "aiohttp==", "prometheus-client=="} <= {
+        # The web's own: the event loop and HTTP parser of the OpenAI endpoint, the pages' WSGI bridge.
+        assert {"uvloop==", "httptools==", "a2wsgi==", "prometheus-client=="} <= {
             r.split("==")[0] + "==" for r in requirements if "==" in r}

@@ -169,10 +169,7 @@ def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
     env = {**os.environ, **env, "WEB_WORKERS": str(workers)}
     if workers > 1:
         env.setdefault("CACHE_URL", f"file://{Path(env['CONTROLPLANE_VAR_DIR']) / 'cache'}")
-    from django.conf import settings
-
-    settings.WEB_WORKERS = workers  # web_command reads it
-    proc = subprocess.Popen(web_command("127.0.0.1", port), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(web_command("127.0.0.1", port, workers), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -24,13 +24,13 @@ from controlplane.example_graph import ExampleGraph
 from metrics.localprom import find_binary
 
 
-def web_command(host: str, port: int) -> list[str]:
+def web_command(host: str, port: int, workers: int | None = None) -> list[str]:
     """uvicorn for the web process. It believes X-Forwarded-For (the client address behind
     login throttling) only from the proxies in FORWARDED_ALLOW_IPS: from none by default, where
     uvicorn alone would trust any client on 127.0.0.1."""
     # One web process per core: a Django page is CPU-bound Python, one process serves one at a time.
     argv = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
-            "--no-access-log", "--workers", str(settings.WEB_WORKERS)]
+            "--no-access-log", "--workers", str(workers or settings.WEB_WORKERS)]
     proxies = settings.FORWARDED_ALLOW_IPS.strip()
     return argv + (["--proxy-headers", "--forwarded-allow-ips", proxies] if proxies else ["--no-proxy-headers"])
 

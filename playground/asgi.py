@@ -9,9 +9,16 @@ third of the proxy's CPU more than a bare ASGI app. This endpoint needs none of 
 gateway.handle authenticates itself (token, or session cookie plus CSRF on a Django request
 built only for those callers) and sets the one security header that matters for it.
 
-Per wake-up the relay does one ``send`` of every byte that has arrived by then (a chunk, or
-several that arrived together: never a byte held back); the first is also stamped (upstream
-TTFT). A
+Served by uvicorn (what every way of starting the product runs), the relay sends the reply's
+head and first bytes through ASGI and then hands the rest to the upstream connection's
+``pipe`` (playground/wire.py): each arrival from the frontend is written to the client's
+transport as one HTTP/1.1 chunk from the upstream protocol's own callback, with no task
+wake-up, future or ASGI message per chunk (measured in bench/proxy.py: that machinery was most
+of the endpoint's CPU per streamed chunk). uvicorn lends its transport and flow control through
+its ``send`` (the request's RequestResponseCycle, uvicorn pinned in pyproject.toml); under any
+other server, or a reply with a Content-Length, each wake-up does one ``send`` of every byte
+that has arrived by then (a chunk, or several that arrived together: never a byte held back).
+The first bytes are stamped (upstream TTFT). A
 client that goes away is noticed by a small task waiting on ``receive``: it closes the
 upstream response, which closes its connection, and the frontend cancels the request."""
 
@@ -123,6 +130,17 @@ async def _send(send, reply: gateway.Reply) -> None:
     await send({"type": "http.response.body", "body": reply.body})
 
 
+def _lent_transport(send) -> tuple | None:
+    """(transport, flow control) of the client's connection when ``send`` is uvicorn's own and
+    the reply goes out in chunks, which the relay may then write itself; None otherwise."""
+    cycle = getattr(send, "__self__", None)
+    if type(cycle).__name__ != "RequestResponseCycle" or not type(cycle).__module__.startswith("uvicorn.protocols"):
+        return None
+    if cycle.chunked_encoding is not True or cycle.response_complete or cycle.disconnected:
+        return None
+    return cycle.transport, cycle.flow
+
+
 async def _relay(reply: gateway.Reply, send, receive) -> None:
     """Relay the frontend's bytes as they arrive. A stall longer than the idle timeout, or a
     frontend that drops the stream, ends it with an OpenAI-shaped error event."""
@@ -138,18 +156,25 @@ async def _relay(reply: gateway.Reply, send, receive) -> None:
     watcher = asyncio.get_running_loop().create_task(watch())
     complete = False
     last = b"\n\n"
+    lent = None
     try:
         await send(_head(reply))
         read = upstream.read
         try:
             last = await read()
             instruments.observe_upstream_ttft(time.perf_counter() - reply.sent)
-            # Each wake-up sends every byte that has arrived by then, in one message.
-            while last:
+            if last:
                 await send({"type": "http.response.body", "body": last, "more_body": True})
-                last = await read()
+                lent = _lent_transport(send)
+                if lent is not None:
+                    last = await upstream.pipe(*lent) or last
+                else:
+                    while last := await read():
+                        await send({"type": "http.response.body", "body": last, "more_body": True})
             complete = True
         except STREAM_ERRORS as exc:
+            if lent is not None:
+                last = upstream.tail() or last
             if not state["gone"]:
                 await send({"type": "http.response.body", "body": gateway.terminate(last) + gateway.stream_error(exc),
                             "more_body": True})

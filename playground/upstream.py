@@ -135,6 +135,15 @@ class Response:
         self.read = conn.read  # the hot path: the relay calls it once per wake-up
         self._open = True
 
+    def pipe(self, out, flow):
+        """The rest of the body written to the client's transport from the connection's own
+        callback (wire.Connection.pipe)."""
+        return self._conn.pipe(out, flow)
+
+    def tail(self) -> bytes:
+        """The last bytes ``pipe`` wrote."""
+        return self._conn.tail
+
     async def iter_any(self):
         while chunk := await self.read():
             yield chunk

@@ -14,7 +14,13 @@ The idle timeout (no byte from the frontend for ``idle`` seconds, the headers in
 timer per connection re-armed at most once per ``idle`` period, not per chunk: when it fires it
 looks at when the last bytes came and either fails the response or waits the rest of the
 period. Reading is paused when the relay falls behind (``HIGH_WATER`` bytes not yet taken),
-and a paused stream is never timed out: the wait is ours, not the frontend's."""
+and a paused stream is never timed out: the wait is ours, not the frontend's.
+
+``pipe`` goes further, for the server that can lend its client's transport (uvicorn's, see
+playground/asgi.py): from then on the body leaves from ``data_received`` itself, the bytes of
+one wake-up as one HTTP/1.1 chunk written to the client's transport, with no task woken, no
+future and no ASGI message per chunk; the relay's task wakes only at the end, on an error, or
+to wait for a slow client to drain (reading from the frontend pauses meanwhile)."""
 
 from __future__ import annotations
 
@@ -61,6 +67,9 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._busy = False
+        self.out: asyncio.Transport | None = None  # pipe(): the client's transport
+        self.flow = None  # pipe(): its write_paused / drain()
+        self.tail = b""  # pipe(): the last bytes written
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -80,7 +89,17 @@ class Connection(asyncio.Protocol):
             self._fail(StreamDropped(f"the frontend's reply is not HTTP/1.1 ({exc})"))
             self.transport.close()
             return
-        if self.size > HIGH_WATER and not self.paused:
+        out = self.out
+        if out is not None:
+            parts = self.parts
+            if parts:
+                self._write_out(out, parts)
+            if not (self.complete or self.flow.write_paused):
+                return  # the relay's task sleeps on
+            if self.flow.write_paused and not self.paused:
+                self.paused = True
+                self.transport.pause_reading()
+        elif self.size > HIGH_WATER and not self.paused:
             self.paused = True
             self.transport.pause_reading()
         waiter = self._waiter
@@ -151,6 +170,40 @@ class Connection(asyncio.Protocol):
             if self.error is not None:
                 raise self.error
             await self._wait()
+
+    async def pipe(self, out: asyncio.Transport, flow) -> bytes:
+        """Write the rest of the body to ``out`` as HTTP/1.1 chunks straight from
+        ``data_received`` until it ends; returns the last bytes written (b"" if none). ``flow``:
+        the client's flow control (``write_paused``, ``drain()``): while the client is slow,
+        reading from the frontend pauses. Raises as ``read`` does; a client gone (``out``
+        closing) ends nothing here: whoever sees it closes this connection."""
+        self.out, self.flow = out, flow
+        try:
+            if self.parts:
+                self._write_out(out, self.parts)
+            while True:
+                if self.error is not None:
+                    raise self.error
+                if self.complete:
+                    return self.tail
+                if flow.write_paused:
+                    await flow.drain()
+                    continue
+                if self.paused:  # paused for the client (or, before the pipe, for the relay)
+                    self.paused = False
+                    self.last = self.loop.time()
+                    self.transport.resume_reading()
+                await self._wait()
+        finally:
+            self.out = self.flow = None
+
+    def _write_out(self, out: asyncio.Transport, parts: list[bytes]) -> None:
+        self.parts = []
+        self.size = 0
+        body = parts[0] if len(parts) == 1 else b"".join(parts)
+        if not out.is_closing():
+            out.write(b"%x\r\n%s\r\n" % (len(body), body))
+        self.tail = body
 
     def reusable(self) -> bool:
         return self.complete and self.keep_alive and not self.lost and self.error is None

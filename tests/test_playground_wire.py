@@ -6,6 +6,8 @@ server closed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 import time
 
 import pytest
@@ -148,3 +150,145 @@ def test_a_frontend_that_is_down_is_an_upstream_error():
 
     error = run(main())
     assert error.kind == "upstream_unavailable" and "not reachable" in error.message
+
+
+class Client:
+    """The far end of a client's connection, as the relay meets it under uvicorn: a transport
+    with uvicorn's own flow control (paused and resumed by the transport's buffer), and a
+    reader for what the client receives."""
+
+    def __init__(self) -> None:
+        self.received: asyncio.StreamReader | None = None
+        self.ready = asyncio.Event()
+        self.paused_times = 0
+
+    async def start(self, high_water: int | None = None):
+        from uvicorn.protocols.http.flow_control import FlowControl
+
+        async def accepted(reader, writer):
+            self.received, self.writer = reader, writer
+            self.ready.set()
+
+        self.server = await asyncio.start_server(accepted, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        client = self
+
+        class Side(asyncio.Protocol):
+            def connection_made(self, transport):
+                client.flow = FlowControl(transport)
+
+            def pause_writing(self):
+                client.paused_times += 1
+                client.flow.pause_writing()
+
+            def resume_writing(self):
+                client.flow.resume_writing()
+
+        loop = asyncio.get_running_loop()
+        self.transport, _ = await loop.create_connection(Side, "127.0.0.1", port)
+        if high_water is not None:
+            # A small kernel buffer: a client that does not read is felt at once.
+            self.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+            self.transport.set_write_buffer_limits(high=high_water)
+        await self.ready.wait()
+        return self.transport, self.flow
+
+
+def test_a_pipe_writes_each_arrival_as_one_chunk_straight_to_the_client():
+    async def reply(script, writer):
+        writer.write(HEAD + chunk(EVENTS[0]))
+        await writer.drain()
+        await script.go.wait()
+        writer.write(chunk(EVENTS[1]) + chunk(EVENTS[2]) + chunk(EVENTS[3]))  # three events in one write
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(chunk(EVENTS[4]) + b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def main():
+        script = Script(reply)
+        url = await script.start()
+        client = Client()
+        out, flow = await client.start()
+        response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+        assert await response.read() == EVENTS[0]  # the first bytes: read (and stamped) by the relay
+        script.go.set()
+        tail = await asyncio.wait_for(response.pipe(out, flow), 2)
+        response.release()
+        out.close()
+        return tail, await client.received.read()
+
+    tail, received = run(main())
+    assert tail == EVENTS[4]
+    # Byte for byte, as HTTP/1.1 chunks: what arrived together leaves as one chunk.
+    assert received == chunk(b"".join(EVENTS[1:4])) + chunk(EVENTS[4])
+
+
+def test_a_pipe_to_a_slow_client_pauses_the_frontend_and_loses_nothing():
+    events = [b"data: %06d %s\n\n" % (i, b"x" * 2000) for i in range(2000)]  # about 4 MB
+
+    async def reply(script, writer):
+        writer.write(HEAD + chunk(b"data: first\n\n"))
+        for event in events:
+            writer.write(chunk(event))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+    async def main():
+        script = Script(reply)
+        url = await script.start()
+        client = Client()
+        out, flow = await client.start(high_water=64 * 1024)
+        response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+        first = await response.read()
+        piping = asyncio.ensure_future(response.pipe(out, flow))
+        await asyncio.sleep(0.3)  # the client reads nothing meanwhile
+        paused = response._conn.paused and not piping.done()
+        received = bytearray()
+        started = time.monotonic()
+        while not piping.done() and time.monotonic() - started < 10:  # the client reads again
+            with contextlib.suppress(TimeoutError):
+                received += await asyncio.wait_for(client.received.read(65536), 0.1)
+        await asyncio.wait_for(piping, 1)
+        response.release()
+        out.close()
+        received += await client.received.read()
+        return paused, client.paused_times, first, bytes(received)
+
+    paused, paused_times, first, received = run(main())
+    assert paused and paused_times >= 1  # the frontend's connection stopped being read
+    body, at = bytearray(), 0
+    while True:  # undo the chunk framing
+        end = received.index(b"\r\n", at)
+        size = int(received[at:end], 16)
+        body += received[end + 2:end + 2 + size]
+        at = end + 2 + size + 2
+        if at >= len(received):
+            break
+    assert first + bytes(body) == b"data: first\n\n" + b"".join(events)
+
+
+def test_a_frontend_that_drops_a_piped_stream_raises_with_the_last_bytes_written():
+    async def reply(script, writer):
+        writer.write(HEAD + chunk(EVENTS[0]) + chunk(EVENTS[1][:10]))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        return False  # closes the connection mid-reply
+
+    async def main():
+        script = Script(reply)
+        url = await script.start()
+        client = Client()
+        out, flow = await client.start()
+        response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+        first = await response.read()
+        with pytest.raises(upstream.STREAM_ERRORS):
+            await asyncio.wait_for(response.pipe(out, flow), 2)
+        response.close()
+        out.close()
+        return first, response.tail()
+
+    first, tail = run(main())
+    assert first + tail == EVENTS[0] + EVENTS[1][:10]

@@ -238,7 +238,8 @@ def main() -> int:
                                text=True, timeout=120, check=True)
         _, token, endpoint = next(line for line in setup.stdout.splitlines() if line.startswith("SETUP")).split()
         started_pids = tree(up.pid)
-        web = next(p for p in started_pids if "uvicorn" in cmdline(p) and "controlplane.asgi" in cmdline(p))
+        web = next(p for p in started_pids  # the supervisor, not one of its workers
+                   if "controlplane.serve" in cmdline(p) and "--worker " not in cmdline(p) + " ")
         frontend = next(p for p in started_pids if "dynamo.frontend" in cmdline(p))
         model = json.loads(subprocess.run(["curl", "-s", f"{endpoint}/v1/models"], capture_output=True, text=True,
                                           timeout=10).stdout)["data"][0]["id"]

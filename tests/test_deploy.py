@@ -433,11 +433,13 @@ def _check_command(command: list[str]) -> None:
     from django.core.management import get_commands
 
     assert command[0] == "python", command
-    if command[1:3] == ["-m", "uvicorn"]:
-        module, _, attribute = command[3].partition(":")
-        assert hasattr(importlib.import_module(module), attribute), command[3]
-        argv = ("-m", "uvicorn")
-        options = command[4:]
+    if command[1:3] == ["-m", "controlplane.serve"]:
+        from controlplane import serve
+
+        module, _, attribute = serve.APPLICATION.partition(":")  # the app it serves (none given)
+        assert hasattr(importlib.import_module(module), attribute), serve.APPLICATION
+        argv = ("-m", "controlplane.serve")
+        options = command[3:]
     elif command[1:3] == ["-m", "celery"]:
         assert command[3] == "-A"
         app = importlib.import_module(command[4])
@@ -459,8 +461,8 @@ def _check_command(command: list[str]) -> None:
 
 
 def _entry(command: list[str]) -> str:
-    if command[1:3] == ["-m", "uvicorn"]:
-        return command[3]
+    if command[1:3] == ["-m", "controlplane.serve"]:
+        return "controlplane.serve"
     if command[1:3] == ["-m", "celery"]:
         return f"celery {command[5]}"
     return " ".join(command[1:3])
@@ -470,7 +472,7 @@ def _entry(command: list[str]) -> str:
 def test_commands_run_real_entry_points(overlay):
     commands = sorted({tuple(c["command"]) for _w, _s, c in ours(render(overlay))})
     assert {_entry(list(c)) for c in commands} == {
-        "controlplane.asgi:application", "celery worker", "celery beat",
+        "controlplane.serve", "celery worker", "celery beat",
         "manage.py runoperator", "manage.py migrate", "manage.py bootstrap"}
     for command in commands:
         _check_command(list(command))

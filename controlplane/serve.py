@@ -1,0 +1,140 @@
+"""The web server: ``python -m controlplane.serve``, what ``make up``, the Dockerfile and
+deploy/kustomize run. uvicorn in ``--workers`` processes (``WEB_CONCURRENCY``, else one),
+each listening on a socket of its own bound to the same address (``SO_REUSEPORT``), under a
+small supervisor that restarts a worker that dies and stops them all on SIGTERM or SIGINT.
+
+Why not ``uvicorn --workers``: there the workers share one listening socket, and whichever
+worker's event loop is idle takes the next connection. A page runs in a worker's thread pool
+while its loop stays idle, so a busy worker goes on accepting: measured with wrk's 8 keep-alive
+connections on 2 workers, the split was often 6 to 2 or worse, and the busier worker queued
+its pages while the other idled (bench/pages_http.py: a page's p95 changed by half from one
+round to the next). With a socket per worker the kernel spreads connections over the workers
+evenly by a hash of each connection. uvicorn's supervisor also pings every worker over a pipe
+twice a second; this one sleeps in ``wait()`` until a worker exits or a signal comes.
+
+Options are uvicorn's own, for the subset this product uses; the application is
+``controlplane.asgi:application`` unless given."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+APPLICATION = "controlplane.asgi:application"
+EARLY_EXIT_SECONDS = 10  # a worker that exits this soon after its start is not restarted: all stop
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m controlplane.serve", description=__doc__.split("\n\n")[0])
+    p.add_argument("app", nargs="?", default=APPLICATION, help=f"the ASGI application (default {APPLICATION})")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=None,
+                   help="web processes (default: WEB_CONCURRENCY, else 1)")
+    p.add_argument("--no-access-log", action="store_true")
+    p.add_argument("--proxy-headers", dest="proxy_headers", action="store_true", default=False,
+                   help="believe X-Forwarded-For/-Proto from --forwarded-allow-ips")
+    p.add_argument("--no-proxy-headers", dest="proxy_headers", action="store_false")
+    p.add_argument("--forwarded-allow-ips", default=None)
+    p.add_argument("--timeout-graceful-shutdown", type=int, default=None, metavar="SECONDS")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one worker process
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not 1 <= args.port <= 65535:
+        parser().error(f"--port {args.port}: a TCP port is 1-65535")
+    workers = args.workers if args.workers is not None else int(os.environ.get("WEB_CONCURRENCY") or 1)
+    if workers < 1:
+        parser().error(f"--workers {workers}: at least 1")
+    if args.worker or workers == 1:
+        return serve(args)
+    return supervise(args, workers, sys.argv[1:] if argv is None else argv)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on (host, port) that other workers may bind too."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                         flags=socket.AI_PASSIVE)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    sock.listen(2048)  # uvicorn's default backlog
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(args) -> int:
+    """One worker: uvicorn on its own socket."""
+    import uvicorn
+
+    try:
+        sock = listening_socket(args.host, args.port)
+    except OSError as exc:
+        print(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    options = {"proxy_headers": args.proxy_headers, "access_log": not args.no_access_log,
+               "log_level": args.log_level, "timeout_graceful_shutdown": args.timeout_graceful_shutdown}
+    if args.forwarded_allow_ips is not None:
+        options["forwarded_allow_ips"] = args.forwarded_allow_ips
+    server = uvicorn.Server(uvicorn.Config(args.app, host=args.host, port=args.port, **options))
+    server.run(sockets=[sock])
+    return 0 if server.started else 3
+
+
+def supervise(args, workers: int, argv: list[str]) -> int:
+    """Start ``workers`` worker processes and keep them running until SIGTERM or SIGINT."""
+    command = [sys.executable, "-m", "controlplane.serve", *argv, "--worker"]
+    stopping = {"signal": None}
+    procs: dict[int, tuple[subprocess.Popen, float]] = {}
+
+    def start() -> None:
+        proc = subprocess.Popen(command)
+        procs[proc.pid] = (proc, time.monotonic())
+
+    def stop(signum, _frame) -> None:
+        stopping["signal"] = signum
+        for proc, _ in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, stop)
+    for _ in range(workers):
+        start()
+    print(f"controlplane.serve: {workers} workers on {args.host}:{args.port} (pid {os.getpid()})", flush=True)
+    status = 0
+    while procs:
+        try:
+            pid, wait_status = os.wait()
+        except ChildProcessError:
+            break
+        entry = procs.pop(pid, None)
+        if entry is None:
+            continue
+        proc, started = entry
+        proc.returncode = os.waitstatus_to_exitcode(wait_status)
+        if stopping["signal"] is not None:
+            continue
+        if time.monotonic() - started < EARLY_EXIT_SECONDS:
+            print(f"controlplane.serve: worker {pid} exited at start ({proc.returncode}); stopping",
+                  file=sys.stderr, flush=True)
+            status = proc.returncode or 1
+            stop(signal.SIGTERM, None)
+            continue
+        print(f"controlplane.serve: worker {pid} exited ({proc.returncode}); starting another",
+              file=sys.stderr, flush=True)
+        start()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

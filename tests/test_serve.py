@@ -1,0 +1,131 @@
+"""controlplane.serve, the web server every way of starting the product runs: workers with a
+listening socket each share the connections, a worker that dies is replaced, SIGTERM stops
+them all, and a port it cannot take is a clear error, not a hang."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from controlplane import serve
+from tests.playground_fixtures import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def start(port: int, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
+    return subprocess.Popen([sys.executable, "-m", "controlplane.serve", "--host", "127.0.0.1", "--port", str(port),
+                             "--no-access-log", "--log-level", "warning", *extra], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def healthy(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/healthz", headers={"Host": "localhost"})
+            with urllib.request.urlopen(request, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError(f"nothing answered on port {port} within {timeout:g} s")
+
+
+def workers_of(proc: subprocess.Popen) -> set[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout
+    return {int(pid) for pid in out.split()}
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+@pytest.fixture
+def two_workers():
+    port = free_port()
+    proc = start(port, "--workers", "2")
+    try:
+        healthy(port)
+        deadline = time.monotonic() + 30
+        while len(workers_of(proc)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        yield port, proc
+    finally:
+        stop(proc)
+
+
+def test_every_worker_listens_and_takes_a_share_of_the_connections(two_workers):
+    port, proc = two_workers
+    workers = workers_of(proc)
+    assert len(workers) == 2
+    listening = subprocess.run(["ss", "-Htlnp", f"sport = :{port}"], capture_output=True, text=True).stdout
+    assert {int(pid) for pid in re.findall(r"pid=(\d+)", listening)} == workers  # a socket of its own each
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(32)]
+    try:
+        time.sleep(0.5)
+        held = subprocess.run(["ss", "-Htnp", "state", "established", f"sport = :{port}"], capture_output=True,
+                              text=True).stdout
+        by_worker = {pid: held.count(f"pid={pid},") for pid in workers}
+    finally:
+        for client in clients:
+            client.close()
+    assert sum(by_worker.values()) == 32
+    assert all(count > 0 for count in by_worker.values()), by_worker
+
+
+def test_a_worker_that_dies_is_replaced_and_sigterm_stops_them_all(two_workers):
+    port, proc = two_workers
+    time.sleep(max(0.0, serve.EARLY_EXIT_SECONDS + 0.5 - 3))  # past the start-up window
+    first = workers_of(proc)
+    victim = min(first)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        now = workers_of(proc)
+        if len(now) == 2 and victim not in now:
+            break
+        time.sleep(0.2)
+    now = workers_of(proc)
+    assert len(now) == 2 and victim not in now and now & first  # one replaced, the other kept
+    healthy(port)
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(30) == 0
+    for pid in now:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+
+
+def test_a_port_taken_by_another_program_is_a_clear_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = start(port, "--workers", "2")
+        try:
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            stop(proc)
+    assert proc.returncode != 0
+    assert f"cannot listen on 127.0.0.1:{port}" in out
+
+
+@pytest.mark.parametrize("argv, message", [(["--workers", "0"], "--workers 0: at least 1"),
+                                           (["--port", "70000"], "--port 70000: a TCP port is 1-65535"),
+                                           (["--workers", "two"], "invalid int value")])
+def test_bad_options_are_refused_with_what_is_wrong(argv, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        serve.main(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

@@ -161,16 +161,20 @@ def count_queries(urls: dict[str, str]) -> dict[str, int]:
     return out
 
 
-def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
+def start_web(env: dict[str, str], port: int, workers: int, server: str = "serve") -> subprocess.Popen:
     """The web process exactly as `manage.py up` starts it (its own web_command, and the shared
-    file cache it gives several workers), on ``port``."""
+    file cache it gives several workers), on ``port``. ``server="uvicorn"``: the same under
+    ``uvicorn --workers`` (one listening socket shared by the workers), for comparison."""
     from controlplane.management.commands.up import web_command
 
     env = {**os.environ, **env, "WEB_WORKERS": str(workers)}
     if workers > 1:
         env.setdefault("CACHE_URL", f"file://{Path(env['CONTROLPLANE_VAR_DIR']) / 'cache'}")
-    proc = subprocess.Popen(web_command("127.0.0.1", port, workers), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    argv = web_command("127.0.0.1", port, workers)
+    if server == "uvicorn":
+        at = argv.index("controlplane.serve")
+        argv[at - 1:at + 1] = ["-m", "uvicorn", "controlplane.asgi:application"]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with contextlib.suppress(httpx.HTTPError):
@@ -219,9 +223,9 @@ def load(base: str, url: str, cookie: str, clients: int, seconds: float, headers
 
 def over_rounds(runs: list[dict]) -> dict:
     """The median over rounds of each figure, and the spread of p50 and p95 (min..max). Each
-    round opens new connections, and the two web processes share one listening socket: how
-    many of the eight connections each process accepted differs from round to round, and with
-    it the latency (one process with six connections queues them while the other idles)."""
+    round opens new connections, and how many of the eight each web process holds differs
+    from round to round, and with it the latency (one process with six connections queues
+    them while the other idles)."""
     done = [r for r in runs if r["n"]]
     if not done:
         return {**runs[0], "rounds": runs}
@@ -241,6 +245,9 @@ def main() -> int:
                         "of warm-up)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per page, each with new connections")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="uvicorn web workers")
+    parser.add_argument("--compare-uvicorn", action="store_true",
+                        help="with Prometheus up, also load every page under `uvicorn --workers` (one shared "
+                             "listening socket), round for round alternating with the product's own server")
     parser.add_argument("--database", default=os.environ.get(
         "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/cp_bench_pages"))
     args = parser.parse_args()
@@ -275,19 +282,30 @@ def main() -> int:
     passes = ((real, "prometheus up"), (dead, "prometheus down"), (slow.url, "prometheus slow (2 s)"))
     try:
         for url_of_prometheus, label in passes:
-            port = free_port()
-            proc = start_web({**env, "PROMETHEUS_URL": url_of_prometheus}, port, args.workers)
+            servers = {label: "serve"}
+            if args.compare_uvicorn and label == "prometheus up":
+                servers[f"{label}, uvicorn --workers"] = "uvicorn"
+            procs, bases = {}, {}
             try:
-                base = f"http://127.0.0.1:{port}"
+                for server_label, server in servers.items():
+                    port = free_port()
+                    procs[server_label] = start_web({**env, "PROMETHEUS_URL": url_of_prometheus}, port, args.workers,
+                                                    server)
+                    bases[server_label] = f"http://127.0.0.1:{port}"
                 pages = urls if label == "prometheus up" else {k: urls[k] for k in ("overview", "overview_data",
                                                                                     "chart")}
                 for name, url in pages.items():
                     headers = {"HX-Request": "true"} if name == "overview_data" else {}
-                    runs = [load(base, url, cookie, args.clients, args.seconds, headers) for _ in range(args.rounds)]
-                    results.setdefault(name, {})[label] = over_rounds(runs)
+                    runs: dict[str, list] = {server_label: [] for server_label in servers}
+                    for _ in range(args.rounds):  # the servers alternate, round for round
+                        for server_label, base in bases.items():
+                            runs[server_label].append(load(base, url, cookie, args.clients, args.seconds, headers))
+                    for server_label, server_runs in runs.items():
+                        results.setdefault(name, {})[server_label] = over_rounds(server_runs)
             finally:
-                proc.terminate()
-                proc.wait(10)
+                for proc in procs.values():
+                    proc.terminate()
+                    proc.wait(10)
     finally:
         slow.shutdown()
         prometheus.terminate()
@@ -296,7 +314,7 @@ def main() -> int:
     print(f"{args.clients} clients x {args.seconds:g} s x {args.rounds} rounds per page (wrk; medians over rounds), "
           f"{args.workers} web worker(s), PostgreSQL, "
           "500 graphs, 5,000 pods")
-    print(f"{'page':<10} {'prometheus':<22} {'p50':>7} {'p95':>7} {'p95 min..max':>13} {'p99':>7} {'max':>7} "
+    print(f"{'page':<10} {'prometheus':<34} {'p50':>7} {'p95':>7} {'p95 min..max':>13} {'p99':>7} {'max':>7} "
           f"{'goal':>6} "
           f"{'p95/goal':>8} {'SQL':>4}")
     for name, by_prom in results.items():
@@ -304,13 +322,14 @@ def main() -> int:
         for label, s in by_prom.items():
             ratio = f"{s['p95'] / goal:>8.2f}" if s["p95"] is not None else f"{'-':>8}"
             spread = "{}..{}".format(*s["p95_spread"]) if "p95_spread" in s else ""
-            print(f"{name:<10} {label:<22} {s['p50']!s:>7} {s['p95']!s:>7} {spread:>13} {s['p99']!s:>7} "
+            print(f"{name:<10} {label:<34} {s['p50']!s:>7} {s['p95']!s:>7} {spread:>13} {s['p99']!s:>7} "
                   f"{s['max']!s:>7} {goal:>6} {ratio} {queries[name]:>4}  {s.get('note', '')}")
     path = record.write("pages-http", {
         "setup": {"clients": args.clients, "seconds_per_page": args.seconds, "rounds": args.rounds,
                   "web_workers": args.workers,
                   "load_generator": "wrk (one thread, keep-alive connections, closed loop)",
-                  "server": "manage.py up's web command (uvicorn controlplane.asgi:application), DEBUG off",
+                  "server": "manage.py up's web command (python -m controlplane.serve: uvicorn workers with a "
+                            "listening socket each), DEBUG off",
                   "database": "postgresql",
                   "graphs": 500, "pods": 5000},
         "goals_ms": {name: GOALS_MS.get(name, DEFAULT_GOAL_MS) for name in urls},

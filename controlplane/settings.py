@@ -296,8 +296,8 @@ OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
 # and the port range it hands out to graphs.
-# Web server processes (uvicorn --workers): one per core by default. `manage.py up` passes it on;
-# containers set WEB_CONCURRENCY, which uvicorn itself reads (deploy/kustomize/base/web.yaml).
+# Web server processes (controlplane.serve --workers): one per core by default; `manage.py up` passes it on;
+# containers set WEB_CONCURRENCY, which controlplane.serve reads (deploy/kustomize/base/web.yaml).
 WEB_WORKERS = max(1, int(env("WEB_WORKERS", env("WEB_CONCURRENCY", str(
     len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))))))
 

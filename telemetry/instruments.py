@@ -4,7 +4,7 @@ prometheus-client in multiprocess mode: its value files live in PROMETHEUS_MULTI
 (METRICS_MULTIPROC_DIR in the settings, under the var folder), which must be set before
 prometheus_client is first imported: controlplane/settings.py sets it, so every process that
 loads the settings first (manage.py, uvicorn through controlplane.asgi, Celery) records here.
-Several web workers (uvicorn --workers) each write their own files; a scrape of any of them
+Several web workers (controlplane.serve --workers) each write their own files; a scrape of any of them
 sums them (exposition.py)."""
 
 from __future__ import annotations

@@ -304,8 +304,12 @@ def main() -> int:
                         results.setdefault(name, {})[server_label] = over_rounds(server_runs)
             finally:
                 for proc in procs.values():
-                    proc.terminate()
-                    proc.wait(10)
+                    proc.terminate()  # requests still waiting on a slow Prometheus finish first
+                    try:
+                        proc.wait(30)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(10)
     finally:
         slow.shutdown()
         prometheus.terminate()

@@ -106,9 +106,28 @@ def _server_class():
     return Server
 
 
+def _stop_with_parent() -> None:
+    """A worker gets SIGTERM when its supervisor dies, even of SIGKILL (Linux: PR_SET_PDEATHSIG),
+    rather than serving on alone."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+
+
 def serve(args) -> int:
     """One worker: uvicorn on its own socket."""
     import uvicorn
+
+    if args.worker:
+        parent = os.getppid()
+        _stop_with_parent()
+        if os.getppid() != parent:  # the supervisor died before that took effect
+            return 1
 
     try:
         sock = listening_socket(args.host, args.port)

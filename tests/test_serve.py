@@ -47,6 +47,13 @@ def workers_of(proc: subprocess.Popen) -> set[int]:
     return {int(pid) for pid in out.split()}
 
 
+def running(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+
+
 def stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -103,8 +110,7 @@ def test_a_worker_that_dies_is_replaced_and_sigterm_stops_them_all(two_workers):
     healthy(port)
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(30) == 0
-    for pid in now:
-        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    assert not any(running(pid) for pid in now)
 
 
 def test_a_port_taken_by_another_program_is_a_clear_error():
@@ -129,3 +135,17 @@ def test_bad_options_are_refused_with_what_is_wrong(argv, message, capsys):
         serve.main(argv)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_workers_stop_when_their_supervisor_is_killed(two_workers):
+    _port, proc = two_workers
+    workers = workers_of(proc)
+    assert len(workers) == 2
+    os.kill(proc.pid, signal.SIGKILL)  # no chance to stop them itself
+    proc.wait(10)
+    deadline = time.monotonic() + 30
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+        alive = {pid for pid in workers if running(pid)}
+    assert not alive, f"workers {alive} serve on without their supervisor"

@@ -12,29 +12,22 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402
+from bench.proxy import free_port, wait_http  # noqa: E402
 from bench.sse_client import cpu_seconds, tree  # noqa: E402
 
 SERVERS = {
     "controlplane.serve": ["-m", "controlplane.serve"],
     "uvicorn --workers": ["-m", "uvicorn", "controlplane.asgi:application"],
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def idle_cpu(argv: list[str], workers: int, seconds: float) -> tuple[float, int]:
@@ -45,16 +38,7 @@ def idle_cpu(argv: list[str], workers: int, seconds: float) -> tuple[float, int]
                              "--no-access-log", "--log-level", "warning"], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                request = urllib.request.Request(f"http://127.0.0.1:{port}/healthz", headers={"Host": "localhost"})
-                urllib.request.urlopen(request, timeout=1).close()  # noqa: S310 (loopback)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{' '.join(argv)} did not come up") from None
-                time.sleep(0.3)
+        wait_http(f"http://127.0.0.1:{port}/healthz", 60, {"Host": "localhost"})
         time.sleep(3)  # start-up work done
         pids = tree(proc.pid)
         before = cpu_seconds(pids)

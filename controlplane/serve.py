@@ -53,12 +53,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    options = parser()
+    args = options.parse_args(argv)
     if not 1 <= args.port <= 65535:
-        parser().error(f"--port {args.port}: a TCP port is 1-65535")
+        options.error(f"--port {args.port}: a TCP port is 1-65535")
     workers = args.workers if args.workers is not None else int(os.environ.get("WEB_CONCURRENCY") or 1)
     if workers < 1:
-        parser().error(f"--workers {workers}: at least 1")
+        options.error(f"--workers {workers}: at least 1")
     if args.worker or workers == 1:
         return serve(args)
     return supervise(args, workers, sys.argv[1:] if argv is None else argv)

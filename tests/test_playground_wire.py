@@ -62,20 +62,22 @@ def run(coro):
     return asyncio.run(main())
 
 
-def test_a_read_returns_what_has_arrived_at_once_and_what_arrived_together_together():
-    async def reply(script, writer):
-        writer.write(HEAD + chunk(EVENTS[0]))
-        await writer.drain()
-        await script.go.wait()  # the relay must have the first event before anything else is sent
-        writer.write(chunk(EVENTS[1]) + chunk(EVENTS[2]) + chunk(EVENTS[3]))  # three events in one write
-        await writer.drain()
-        await asyncio.sleep(0.05)
-        writer.write(chunk(EVENTS[4]) + b"0\r\n\r\n")
-        await writer.drain()
-        return True
+async def first_then_three_together(script, writer) -> bool:
+    """The first event, then (once ``script.go`` is set) three events in one write, then the last."""
+    writer.write(HEAD + chunk(EVENTS[0]))
+    await writer.drain()
+    await script.go.wait()  # the relay must have the first event before anything else is sent
+    writer.write(chunk(EVENTS[1]) + chunk(EVENTS[2]) + chunk(EVENTS[3]))  # three events in one write
+    await writer.drain()
+    await asyncio.sleep(0.05)
+    writer.write(chunk(EVENTS[4]) + b"0\r\n\r\n")
+    await writer.drain()
+    return True
 
+
+def test_a_read_returns_what_has_arrived_at_once_and_what_arrived_together_together():
     async def main():
-        script = Script(reply)
+        script = Script(first_then_three_together)
         url = await script.start()
         response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {"accept": "text/event-stream"})
         assert response.status == 200 and response.headers["content-type"] == "text/event-stream"
@@ -195,19 +197,8 @@ class Client:
 
 
 def test_a_pipe_writes_each_arrival_as_one_chunk_straight_to_the_client():
-    async def reply(script, writer):
-        writer.write(HEAD + chunk(EVENTS[0]))
-        await writer.drain()
-        await script.go.wait()
-        writer.write(chunk(EVENTS[1]) + chunk(EVENTS[2]) + chunk(EVENTS[3]))  # three events in one write
-        await writer.drain()
-        await asyncio.sleep(0.05)
-        writer.write(chunk(EVENTS[4]) + b"0\r\n\r\n")
-        await writer.drain()
-        return True
-
     async def main():
-        script = Script(reply)
+        script = Script(first_then_three_together)
         url = await script.start()
         client = Client()
         out, flow = await client.start()

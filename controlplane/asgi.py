@@ -40,6 +40,17 @@ waiting_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("W
 # Paths whose views wait on another service or on the client (see above).
 WAITING = re.compile(r"^/(?:(?:api/)?(?:metrics|clusters|benchmarks)/|static/"
                      r"|api/graphs/[^/]+/planner/)")
+# The metrics overview page itself reads only the database (its numbers come in the fragment
+# htmx asks for with the same URL): a page like the others, served by the pages' pool, so that
+# it never queues behind requests waiting on Prometheus.
+OVERVIEW = "/metrics/"
+
+
+def _waits(scope) -> bool:
+    path = scope["path"]
+    if path == OVERVIEW:
+        return any(name == b"hx-request" for name, _ in scope["headers"])
+    return WAITING.match(path) is not None
 
 from controlplane.telemetry import exposition  # noqa: E402  (after Django is set up)
 from playground import asgi as playground_asgi  # noqa: E402
@@ -76,6 +87,6 @@ async def application(scope, receive, send):
             await exposition.serve(scope, receive, send)
             return
     if scope["type"] == "http":
-        await (waiting_application if WAITING.match(scope["path"]) else pages_application)(scope, receive, send)
+        await (waiting_application if _waits(scope) else pages_application)(scope, receive, send)
         return
     await django_application(scope, receive, send)  # websocket: refused by Django's handler

@@ -4,9 +4,10 @@ three of its fields)."""
 
 from __future__ import annotations
 
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
-from .models import Graph
+from .models import Graph, Pod
 
 # The spec fields a list shows: columns of the head revision, copied from its spec when it was
 # stored (Revision.save), so that a list reads no JSON at all.
@@ -23,3 +24,28 @@ def graph_summaries() -> QuerySet[Graph]:
         .annotate(**{f"head_{field}": F(f"head__{field}") for field in SUMMARY_FIELDS})
         .order_by("name")
     )
+
+
+# What one row of the graph list page shows, in this order (graph_list_rows).
+LIST_ROW = ("name", "description", "head_model", "head_backend", "head_dynamo_version", "head_number",
+            "live_state", "pods_ready", "pods_total", "updated_at")
+
+
+def _pod_count(**filters) -> Coalesce:
+    pods = (Pod.objects.filter(deployment__graph=OuterRef("pk"), **filters).order_by()
+            .values("deployment__graph").annotate(n=Count("id")).values("n"))
+    return Coalesce(Subquery(pods, output_field=IntegerField()), 0)
+
+
+def graph_list_rows(query: str = "") -> QuerySet:
+    """The graph list page's rows as plain tuples (LIST_ROW), one query for a page of them: pod
+    counts are correlated subqueries, which the database runs for the rows of the page only.
+    No model is built per row (building 150 of them was half of the page's time)."""
+    graphs = Graph.objects.all()
+    if query:
+        graphs = graphs.filter(name__icontains=query)
+    return (graphs.order_by("name")
+            .annotate(**{f"head_{field}": F(f"head__{field}") for field in SUMMARY_FIELDS},
+                      head_number=F("head__number"), live_state=F("deployment__state"),
+                      pods_ready=_pod_count(ready=True), pods_total=_pod_count())
+            .values_list(*LIST_ROW))

@@ -4,8 +4,12 @@ events, the Planner's decisions and, on Kubernetes, the scaling changes others m
 
 from __future__ import annotations
 
+from django.template.loader import render_to_string
+
+from . import fragments
 from .dgd import topology
 from .models import ACTIVE_STATES, Deployment, Graph, Operation, PlannerDecision, Pod
+from .templatetags.graphs_extras import age
 
 
 def deployment_of(graph: Graph) -> Deployment | None:
@@ -40,8 +44,10 @@ def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
         if head.is_cached(graph) and deployment.revision_id == graph.head_id and not _revision_read(deployment):
             deployment.revision = graph.head
     pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
-    active_op = Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).first()
     recent = list(Operation.objects.filter(graph=graph).select_related("requested_by")[:10])
+    # A graph has at most one unfinished operation and no operation is recorded while one is
+    # (Job's constraint, operations._record): the unfinished one, if any, is the latest.
+    active_op = next((o for o in recent if o.state in ACTIVE_STATES), None)
     decisions = PlannerDecision.objects.in_bulk([o.params["decision"] for o in recent
                                                  if isinstance(o.params.get("decision"), int)])
     for o in recent:  # a scale made via planner names the decision it executes, and how it ended
@@ -67,18 +73,46 @@ def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
                              and pod.shm_bytes < pod.shm_requested * 0.99)
         reading = gpu.get(pod.name) or {}
         pod.gpu_mem, pod.gpu_pct = reading.get("gpu_memory_bytes"), reading.get("gpu_util")
+    events = list(graph.events.all()[:15])
     return {
         "deployment": deployment,
         "simulation": simulation,
         "pods": pods,
-        "events": list(graph.events.all()[:15]),
+        "pods_html": _pods_html(graph, pods, simulation),
+        "events": events,
         "active_op": active_op,
         "recent_ops": recent,
+        "history_html": _history_html(events, recent),
         "pools": pools,
         "diagnosis": diagnose(deployment, pods) if deployment and deployment.active else [],
         "deployed": bool(deployment and deployment.active),
         **_cluster_context(graph, deployment),
     }
+
+
+# The status is polled every 2 s by every open graph page, and most polls find what the last
+# one found: the pods table and the events and operations are rendered once per input
+# (graphs.fragments). A key holds every stored field of every row shown and what the page
+# computed for it, so any change is another key; the pods' AGE is in it as shown (42s, 7m).
+def _row(obj) -> tuple:
+    return tuple(getattr(obj, field.attname) for field in obj._meta.concrete_fields)
+
+
+def _pods_html(graph: Graph, pods: list[Pod], simulation) -> str:
+    if not pods:
+        return ""
+    shown = (graph.name, simulation and (simulation.label, simulation.reason),
+             [(_row(p), age(p.started_at), p.simulated, p.shm_requested, p.shm_short, p.gpu_mem, p.gpu_pct)
+              for p in pods])
+    return fragments.render("graph-pods", shown, lambda: render_to_string(
+        "graphs/detail.html#pods", {"graph": graph, "pods": pods, "simulation": simulation}))
+
+
+def _history_html(events: list, operations: list[Operation]) -> str:
+    shown = ([_row(e) for e in events],
+             [(_row(o), str(o.requested_by or ""), o.decision and _row(o.decision)) for o in operations])
+    return fragments.render("graph-history", shown, lambda: render_to_string(
+        "graphs/detail.html#history", {"events": events, "recent_ops": operations}))
 
 
 def _cluster_context(graph: Graph, deployment) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -24,9 +23,9 @@ from .dgd.render import render as render_manifest
 from .errors import ManifestError, OperationRefused
 from .findings import Finding, Severity
 from .forms import ManifestForm, TemplateForm
-from .models import Graph, GraphState, Operation, Pod, Revision
+from .models import Graph, GraphState, Operation, Revision
 from .previews import manifest_preview, revision_preview
-from .selectors import graph_summaries
+from .selectors import LIST_ROW, graph_list_rows
 from .specio import dump_yaml, load_yaml
 from .status_view import NOT_READ, WITH_DEPLOYMENT, WITH_HEAD_AND_DEPLOYMENT, deployment_of, status_context
 from .untrusted import QueryParameterError, parse_int_text, query_int
@@ -45,30 +44,20 @@ def _api_version(request) -> str:
 @role_required(Role.VIEWER)
 @require_safe
 def graph_list(request):
-    graphs = graph_summaries()
     query = request.GET.get("q", "").strip()
-    if query:
-        graphs = graphs.filter(name__icontains=query)
-    page = Paginator(graphs, 50).get_page(request.GET.get("page"))
-    rows = list(page.object_list)
-    # Pod counts for this page only: one grouped query, whatever the number of graphs.
-    counts = {
-        row["deployment__graph_id"]: row
-        for row in Pod.objects.filter(deployment__graph__in=rows).values("deployment__graph_id").annotate(
-            total=Count("id"), ready=Count("id", filter=Q(ready=True)))
-    }
-    for graph in rows:
-        graph.pods_total = counts.get(graph.pk, {}).get("total", 0)
-        graph.pods_ready = counts.get(graph.pk, {}).get("ready", 0)
-        graph.live = deployment_of(graph)
+    page = Paginator(graph_list_rows(query), 50).get_page(request.GET.get("page"))
     # "Updated ... ago" is shown to the minute: the rows are rendered once per minute and input.
     now = timezone.now().replace(second=0, microsecond=0)
     can_operate = user_role(request.user) >= Role.OPERATOR
-    inputs = (can_operate, now, [(g.name, g.description, g.head_model, g.head_backend, g.head_dynamo_version,
-                                  g.head.number if g.head else None, g.live and g.live.state, g.pods_ready,
-                                  g.pods_total, g.updated_at) for g in rows])
-    rows_html = fragments.render("graphs-list-rows", inputs, lambda: render_to_string(
-        "graphs/list.html#rows", {"graphs": rows, "now": now, "can_operate": can_operate}))
+    rows = list(page.object_list)
+
+    def produce() -> str:
+        graphs = [dict(zip(LIST_ROW, row, strict=True)) for row in rows]
+        for g in graphs:
+            g["live_label"] = GraphState(g["live_state"]).label if g["live_state"] else None
+        return render_to_string("graphs/list.html#rows", {"graphs": graphs, "now": now, "can_operate": can_operate})
+
+    rows_html = fragments.render("graphs-list-rows", (can_operate, now, rows), produce)
     return render(request, "graphs/list.html", {"rows_html": rows_html, "page": page, "query": query,
                                                 "templates": TEMPLATES.values()})
 
@@ -185,13 +174,22 @@ def graph_detail(request, name: str):
     if graph.head is None:
         raise Http404("graph has no revision")
     api_version = _api_version(request)
-    spec = graph.head.graph_spec
-    manifest_yaml, report = revision_preview(graph.head, api_version)
-    context = {"graph": graph, "spec": spec, "manifest_yaml": manifest_yaml, "report": report,
-               "api_version": api_version, "api_versions": API_VERSIONS,
-               **status_context(graph, deployment_of(graph))}
+    head = graph.head
+
+    def card(part: str):
+        # A revision never changes: its cards are rendered once per process and API version
+        # (the time too: a recreated database reuses ids).
+        def produce() -> str:
+            manifest_yaml, report = revision_preview(head, api_version)
+            return render_to_string(f"graphs/detail.html#{part}", {
+                "graph": graph, "spec": head.graph_spec, "manifest_yaml": manifest_yaml, "report": report,
+                "api_version": api_version, "api_versions": API_VERSIONS})
+        return fragments.render(f"graph-{part}", (head.pk, head.created_at, api_version), produce)
+
     if request.htmx and request.GET.get("fragment") == "manifest":
-        return render(request, "graphs/detail.html#manifest", context)
+        return HttpResponse(card("manifest"))
+    context = {"graph": graph, "spec_html": card("spec"), "manifest_html": card("manifest"),
+               "api_version": api_version, **status_context(graph, deployment_of(graph))}
     return render(request, "graphs/detail.html", context)
 
 

@@ -6,4 +6,5 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import schema, signals  # noqa: F401 - the OpenAPI scheme; the audit of logins and roles
+        from . import backends, schema, signals  # noqa: F401 - the OpenAPI scheme; the audit of logins and roles;
+        # the session users' memory is forgotten on a change (backends)

@@ -67,11 +67,11 @@ MIDDLEWARE = [
 ]
 
 AUTHENTICATION_BACKENDS = [
-    # Login throttling: after AXES_FAILURE_LIMIT failures for a username from one address, that
-    # pair is locked out for AXES_COOLOFF_TIME hours.
+    # Login throttling: AXES_FAILURE_LIMIT failures for a username from one address lock it out.
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "accounts.backends.SessionUserBackend",  # ModelBackend, its users remembered SESSION_USER_TTL s
 ]
+SESSION_USER_TTL = float(env("SESSION_USER_TTL", "5"))
 AXES_FAILURE_LIMIT = int(env("AXES_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = float(env("AXES_COOLOFF_HOURS", "0.25"))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -138,6 +138,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "accounts.roles.role_context",
+                "controlplane.layout.topbar",
             ],
         },
     },

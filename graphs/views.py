@@ -32,6 +32,7 @@ from .untrusted import QueryParameterError, parse_int_text, query_int
 from .validation import Report, validate_manifest
 
 STOP_POLLING = 286  # htmx stops polling on this status
+STATE_LABELS = dict(GraphState.choices)
 
 
 def _api_version(request) -> str:
@@ -54,7 +55,7 @@ def graph_list(request):
     def produce() -> str:
         graphs = [dict(zip(LIST_ROW, row, strict=True)) for row in rows]
         for g in graphs:
-            g["live_label"] = GraphState(g["live_state"]).label if g["live_state"] else None
+            g["live_label"] = STATE_LABELS.get(g["live_state"], g["live_state"])
         return render_to_string("graphs/list.html#rows", {"graphs": graphs, "now": now, "can_operate": can_operate})
 
     rows_html = fragments.render("graphs-list-rows", (can_operate, now, rows), produce)

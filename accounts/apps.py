@@ -6,5 +6,5 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import backends, schema, signals  # noqa: F401 - the OpenAPI scheme; the audit of logins and roles;
-        # the session users' memory is forgotten on a change (backends)
+        # The OpenAPI scheme; the audit of logins and roles; forgetting remembered users on a change.
+        from . import backends, schema, signals  # noqa: F401

@@ -6,7 +6,8 @@ This backend keeps both per process for ``SESSION_USER_TTL`` seconds (5), as the
 endpoint keeps a caller's admission. A change to a user (password, active flag, superuser),
 to their groups or to a group is seen at once by the process that made it (the signals below)
 and within the TTL by the others. Django still checks every request's session against the
-user's password hash, so a password change ends other sessions as before.
+user's password hash, so a password change ends the other sessions (in another process, once
+its copy of the user is older than the TTL).
 
 Each request gets its own copy of the user: nothing one request sets on it reaches another."""
 
@@ -59,7 +60,6 @@ def forget(user_id=None) -> None:
             _users.clear()
         else:
             _users.pop(user_id, None)
-            _users.pop(str(user_id), None)  # sessions keep the id as a string
 
 
 @receiver(post_save, sender=get_user_model())

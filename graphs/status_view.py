@@ -73,16 +73,12 @@ def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
                              and pod.shm_bytes < pod.shm_requested * 0.99)
         reading = gpu.get(pod.name) or {}
         pod.gpu_mem, pod.gpu_pct = reading.get("gpu_memory_bytes"), reading.get("gpu_util")
-    events = list(graph.events.all()[:15])
     return {
         "deployment": deployment,
         "simulation": simulation,
-        "pods": pods,
         "pods_html": _pods_html(graph, pods, simulation),
-        "events": events,
         "active_op": active_op,
-        "recent_ops": recent,
-        "history_html": _history_html(events, recent),
+        "history_html": _history_html(list(graph.events.all()[:15]), recent),
         "pools": pools,
         "diagnosis": diagnose(deployment, pods) if deployment and deployment.active else [],
         "deployed": bool(deployment and deployment.active),

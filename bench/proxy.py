@@ -23,8 +23,15 @@ other in a shuffled order, the same client code for all:
   django   client -> the same endpoint through Django's handler and middleware (a second web
            process on controlplane.asgi:django_application, which nothing of the product
            serves: what the lean route saves)
+  proxy-1w client -> the same endpoint served by one web worker (controlplane.serve --workers 1):
+           what splitting the streams over two processes costs per chunk
+  relay    client -> bench/bare_relay.py (a bare TCP relay on uvloop, one process: no HTTP, no
+           authentication, no limits) -> the frontend: the floor any process in the data path
+           pays per chunk on this machine
 
-Reported per arm and concurrency: TTFT and chunk-gap percentiles over all requests; per round
+Each simulated user waits a random 0..--think-ms (20) ms before each request, the same waits
+in every arm of a round (see bench/sse_client.run_batch: without them TTFT moves in whole steps
+of the engine's clock). Reported per arm and concurrency: TTFT and chunk-gap percentiles over all requests; per round
 the TTFT p50 and chunk-gap p50, and the paired Δ against the direct arm of the same round
 (median and min-max over rounds: the spread); CPU per streamed SSE event of the proxy's
 process tree and of the frontend (measured during the direct arm). Writes everything, with the
@@ -209,6 +216,8 @@ def main() -> int:
     parser.add_argument("--c16-requests", type=int, default=64, help="requests per arm and round at concurrency 16")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--prompt-words", type=int, default=120)
+    parser.add_argument("--think-ms", type=float, default=20.0,
+                        help="each user waits a random 0..N ms before a request (bench/sse_client.run_batch says why)")
     parser.add_argument("--litellm", default=LITELLM_DEFAULT, help="LiteLLM's CLI in its own virtualenv ('' skips)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "proxy.json"))
     parser.add_argument("--time-limit", type=float, default=900, help="seconds; the run is abandoned after it")
@@ -256,6 +265,21 @@ def main() -> int:
         wait_http(f"http://127.0.0.1:{django_port}/healthz", 60)
         arms["django"] = (django_port, "/api/playground/demo/v1/chat/completions",
                           {"Authorization": f"Bearer {token}"}, tree(django_web.pid))
+        one_port = free_port()
+        one_web = subprocess.Popen([py, "-m", "controlplane.serve", "--workers", "1", "--host", "127.0.0.1", "--port",
+                                    str(one_port), "--no-access-log", "--log-level", "warning"], cwd=ROOT,
+                                   env=django_env, start_new_session=True)
+        extra_procs.append(one_web)
+        wait_http(f"http://127.0.0.1:{one_port}/healthz", 60)
+        arms["proxy-1w"] = (one_port, "/api/playground/demo/v1/chat/completions",
+                            {"Authorization": f"Bearer {token}"}, tree(one_web.pid))
+        relay_port = free_port()
+        relay = subprocess.Popen([py, "bench/bare_relay.py", "--port", str(relay_port), "--upstream",
+                                  f"127.0.0.1:{frontend_port}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                 text=True, start_new_session=True)
+        extra_procs.append(relay)
+        wait_line(relay, "ready", 30, [])
+        arms["relay"] = (relay_port, "/v1/chat/completions", {}, tree(relay.pid))
         if args.litellm and not Path(args.litellm).is_file():
             print(f"no LiteLLM at {args.litellm}: its arm is left out (see --help)", file=sys.stderr)
             args.litellm = ""
@@ -283,7 +307,8 @@ def main() -> int:
                     for name in order:
                         arm_port, path, headers, pids = arms[name]
                         before = (cpu_seconds(pids or []), cpu_seconds([frontend]))
-                        got = await sse_client.run_batch(arm_port, path, headers, conc, requests, make_body)
+                        got = await sse_client.run_batch(arm_port, path, headers, conc, requests, make_body,
+                                                     args.think_ms, seed=rnd)
                         after = (cpu_seconds(pids or []), cpu_seconds([frontend]))
                         replies.setdefault((name, conc), {})[rnd] = got
                         # The warm-up requests (one per connection) are in the CPU time too.
@@ -335,7 +360,7 @@ def build_results(args, arms, replies, cpu, began) -> dict:
            "command": "python bench/proxy.py " + " ".join(sys.argv[1:]),
            "machine": sse_client.machine(), "versions": versions(args.litellm or None),
            "params": {"rounds": args.rounds, "c1_requests": args.c1_requests, "c16_requests": args.c16_requests,
-                      "max_tokens": args.max_tokens, "prompt_words": args.prompt_words},
+                      "max_tokens": args.max_tokens, "prompt_words": args.prompt_words, "think_ms": args.think_ms},
            "seconds": round(time.monotonic() - began), "arms": {}}
     for (name, conc), by_round in sorted(replies.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         direct = replies[("direct", conc)] if name != "direct" else None
@@ -357,6 +382,12 @@ def build_results(args, arms, replies, cpu, began) -> dict:
         goals[f"c{conc}_added_gap_p50_ms"] = {"measured": proxy["d_gap_p50"], "goal": "not measurable (~0)"}
         goals[f"c{conc}_cpu_per_event_vs_frontend"] = {
             "measured": round(proxy["cpu_ms_per_event"] / direct["frontend_cpu_ms_per_event"], 3), "goal": "<= 0.5"}
+        for name, what in (("proxy-1w", "one_web_worker"), ("relay", "bare_relay_floor")):
+            row = out["arms"].get(f"{name}@c{conc}")
+            if row:
+                goals[f"c{conc}_cpu_per_event_vs_frontend_{what}"] = {
+                    "measured": round(row["cpu_ms_per_event"] / direct["frontend_cpu_ms_per_event"], 3),
+                    "goal": "for comparison"}
         lite = out["arms"].get(f"litellm@c{conc}")
         if lite:
             goals[f"c{conc}_vs_litellm"] = {

@@ -7,8 +7,10 @@ lengths.
 Runs ``bench/proxy.py --rounds 1 --litellm ''`` with ``--max-tokens`` 8 and then 256 (each
 run measures the endpoint and the frontend side by side), turns each arm's CPU per event into
 CPU per request (events per reply times CPU per event) and fits ``request + chunks x chunk``
-through the two points, per concurrency. The ratio of the per-chunk costs is the floor that
-CPU per chunk / the frontend's tends to with long replies, whatever the per-request work costs.
+through the two points, per concurrency and arm: the endpoint as ``make up`` serves it, the
+same on one web worker, and the bare relay (the floor of any process in the data path). The
+ratio of the per-chunk costs is what CPU per chunk / the frontend's tends to with long replies,
+whatever the per-request work costs.
 
 Writes bench/results/proxy-cost.json (both runs' figures and the fit)."""
 
@@ -25,6 +27,8 @@ sys.path.insert(0, str(ROOT))
 from bench import record  # noqa: E402
 
 LENGTHS = (8, 256)
+# bench/proxy.py's arms whose own CPU it measures -> the name in the fit
+ARMS = {"proxy": "endpoint", "proxy-1w": "endpoint_one_web_worker", "relay": "bare_relay"}
 
 
 def run(max_tokens: int, out: Path) -> dict:
@@ -49,20 +53,24 @@ def main() -> int:
                                           "arms": {k: {f: v[f] for f in ("events_per_reply", "cpu_ms_per_event",
                                                                          "frontend_cpu_ms_per_event") if f in v}
                                                    for k, v in result["arms"].items()}}
-    print(f"{'concurrency':<12} {'who':<10} {'ms per request':>15} {'ms per chunk':>13}")
+    print(f"{'concurrency':<12} {'who':<22} {'ms per request':>15} {'ms per chunk':>13}")
     for conc in (1, 16):
-        arms = [runs[n]["arms"][f"proxy@c{conc}"] for n in LENGTHS]
         directs = [runs[n]["arms"][f"direct@c{conc}"] for n in LENGTHS]
-        ours = fit([(a["events_per_reply"], a["events_per_reply"] * a["cpu_ms_per_event"]) for a in arms])
         theirs = fit([(d["events_per_reply"], d["events_per_reply"] * d["frontend_cpu_ms_per_event"])
                       for d in directs])
-        out["fit"][f"c{conc}"] = {"endpoint": ours, "frontend": theirs,
-                                  "chunk_ratio": round(ours["chunk_ms"] / theirs["chunk_ms"], 3),
-                                  "request_ratio": round(ours["request_ms"] / theirs["request_ms"], 3)}
-        for who, f in (("endpoint", ours), ("frontend", theirs)):
-            print(f"{conc:<12} {who:<10} {f['request_ms']:>15.3f} {f['chunk_ms']:>13.4f}")
-        print(f"{conc:<12} {'ratio':<10} {out['fit'][f'c{conc}']['request_ratio']:>15.3f} "
-              f"{out['fit'][f'c{conc}']['chunk_ratio']:>13.3f}")
+        row: dict = {"frontend": theirs}
+        for arm in ARMS:
+            if not all(f"{arm}@c{conc}" in runs[n]["arms"] for n in LENGTHS):
+                continue
+            points = [runs[n]["arms"][f"{arm}@c{conc}"] for n in LENGTHS]
+            ours = fit([(a["events_per_reply"], a["events_per_reply"] * a["cpu_ms_per_event"]) for a in points])
+            row[ARMS[arm]] = {**ours, "chunk_ratio": round(ours["chunk_ms"] / theirs["chunk_ms"], 3),
+                              "request_ratio": round(ours["request_ms"] / theirs["request_ms"], 3)}
+        out["fit"][f"c{conc}"] = row
+        for who, f in row.items():
+            ratios = (f" ({f['request_ratio']:.2f} / {f['chunk_ratio']:.2f} of the frontend's)"
+                      if "chunk_ratio" in f else "")
+            print(f"{conc:<12} {who:<22} {f['request_ms']:>15.3f} {f['chunk_ms']:>13.4f}{ratios}")
     path = record.write("proxy-cost", out)
     print(f"written to {path.relative_to(ROOT)}")
     return 0

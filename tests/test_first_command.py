@@ -120,6 +120,10 @@ def test_up_provisions_prometheus_into_an_empty_prefix_and_ends_with_charts_that
     endpoint = up.wait_for(r"example graph 'demo' is serving at (http://127\.0\.0\.1:\d+)", 180).group(1)
     for line in ("setting up the database", "creating the role groups", "applying the example graph 'demo'"):
         assert line in up.text()
+    # Static files are not collected in a checkout: they come from the finders, without a warning
+    # from every web worker that STATIC_ROOT is missing.
+    assert "No directory at" not in up.text()
+    assert httpx.get(up.base + "/static/js/playground.js", timeout=10).status_code == 200
 
     # Traffic for the charts: real chat completions through the example graph's frontend, kept
     # up while Prometheus starts scraping (a rate needs samples before and after the requests).

@@ -34,7 +34,7 @@ def add_parsers(sub, common) -> None:
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="any other parameter, the value in JSON (streaming=false, seed=7)")
     p.add_argument("--wait", action="store_true", help="wait for the run to finish, showing its progress")
-    p.add_argument("--timeout", type=float, default=1800, help="seconds --wait waits (default 1800)")
+    p.add_argument("--timeout", type=wait.seconds, default=1800, help="seconds --wait waits (default 1800)")
     p = verbs.add_parser("show", help="one run: state, progress and results", parents=[common])
     p.add_argument("id", type=int)
     p = verbs.add_parser("list", help="recent runs, newest first", parents=[common])

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json as jsonlib
 from typing import Any
 
 import httpx
@@ -53,6 +54,13 @@ class Client:
                 content_type: str | None = None, params: dict | None = None, accept: str | None = None
                 ) -> httpx.Response:
         headers = {}
+        if json is not None:  # serialised here: httpx would raise on NaN or infinity
+            try:
+                content = jsonlib.dumps(json, allow_nan=False).encode()
+            except ValueError:
+                raise CliError(exits.USAGE, "a value is not a finite number (NaN or infinity): "
+                                            "JSON cannot carry it") from None
+            json, content_type = None, content_type or "application/json"
         if content_type:
             headers["Content-Type"] = content_type
         if accept:

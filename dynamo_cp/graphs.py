@@ -53,12 +53,12 @@ def add_parsers(sub, common) -> None:
     p = verbs.add_parser("status", help="state, message, pods and recent events", parents=[common])
     p.add_argument("name")
     p.add_argument("--wait-ready", action="store_true", help="wait until the graph is ready (exit 1 if it fails)")
-    p.add_argument("--timeout", type=float, default=300, help="seconds --wait-ready waits (default 300)")
+    p.add_argument("--timeout", type=wait.seconds, default=300, help="seconds --wait-ready waits (default 300)")
 
 
 def _wait_args(p) -> None:
     p.add_argument("--wait", action="store_true", help="wait for the operation to finish, showing its progress")
-    p.add_argument("--timeout", type=float, default=300, help="seconds --wait waits (default 300)")
+    p.add_argument("--timeout", type=wait.seconds, default=300, help="seconds --wait waits (default 300)")
 
 
 def run(args, client: Client) -> int:

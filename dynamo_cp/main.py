@@ -10,7 +10,7 @@ from . import benchmarks, config, exits, graphs, operations
 from .client import Client
 from .exits import CliError
 from .output import FORMATS, emit, say
-from .wait import Progress
+from .wait import Progress, seconds
 
 EPILOG = "exit status:\n" + "\n".join(f"  {code}  {text}" for code, text in exits.DESCRIPTIONS.items()) + """
 
@@ -30,7 +30,7 @@ def common_options() -> argparse.ArgumentParser:
     common.add_argument("--config", default=s, help="a config file with url and token")
     common.add_argument("-o", "--output", choices=FORMATS, default=s, help="table (default), json or yaml")
     common.add_argument("-q", "--quiet", action="store_true", default=s, help="no progress on stderr")
-    common.add_argument("--request-timeout", type=float, default=s, help="seconds per HTTP request (default 30)")
+    common.add_argument("--request-timeout", type=seconds, default=s, help="seconds per HTTP request (default 30)")
     return common
 
 

@@ -19,7 +19,7 @@ def add_parsers(sub, common) -> None:
     p = verbs.add_parser("wait", help="wait for an operation to finish (exit 0 succeeded, 1 failed, 7 timeout)",
                          parents=[common])
     p.add_argument("id", type=int)
-    p.add_argument("--timeout", type=float, default=300, help="seconds to wait (default 300)")
+    p.add_argument("--timeout", type=wait.seconds, default=300, help="seconds to wait (default 300)")
 
 
 def _table(ops: list[dict]) -> str:

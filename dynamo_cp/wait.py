@@ -4,6 +4,8 @@ terminal one line that updates in place; otherwise (CI logs) a line per change a
 
 from __future__ import annotations
 
+import argparse
+import math
 import re
 import sys
 import time
@@ -16,6 +18,20 @@ OPERATION_DONE = {"succeeded": exits.OK, "failed": exits.FAILED}
 RUN_DONE = {"succeeded": exits.OK, "failed": exits.FAILED, "cancelled": exits.FAILED}
 HEARTBEAT = 10.0
 ELAPSED = re.compile(r" \(\d+s\)")  # "(12s)": a new second alone is no news
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def seconds(text: str) -> float:
+    """An argparse type for a timeout: a number of seconds above 0 and at most a week (a
+    negative, zero, NaN or endless timeout is refused before anything is sent)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text} s: give a number of seconds above 0 and at most {MAX_SECONDS:g} "
+                                         "(a week)")
+    return value
 
 
 class Progress:

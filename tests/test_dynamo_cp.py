@@ -294,6 +294,28 @@ def test_benchmarks_refuse_a_graph_that_is_not_serving_and_bad_parameters(cli):
     assert not BenchmarkRun.objects.exists()
 
 
+@pytest.mark.parametrize("timeout", ["-5", "0", "nan", "inf", "1e9", "soon"])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused_before_anything_is_sent(cli, timeout):
+    mocker_graph()
+    scale = cli("graphs", "scale", "cpdemo", "decode", "2", "--wait", "--timeout", timeout)
+    assert scale.returncode == exits.USAGE, err(scale)
+    assert "--timeout" in err(scale) and "Traceback" not in err(scale)
+    request = cli("--request-timeout", timeout, "graphs", "list")
+    assert request.returncode == exits.USAGE, err(request)
+    assert "--request-timeout" in err(request)
+    assert not Operation.objects.exists()  # the scale was never asked for
+
+
+@pytest.mark.parametrize("args", [("--duration", "nan"), ("--request-rate", "inf"), ("--set", "seed=NaN"),
+                                  ("--set", "request_rate=-Infinity")])
+def test_a_number_json_cannot_carry_is_a_usage_error_not_a_traceback(cli, args):
+    mocker_graph()
+    result = cli("benchmarks", "run", "cpdemo", *args)
+    assert result.returncode == exits.USAGE, err(result)
+    assert "not a finite number" in err(result) and "Traceback" not in err(result)
+    assert not BenchmarkRun.objects.exists()
+
+
 def test_benchmarks_show_prints_each_load_point(cli):
     graph = mocker_graph()
     step = {"index": 0, "concurrency": 50, "artifact": "step-0", "ttft": {"p50": 11.5, "p90": 20.25},

@@ -1,8 +1,11 @@
 """API-wide behaviour: errors always come back as JSON with a clear message, never a 500
 for bad input."""
 
+import re
+
 from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
+from django.http import Http404
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -22,7 +25,27 @@ def exception_handler(exc, context):
         # PostgreSQL refuses NUL bytes in text, even in a lookup: the caller's input, not a bug.
         return Response({"detail": "the request holds a value the database cannot store or look up "
                                    "(such as a NUL byte)"}, status=400)
+    if isinstance(exc, Http404):
+        exc = Http404(_not_found(str(exc), getattr(context.get("view"), "kwargs", None) or {}))
     return drf_exception_handler(exc, context)
+
+
+_NO_MATCH = re.compile(r"^No (\w+) matches the given query\.$")
+
+
+def _not_found(message: str, kwargs: dict) -> str:
+    """Django's "No Graph matches the given query." as what was asked for: "no graph with name
+    'nosuch'"."""
+    found = _NO_MATCH.match(message)
+    if found is None or not kwargs:
+        return message
+    what = re.sub(r"(?<!^)(?=[A-Z])", " ", found.group(1)).lower()
+    def shown(value) -> str:
+        text = str(value)[:200]
+        return text if text.isdigit() else repr(text)
+
+    return f"no {what} with " + ", ".join(f"{'id' if key == 'pk' else key} {shown(value)}"
+                                          for key, value in kwargs.items())
 
 
 class Pagination(PageNumberPagination):

@@ -566,3 +566,15 @@ def test_a_session_login_works_for_the_api_too(client_for):
     response = client_for("viewer").get("/api/graphs/alpha/")
     assert response.status_code == 200
     assert import_manifest(render(Graph.objects.get().head.graph_spec)).name == "alpha"
+
+
+def test_a_missing_object_is_a_404_that_names_what_was_asked_for(viewer_api):
+    make_graph("alpha")
+    cases = {"/api/graphs/nosuch/": "no graph with name 'nosuch'",
+             "/api/graphs/alpha/revisions/99/": "no revision with name 'alpha', number 99",
+             "/api/operations/424242/": "no operation with id 424242"}
+    for url, message in cases.items():
+        response = viewer_api.get(url)
+        assert response.status_code == 404, url
+        assert response.json() == {"detail": message}
+    assert viewer_api.get("/api/graphs/no-such-route/frobnicate/").status_code == 404

@@ -578,3 +578,26 @@ def test_a_missing_object_is_a_404_that_names_what_was_asked_for(viewer_api):
         assert response.status_code == 404, url
         assert response.json() == {"detail": message}
     assert viewer_api.get("/api/graphs/no-such-route/frobnicate/").status_code == 404
+
+
+def test_the_browsable_api_renders_every_get_endpoint_of_a_graph_without_an_error(api_for):
+    """What a person sees opening an API URL in a browser: DRF's HTML page, with the forms for
+    the methods the view allows (the graph's PUT form is built from its update serializer)."""
+    graph = make_graph("alpha")
+    services.graph_update(graph=graph, spec=build_spec(template="vllm-disagg", name="alpha",
+                                                       decode=PoolFields(replicas=2)))
+    api = api_for("operator")
+    schema = yaml.safe_load(api.get("/api/schema/").content)
+    values = {"name": "alpha", "number": "1"}
+    seen = 0
+    for path, methods in schema["paths"].items():
+        if "get" not in methods or not path.startswith("/api/graphs/{name}/"):
+            continue
+        url = path.format(**{key: values.get(key, "1") for key in ("name", "number", "pod")})
+        response = api.get(url, HTTP_ACCEPT="text/html")
+        assert response.status_code < 500, (url, response.content[:300])
+        seen += 1
+    assert seen >= 5
+    page = api.get("/api/graphs/alpha/", HTTP_ACCEPT="text/html")
+    assert page.status_code == 200
+    assert b'name="_content"' in page.content  # the raw PUT form is there

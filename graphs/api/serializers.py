@@ -183,7 +183,9 @@ class GraphCreateSerializer(serializers.Serializer):
 
 
 class GraphUpdateSerializer(serializers.Serializer):
-    spec = SpecField()
+    # Input only: the browsable API builds its PUT form from this serializer and the graph,
+    # which has no ``spec`` attribute (its spec is the head revision's).
+    spec = SpecField(write_only=True)
     message = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
     expected_revision = serializers.IntegerField(required=False, min_value=1,
                                                  help_text="Refuse with 409 if the graph moved past this revision.")

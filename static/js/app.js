@@ -10,3 +10,19 @@ document.addEventListener("submit", (event) => {
   const form = event.target;
   if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) event.preventDefault();
 });
+// A log that follows (data-follow names its checkbox): polled while the box is checked, and
+// kept scrolled to its newest lines. Not an htmx trigger filter: those need eval, which the
+// CSP forbids (htmx would refuse every poll).
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const el = event.detail.elt;
+  const box = el.dataset && el.dataset.follow ? document.querySelector(el.dataset.follow) : null;
+  if (box && !box.checked) event.preventDefault();
+});
+function scrollFollowed(root) {
+  root.querySelectorAll("[data-follow]").forEach((el) => {
+    const box = document.querySelector(el.dataset.follow);
+    if (box && box.checked) el.scrollTop = el.scrollHeight;
+  });
+}
+document.addEventListener("htmx:afterSettle", (event) => scrollFollowed(event.detail.elt.parentElement || document));
+document.addEventListener("DOMContentLoaded", () => scrollFollowed(document));

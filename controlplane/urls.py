@@ -1,8 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views import defaults
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
@@ -35,6 +37,9 @@ urlpatterns = [
     path("", include("accounts.urls")),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
+    # Browsers ask for it on pages that name no icon (the admin, the browsable API).
+    path("favicon.ico", RedirectView.as_view(url=static("img/favicon.svg"), permanent=True,
+                                             http_method_names=["get", "head"])),
 ]
 
 

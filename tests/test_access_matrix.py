@@ -25,7 +25,8 @@ pytestmark = pytest.mark.django_db
 # Reachable without a login by design.
 # The API's description (schema and its docs page) is public like any published spec; "/"
 # only redirects to the graph list, which asks for a login.
-PUBLIC = re.compile(r"^/($|login/|logout/|healthz|readyz|api/schema/|api/docs/|static/|admin/login/|admin/logout/)")
+PUBLIC = re.compile(r"^/($|login/|logout/|healthz|readyz|favicon\.ico|api/schema/|api/docs/|static/"
+                    r"|admin/login/|admin/logout/)")
 # Unsafe methods that only read (they validate input, change nothing): viewers may use them.
 VIEWER_READ_ONLY_POSTS = re.compile(r"^/(graphs/check/|api/validate/)")
 SAMPLES = {"name": "matrix", "graph": "matrix", "pod": "matrix-frontend-0", "number": "1", "pk": "1", "id": "1",

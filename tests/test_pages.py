@@ -58,6 +58,13 @@ def test_the_login_page_renders(client):
     assert 'name="username"' in text(response) and 'name="password"' in text(response)
 
 
+def test_every_page_names_its_icon_and_favicon_ico_leads_to_it(client):
+    page = client.get("/login/").content.decode()
+    assert '<link rel="icon" href="/static/img/favicon.svg"' in page
+    response = client.get("/favicon.ico")  # what a browser asks for on pages that name none
+    assert response.status_code == 301 and response["Location"] == "/static/img/favicon.svg"
+
+
 def test_logging_in_leads_to_the_graph_list(client, users):
     response = client.post("/login/", {"username": "viewer", "password": "pw-12345678"})
     assert response.status_code == 302

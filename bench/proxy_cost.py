@@ -2,7 +2,7 @@
 per chunk, for this endpoint and for the Dynamo frontend behind it, fitted from two reply
 lengths.
 
-    python bench/proxy_cost.py                  # ~4 min: bench/proxy.py twice, 8 and 256 tokens
+    python bench/proxy_cost.py                  # ~7 min: bench/proxy.py twice, 8 and 256 tokens
 
 Runs ``bench/proxy.py --rounds 1 --litellm ''`` with ``--max-tokens`` 8 and then 256 (each
 run measures the endpoint and the frontend side by side), turns each arm's CPU per event into

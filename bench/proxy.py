@@ -23,8 +23,9 @@ other in a shuffled order, the same client code for all:
   django   client -> the same endpoint through Django's handler and middleware (a second web
            process on controlplane.asgi:django_application, which nothing of the product
            serves: what the lean route saves)
-  proxy-1w client -> the same endpoint served by one web worker (controlplane.serve --workers 1):
-           what splitting the streams over two processes costs per chunk
+  proxy-pw client -> the same endpoint on two web workers without the stream worker
+           (controlplane.serve --workers 2 --no-stream-worker: each page worker relays the
+           streams of the connections it took): what one process for the streams saves
   relay    client -> bench/bare_relay.py (a bare TCP relay on uvloop, one process: no HTTP, no
            authentication, no limits) -> the frontend: the floor any process in the data path
            pays per chunk on this machine
@@ -265,14 +266,15 @@ def main() -> int:
         wait_http(f"http://127.0.0.1:{django_port}/healthz", 60)
         arms["django"] = (django_port, "/api/playground/demo/v1/chat/completions",
                           {"Authorization": f"Bearer {token}"}, tree(django_web.pid))
-        one_port = free_port()
-        one_web = subprocess.Popen([py, "-m", "controlplane.serve", "--workers", "1", "--host", "127.0.0.1", "--port",
-                                    str(one_port), "--no-access-log", "--log-level", "warning"], cwd=ROOT,
+        pw_port = free_port()
+        pw_web = subprocess.Popen([py, "-m", "controlplane.serve", "--workers", "2", "--no-stream-worker", "--host",
+                                    "127.0.0.1", "--port", str(pw_port), "--no-access-log", "--log-level", "warning"],
+                                   cwd=ROOT,
                                    env=django_env, start_new_session=True)
-        extra_procs.append(one_web)
-        wait_http(f"http://127.0.0.1:{one_port}/healthz", 60)
-        arms["proxy-1w"] = (one_port, "/api/playground/demo/v1/chat/completions",
-                            {"Authorization": f"Bearer {token}"}, tree(one_web.pid))
+        extra_procs.append(pw_web)
+        wait_http(f"http://127.0.0.1:{pw_port}/healthz", 60)
+        arms["proxy-pw"] = (pw_port, "/api/playground/demo/v1/chat/completions",
+                            {"Authorization": f"Bearer {token}"}, tree(pw_web.pid))
         relay_port = free_port()
         relay = subprocess.Popen([py, "bench/bare_relay.py", "--port", str(relay_port), "--upstream",
                                   f"127.0.0.1:{frontend_port}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -382,7 +384,7 @@ def build_results(args, arms, replies, cpu, began) -> dict:
         goals[f"c{conc}_added_gap_p50_ms"] = {"measured": proxy["d_gap_p50"], "goal": "not measurable (~0)"}
         goals[f"c{conc}_cpu_per_event_vs_frontend"] = {
             "measured": round(proxy["cpu_ms_per_event"] / direct["frontend_cpu_ms_per_event"], 3), "goal": "<= 0.5"}
-        for name, what in (("proxy-1w", "one_web_worker"), ("relay", "bare_relay_floor")):
+        for name, what in (("proxy-pw", "page_workers_relaying"), ("relay", "bare_relay_floor")):
             row = out["arms"].get(f"{name}@c{conc}")
             if row:
                 goals[f"c{conc}_cpu_per_event_vs_frontend_{what}"] = {

@@ -7,10 +7,10 @@ lengths.
 Runs ``bench/proxy.py --rounds 1 --litellm ''`` with ``--max-tokens`` 8 and then 256 (each
 run measures the endpoint and the frontend side by side), turns each arm's CPU per event into
 CPU per request (events per reply times CPU per event) and fits ``request + chunks x chunk``
-through the two points, per concurrency and arm: the endpoint as ``make up`` serves it, the
-same on one web worker, and the bare relay (the floor of any process in the data path). The
-ratio of the per-chunk costs is what CPU per chunk / the frontend's tends to with long replies,
-whatever the per-request work costs.
+through the two points, per concurrency and arm: the endpoint as ``make up`` serves it (its
+stream worker), the same relayed by two page workers without one, and the bare relay (the floor
+of any process in the data path). The ratio of the per-chunk costs is what CPU per chunk / the
+frontend's tends to with long replies, whatever the per-request work costs.
 
 Writes bench/results/proxy-cost.json (both runs' figures and the fit)."""
 
@@ -28,7 +28,7 @@ from bench import record  # noqa: E402
 
 LENGTHS = (8, 256)
 # bench/proxy.py's arms whose own CPU it measures -> the name in the fit
-ARMS = {"proxy": "endpoint", "proxy-1w": "endpoint_one_web_worker", "relay": "bare_relay"}
+ARMS = {"proxy": "endpoint", "proxy-pw": "endpoint_page_workers_relaying", "relay": "bare_relay"}
 
 
 def run(max_tokens: int, out: Path) -> dict:

@@ -48,7 +48,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--forwarded-allow-ips", default=None)
     p.add_argument("--timeout-graceful-shutdown", type=int, default=None, metavar="SECONDS")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--no-stream-worker", dest="stream_worker", action="store_false",
+                   default=os.environ.get("WEB_STREAM_WORKER", "1") != "0",
+                   help="with 2 or more workers, relay the OpenAI endpoint's streams in the page workers "
+                        "themselves instead of one stream worker (WEB_STREAM_WORKER=0)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)  # one worker process
+    p.add_argument("--streams", action="store_true", help=argparse.SUPPRESS)  # the stream worker
     return p
 
 
@@ -89,6 +94,18 @@ def _server_class():
         _wake: asyncio.Event | None = None
         _loop: asyncio.AbstractEventLoop | None = None
 
+        receiver = None  # the stream worker's controlplane.handoff.Receiver
+
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets=sockets)
+            if self.receiver is not None and self.started:
+                self.receiver.start()
+
+        async def shutdown(self, sockets=None) -> None:
+            if self.receiver is not None:
+                self.receiver.stop()  # no more connections handed over
+            await super().shutdown(sockets=sockets)
+
         async def main_loop(self) -> None:
             self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
             counter = 0
@@ -121,8 +138,11 @@ def _stop_with_parent() -> None:
 
 
 def serve(args) -> int:
-    """One worker: uvicorn on its own socket."""
+    """One worker: uvicorn on its own socket; or the stream worker, on the connections the
+    page workers hand it (controlplane.handoff)."""
     import uvicorn
+
+    from controlplane import handoff
 
     if args.worker:
         parent = os.getppid()
@@ -130,33 +150,54 @@ def serve(args) -> int:
         if os.getppid() != parent:  # the supervisor died before that took effect
             return 1
 
-    try:
-        sock = listening_socket(args.host, args.port)
-    except OSError as exc:
-        print(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+    handoff_end = handoff.inherited() if args.worker else None
+    sockets = []
+    if not args.streams:
+        try:
+            sockets = [listening_socket(args.host, args.port)]
+        except OSError as exc:
+            print(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     options = {"proxy_headers": args.proxy_headers, "access_log": not args.no_access_log,
                "log_level": args.log_level, "timeout_graceful_shutdown": args.timeout_graceful_shutdown}
     if args.forwarded_allow_ips is not None:
         options["forwarded_allow_ips"] = args.forwarded_allow_ips
+    if handoff_end is not None and not args.streams:
+        options["http"] = type("HandingOff", (handoff.HandingOff,), {"handoff": handoff_end})
     server = _server_class()(uvicorn.Config(args.app, host=args.host, port=args.port, **options))
-    server.run(sockets=[sock])
+    if args.streams:
+        if handoff_end is None:
+            print("the stream worker was started without its hand-off socket", file=sys.stderr)
+            return 1
+        server.receiver = handoff.Receiver(handoff_end, server)
+    server.run(sockets=sockets)
     return 0 if server.started else 3
 
 
 def supervise(args, workers: int, argv: list[str]) -> int:
-    """Start ``workers`` worker processes and keep them running until SIGTERM or SIGINT."""
+    """Start ``workers`` worker processes, and the stream worker unless told not to, and keep
+    them running until SIGTERM or SIGINT."""
+    from controlplane import handoff
+
     command = [sys.executable, "-m", "controlplane.serve", *argv, "--worker"]
     stopping = {"signal": None}
-    procs: dict[int, tuple[subprocess.Popen, float]] = {}
+    procs: dict[int, tuple[subprocess.Popen, float, bool]] = {}
+    # The supervisor keeps both ends: a page worker or the stream worker that restarts finds
+    # the same pair, and what was handed over while the stream worker restarted waits for it.
+    ends = handoff.pair() if args.stream_worker else None
 
-    def start() -> None:
-        proc = subprocess.Popen(command)
-        procs[proc.pid] = (proc, time.monotonic())
+    def start(streams: bool = False) -> None:
+        if ends is None:
+            proc = subprocess.Popen(command)
+        else:
+            end = ends[1] if streams else ends[0]
+            proc = subprocess.Popen(command + (["--streams"] if streams else []), pass_fds=(end.fileno(),),
+                                    env={**os.environ, handoff.ENV: str(end.fileno())})
+        procs[proc.pid] = (proc, time.monotonic(), streams)
 
     def stop(signum, _frame) -> None:
         stopping["signal"] = signum
-        for proc, _ in procs.values():
+        for proc, _, _ in procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
 
@@ -164,7 +205,10 @@ def supervise(args, workers: int, argv: list[str]) -> int:
         signal.signal(signum, stop)
     for _ in range(workers):
         start()
-    print(f"controlplane.serve: {workers} workers on {args.host}:{args.port} (pid {os.getpid()})", flush=True)
+    if ends is not None:
+        start(streams=True)
+    print(f"controlplane.serve: {workers} workers on {args.host}:{args.port}"
+          f"{' and a stream worker' if ends is not None else ''} (pid {os.getpid()})", flush=True)
     status = 0
     while procs:
         try:
@@ -174,7 +218,7 @@ def supervise(args, workers: int, argv: list[str]) -> int:
         entry = procs.pop(pid, None)
         if entry is None:
             continue
-        proc, started = entry
+        proc, started, streams = entry
         proc.returncode = os.waitstatus_to_exitcode(wait_status)
         if stopping["signal"] is not None:
             continue
@@ -184,9 +228,9 @@ def supervise(args, workers: int, argv: list[str]) -> int:
             status = proc.returncode or 1
             stop(signal.SIGTERM, None)
             continue
-        print(f"controlplane.serve: worker {pid} exited ({proc.returncode}); starting another",
-              file=sys.stderr, flush=True)
-        start()
+        print(f"controlplane.serve: {'stream ' if streams else ''}worker {pid} exited ({proc.returncode}); "
+              "starting another", file=sys.stderr, flush=True)
+        start(streams)
     return status
 
 

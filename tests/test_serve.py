@@ -22,8 +22,8 @@ from tests.playground_fixtures import free_port
 REPO = Path(__file__).resolve().parents[1]
 
 
-def start(port: int, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
+def start(port: int, *extra: str, env: dict | None = None) -> subprocess.Popen:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings", **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "controlplane.serve", "--host", "127.0.0.1", "--port", str(port),
                              "--no-access-log", "--log-level", "warning", *extra], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -42,9 +42,25 @@ def healthy(port: int, timeout: float = 60) -> None:
     raise AssertionError(f"nothing answered on port {port} within {timeout:g} s")
 
 
-def workers_of(proc: subprocess.Popen) -> set[int]:
+def children_of(proc: subprocess.Popen) -> dict[int, str]:
+    """pid -> command line of each process ``proc`` started."""
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(proc.pid)], capture_output=True, text=True).stdout
-    return {int(pid) for pid in out.split()}
+    found = {}
+    for pid in map(int, out.split()):
+        try:
+            found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except FileNotFoundError:  # gone since
+            continue
+    return found
+
+
+def workers_of(proc: subprocess.Popen) -> set[int]:
+    """The page workers (each listening on the port)."""
+    return {pid for pid, args in children_of(proc).items() if not args.endswith("--streams")}
+
+
+def stream_worker_of(proc: subprocess.Popen) -> int | None:
+    return next((pid for pid, args in children_of(proc).items() if args.endswith("--streams")), None)
 
 
 def running(pid: int) -> bool:
@@ -68,7 +84,7 @@ def two_workers():
     try:
         healthy(port)
         deadline = time.monotonic() + 30
-        while len(workers_of(proc)) < 2 and time.monotonic() < deadline:
+        while (len(workers_of(proc)) < 2 or stream_worker_of(proc) is None) and time.monotonic() < deadline:
             time.sleep(0.2)
         yield port, proc
     finally:
@@ -80,7 +96,10 @@ def test_every_worker_listens_and_takes_a_share_of_the_connections(two_workers):
     workers = workers_of(proc)
     assert len(workers) == 2
     listening = subprocess.run(["ss", "-Htlnp", f"sport = :{port}"], capture_output=True, text=True).stdout
-    assert {int(pid) for pid in re.findall(r"pid=(\d+)", listening)} == workers  # a socket of its own each
+    listeners = {int(pid) for pid in re.findall(r"pid=(\d+)", listening)}
+    assert listeners == workers  # a socket of its own each
+    streams = stream_worker_of(proc)
+    assert streams is not None and streams not in listeners  # the stream worker listens on nothing
     clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(32)]
     try:
         time.sleep(0.5)
@@ -109,9 +128,10 @@ def test_a_worker_that_dies_is_replaced_and_sigterm_stops_them_all(two_workers):
     now = workers_of(proc)
     assert len(now) == 2 and victim not in now and now & first  # one replaced, the other kept
     healthy(port)
+    streams = stream_worker_of(proc)
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(30) == 0
-    assert not any(running(pid) for pid in now)
+    assert not any(running(pid) for pid in now | {streams})
 
 
 def test_a_port_taken_by_another_program_is_a_clear_error():
@@ -140,8 +160,8 @@ def test_bad_options_are_refused_with_what_is_wrong(argv, message, capsys):
 
 def test_workers_stop_when_their_supervisor_is_killed(two_workers):
     _port, proc = two_workers
-    workers = workers_of(proc)
-    assert len(workers) == 2
+    workers = workers_of(proc) | {stream_worker_of(proc)}
+    assert len(workers) == 3
     os.kill(proc.pid, signal.SIGKILL)  # no chance to stop them itself
     proc.wait(10)
     deadline = time.monotonic() + 30

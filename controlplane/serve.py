@@ -2,6 +2,10 @@
 deploy/kustomize run. uvicorn in ``--workers`` processes (``WEB_CONCURRENCY``, else one),
 each listening on a socket of its own bound to the same address (``SO_REUSEPORT``), under a
 small supervisor that restarts a worker that dies and stops them all on SIGTERM or SIGINT.
+With two workers or more it also runs the stream worker, which listens on nothing: the page
+workers hand it every connection whose request is for the OpenAI endpoint, so that one process
+relays all the streams (controlplane/handoff.py says why and how; ``--no-stream-worker`` or
+``WEB_STREAM_WORKER=0`` leaves the streams with the page workers).
 
 Why not ``uvicorn --workers``: there the workers share one listening socket, and whichever
 worker's event loop is idle takes the next connection. A page runs in a worker's thread pool

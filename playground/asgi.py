@@ -25,8 +25,10 @@ upstream response, which closes its connection, and the frontend cancels the req
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import re
+import socket
 import time
 
 from django.conf import settings
@@ -130,20 +132,36 @@ async def _send(send, reply: gateway.Reply) -> None:
     await send({"type": "http.response.body", "body": reply.body})
 
 
-def _lent_transport(send) -> tuple | None:
-    """(transport, flow control) of the client's connection when ``send`` is uvicorn's own and
-    the reply goes out in chunks, which the relay may then write itself; None otherwise."""
+def _cycle(send):
+    """uvicorn's RequestResponseCycle behind ``send``, or None under any other server."""
     cycle = getattr(send, "__self__", None)
     if type(cycle).__name__ != "RequestResponseCycle" or not type(cycle).__module__.startswith("uvicorn.protocols"):
         return None
-    if cycle.chunked_encoding is not True or cycle.response_complete or cycle.disconnected:
+    return cycle
+
+
+def _lent_transport(cycle) -> tuple | None:
+    """(transport, flow control) of the client's connection when the reply goes out in chunks,
+    which the relay may then write itself; None otherwise."""
+    if cycle is None or cycle.chunked_encoding is not True or cycle.response_complete or cycle.disconnected:
         return None
     return cycle.transport, cycle.flow
 
 
+def _cork(cycle, on: bool) -> None:
+    """TCP_CORK on the client's socket: the reply's head and its first bytes leave in one
+    segment (one wake-up of the client, one trip through loopback), not two."""
+    if cycle is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        cycle.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, int(on))
+
+
 async def _relay(reply: gateway.Reply, send, receive) -> None:
     """Relay the frontend's bytes as they arrive. A stall longer than the idle timeout, or a
-    frontend that drops the stream, ends it with an OpenAI-shaped error event."""
+    frontend that drops the stream, ends it with an OpenAI-shaped error event. The head waits
+    for the first bytes (the frontend's own head has come: the reply is a stream) and leaves
+    with them."""
     upstream = reply.upstream
     state = {"gone": False}
 
@@ -157,17 +175,25 @@ async def _relay(reply: gateway.Reply, send, receive) -> None:
     complete = False
     last = b"\n\n"
     lent = None
+    cycle = _cycle(send)
+    started = False
     try:
-        await send(_head(reply))
         read = upstream.read
         try:
             last = await read()
             instruments.observe_upstream_ttft(time.perf_counter() - reply.sent)
+            _cork(cycle, True)
+            try:
+                await send(_head(reply))
+                started = True
+                if last:
+                    await send({"type": "http.response.body", "body": last, "more_body": True})
+            finally:
+                _cork(cycle, False)
             if last:
-                await send({"type": "http.response.body", "body": last, "more_body": True})
-                lent = _lent_transport(send)
+                lent = _lent_transport(cycle)
                 if lent is not None:
-                    last = await upstream.pipe(*lent) or last
+                    last = await upstream.pipe(*lent, end=True) or last
                 else:
                     while last := await read():
                         await send({"type": "http.response.body", "body": last, "more_body": True})
@@ -176,9 +202,15 @@ async def _relay(reply: gateway.Reply, send, receive) -> None:
             if lent is not None:
                 last = upstream.tail() or last
             if not state["gone"]:
+                if not started:
+                    await send(_head(reply))
                 await send({"type": "http.response.body", "body": gateway.terminate(last) + gateway.stream_error(exc),
                             "more_body": True})
         if not state["gone"]:
+            if lent is not None and upstream.ended():
+                # The pipe wrote the last chunk with the frontend's last bytes: uvicorn only
+                # has to finish the reply (keep-alive, access log), not write one.
+                cycle.chunked_encoding = False
             await send({"type": "http.response.body", "body": b""})
     finally:
         watcher.cancel()

@@ -135,10 +135,14 @@ class Response:
         self.read = conn.read  # the hot path: the relay calls it once per wake-up
         self._open = True
 
-    def pipe(self, out, flow):
+    def pipe(self, out, flow, *, end: bool = False):
         """The rest of the body written to the client's transport from the connection's own
         callback (wire.Connection.pipe)."""
-        return self._conn.pipe(out, flow)
+        return self._conn.pipe(out, flow, end=end)
+
+    def ended(self) -> bool:
+        """Whether ``pipe(end=True)`` wrote the client's last chunk."""
+        return self._conn.ended
 
     def tail(self) -> bytes:
         """The last bytes ``pipe`` wrote."""

@@ -20,7 +20,11 @@ and a paused stream is never timed out: the wait is ours, not the frontend's.
 playground/asgi.py): from then on the body leaves from ``data_received`` itself, the bytes of
 one wake-up as one HTTP/1.1 chunk written to the client's transport, with no task woken, no
 future and no ASGI message per chunk; the relay's task wakes only at the end, on an error, or
-to wait for a slow client to drain (reading from the frontend pauses meanwhile)."""
+to wait for a slow client to drain (reading from the frontend pauses meanwhile). Once the reply
+is at a chunk boundary (the frontend's framing is HTTP/1.1 chunks too), the bytes go out as the
+frontend framed them, parsed by no more than finding each chunk's size line (``_relay_raw``):
+no parser callback and no copy per chunk; the frontend's last chunk (size 0, and trailers) is
+kept back, for the ASGI server ends the client's reply itself."""
 
 from __future__ import annotations
 
@@ -70,6 +74,15 @@ class Connection(asyncio.Protocol):
         self.out: asyncio.Transport | None = None  # pipe(): the client's transport
         self.flow = None  # pipe(): its write_paused / drain()
         self.tail = b""  # pipe(): the last bytes written
+        self.chunked = False  # the reply's body comes in HTTP/1.1 chunks
+        self.aligned = True  # httptools has stopped at a chunk boundary (with ends_crlf)
+        self.ends_crlf = False  # the last bytes fed to httptools ended with CRLF
+        self.raw = False  # pipe(): the frontend's chunks relayed as framed (_relay_raw)
+        self.skip = 0  # raw: bytes left of the current chunk (its data and CRLF)
+        self.held = b""  # raw: a chunk-size line not yet whole
+        self.trailer: bytes | None = None  # raw: what followed the last chunk's size line
+        self.end_client = False  # pipe(end=True): raw, write the client's last chunk too
+        self.ended = False  # ... and it has been written
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -83,17 +96,25 @@ class Connection(asyncio.Protocol):
             self.transport.close()
             return
         self.received = True
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(StreamDropped(f"the frontend's reply is not HTTP/1.1 ({exc})"))
-            self.transport.close()
-            return
         out = self.out
+        if self.raw:
+            try:
+                self._relay_raw(out, data)
+            except ValueError as exc:
+                self._fail(StreamDropped(f"the frontend's chunked framing is not HTTP/1.1 ({exc})"))
+                self.transport.close()
+                return
+        else:
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError as exc:
+                self._fail(StreamDropped(f"the frontend's reply is not HTTP/1.1 ({exc})"))
+                self.transport.close()
+                return
+            self.ends_crlf = data.endswith(b"\r\n")
+            if out is not None and self.parts:
+                self._write_out(out, self.parts)
         if out is not None:
-            parts = self.parts
-            if parts:
-                self._write_out(out, parts)
             if not (self.complete or self.flow.write_paused):
                 return  # the relay's task sleeps on
             if self.flow.write_paused and not self.paused:
@@ -126,6 +147,13 @@ class Connection(asyncio.Protocol):
         self.head_done = True
         # Asked here: after the message is complete, the parser no longer knows.
         self.keep_alive = self.parser.should_keep_alive() and not self.parser.should_upgrade()
+        self.chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+
+    def on_chunk_header(self) -> None:
+        self.aligned = False
+
+    def on_chunk_complete(self) -> None:  # after the chunk's data and its CRLF
+        self.aligned = True
 
     def on_body(self, body: bytes) -> None:
         self.parts.append(body)
@@ -171,18 +199,25 @@ class Connection(asyncio.Protocol):
                 raise self.error
             await self._wait()
 
-    async def pipe(self, out: asyncio.Transport, flow) -> bytes:
+    async def pipe(self, out: asyncio.Transport, flow, *, end: bool = False) -> bytes:
         """Write the rest of the body to ``out`` as HTTP/1.1 chunks straight from
         ``data_received`` until it ends; returns the last bytes written (b"" if none). ``flow``:
         the client's flow control (``write_paused``, ``drain()``): while the client is slow,
         reading from the frontend pauses. Raises as ``read`` does; a client gone (``out``
-        closing) ends nothing here: whoever sees it closes this connection."""
-        self.out, self.flow = out, flow
+        closing) ends nothing here: whoever sees it closes this connection. ``end``: when the
+        frontend's last chunk comes, write the client's (``0``, CRLF, CRLF) with the bytes before
+        it, in one write (``ended`` says whether that happened; the caller then must not)."""
+        self.out, self.flow, self.end_client = out, flow, end
         try:
             if self.parts:
                 self._write_out(out, self.parts)
+            # At a chunk boundary (a partial size line never ends with CRLF): from here on the
+            # frontend's own framing is the client's.
+            self.raw = self.chunked and self.aligned and self.ends_crlf and not self.complete
             while True:
                 if self.error is not None:
+                    if self.raw:
+                        self._seal(out)
                     raise self.error
                 if self.complete:
                     return self.tail
@@ -204,6 +239,66 @@ class Connection(asyncio.Protocol):
         if not out.is_closing():
             out.write(b"%x\r\n%s\r\n" % (len(body), body))
         self.tail = body
+
+    def _relay_raw(self, out: asyncio.Transport, data: bytes) -> None:
+        """Write ``data``, the frontend's chunks from a chunk boundary on, as they are framed,
+        up to its last chunk (size 0), which is kept back with its trailers. Raises ValueError
+        for what is not chunked framing."""
+        if self.trailer is not None:
+            self._trailers(data)
+            return
+        if self.held:
+            data, self.held = self.held + data, b""
+        n = len(data)
+        pos = self.skip
+        cut = n  # what is written now: all of it, unless a size line is not yet whole
+        start = -1  # where the last chunk's data begins in ``data``
+        while pos < n:
+            end = data.find(b"\r\n", pos)
+            if end < 0:
+                if n - pos > 1024:
+                    raise ValueError("a chunk-size line of more than 1 KiB")
+                self.held, cut = data[pos:], pos
+                break
+            size = int(data[pos:end].split(b";", 1)[0], 16)
+            if size < 0:
+                raise ValueError("a negative chunk size")
+            if size == 0:  # the last chunk: kept back (the client's is written by whoever ends its reply)
+                cut = pos
+                self.trailer = b""
+                self._trailers(data[end + 2:])
+                break
+            start = end + 2
+            pos = start + size + 2
+        self.skip = max(0, pos - n) if cut == n else 0
+        if start >= 0 and self.skip == 0:
+            self.tail = data[start:pos - 2]
+        written = data if cut == n else data[:cut]
+        if self.trailer is not None and self.end_client:  # one write, not two, ends the reply
+            written += b"0\r\n\r\n"
+            self.ended = True
+        if written and not out.is_closing():
+            out.write(written)
+
+    def _trailers(self, data: bytes) -> None:
+        """After the last chunk's size line: trailer lines until an empty one ends the reply."""
+        trailer = self.trailer + data
+        if len(trailer) > 64 * 1024:
+            raise ValueError("more than 64 KiB of trailers")
+        self.trailer = trailer
+        if trailer.startswith(b"\r\n") or b"\r\n\r\n" in trailer:
+            self.complete = True
+            if not (trailer == b"\r\n" or trailer.endswith(b"\r\n\r\n")):
+                self.keep_alive = False  # bytes after the reply: the connection is not reused
+
+    def _seal(self, out: asyncio.Transport) -> None:
+        """Fill the chunk the frontend left half sent with newlines, so that the client's
+        framing holds for the error event that follows (blank lines end an SSE event)."""
+        if self.skip and self.trailer is None and not out.is_closing():
+            newlines = max(0, self.skip - 2)
+            out.write(b"\n" * newlines + b"\r\n"[-min(self.skip, 2):])
+            self.tail = b"\n\n" if newlines >= 2 else b"\n"
+        self.skip = 0
 
     def reusable(self) -> bool:
         return self.complete and self.keep_alive and not self.lost and self.error is None

@@ -212,8 +212,104 @@ def test_a_pipe_writes_each_arrival_as_one_chunk_straight_to_the_client():
 
     tail, received = run(main())
     assert tail == EVENTS[4]
-    # Byte for byte, as HTTP/1.1 chunks: what arrived together leaves as one chunk.
-    assert received == chunk(b"".join(EVENTS[1:4])) + chunk(EVENTS[4])
+    # Byte for byte as the frontend framed them (what arrived together left together), without
+    # its last chunk: the client's reply is ended by the ASGI server.
+    assert received == chunk(EVENTS[1]) + chunk(EVENTS[2]) + chunk(EVENTS[3]) + chunk(EVENTS[4])
+
+
+def dechunk(received: bytes) -> bytes:
+    """The data of HTTP/1.1 chunks (a reply the test ended itself: no last chunk needed)."""
+    body, at = bytearray(), 0
+    while at < len(received):
+        end = received.index(b"\r\n", at)
+        size = int(received[at:end].split(b";")[0], 16)
+        assert received[end + 2 + size:end + 4 + size] == b"\r\n", received[at:at + 80]
+        body += received[end + 2:end + 2 + size]
+        at = end + 2 + size + 2
+    return bytes(body)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_pipe_relays_the_frontends_framing_however_its_bytes_are_split(seed):
+    """Chunk-size lines, data, CRLFs and the last chunk split anywhere across reads, chunk
+    extensions and a trailer: the client gets every byte of data in valid chunks, nothing of the
+    last chunk, and the connection carries the next request."""
+    import random
+
+    rng = random.Random(seed)
+    events = [b"data: %d %s\n\n" % (i, b"y" * rng.randrange(0, 300)) for i in range(40)]
+    framed = b"".join((b"%x;ext=%d\r\n" % (len(e), i) if i % 7 == 3 else b"%x\r\n" % len(e)) + e + b"\r\n"
+                      for i, e in enumerate(events))
+    last = b"0\r\nx-trailer: done\r\n\r\n" if seed % 2 else b"0\r\n\r\n"
+    body = framed + last
+    cuts = sorted(rng.sample(range(1, len(body)), 60))
+
+    async def reply(script, writer):
+        if script.requests > 1:  # the next request on the same connection
+            writer.write(HEAD + chunk(b"data: again\n\n") + b"0\r\n\r\n")
+            await writer.drain()
+            return True
+        writer.write(HEAD + chunk(b"data: first\n\n"))
+        await writer.drain()
+        await script.go.wait()
+        for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True):
+            writer.write(body[a:b])
+            await writer.drain()
+            await asyncio.sleep(0.002)  # separate reads, mostly
+        return True
+
+    async def main():
+        script = Script(reply)
+        url = await script.start()
+        client = Client()
+        out, flow = await client.start()
+        response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+        assert await response.read() == b"data: first\n\n"
+        script.go.set()
+        await asyncio.wait_for(response.pipe(out, flow), 5)
+        raw = response._conn.raw
+        response.release()
+        out.close()
+        received = await client.received.read()
+        again = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+        second = await upstream.read_all(again, 1000)
+        return raw, received, second, script.connections
+
+    raw, received, second, connections = run(main())
+    assert raw  # relayed as framed, not re-framed
+    assert dechunk(received) == b"".join(events)
+    assert not received.endswith(b"0\r\n\r\n") and b"x-trailer" not in received
+    assert second == b"data: again\n\n" and connections == 1  # the connection was reused
+
+
+def test_a_stream_dropped_mid_chunk_leaves_the_client_valid_chunks_ending_the_event():
+    async def reply(script, writer):
+        writer.write(HEAD + chunk(EVENTS[0]))
+        await writer.drain()
+        await script.go.wait()
+        writer.write(chunk(EVENTS[1]) + chunk(EVENTS[2])[:12])  # half a chunk, then gone
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        return False
+
+    async def main():
+        script = Script(reply)
+        url = await script.start()
+        client = Client()
+        out, flow = await client.start()
+        response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+        await response.read()
+        script.go.set()
+        with pytest.raises(upstream.STREAM_ERRORS):
+            await asyncio.wait_for(response.pipe(out, flow), 2)
+        response.close()
+        out.close()
+        return response.tail(), await client.received.read()
+
+    tail, received = run(main())
+    data = dechunk(received)  # still valid chunks
+    assert data.startswith(EVENTS[1] + chunk(EVENTS[2])[4:12])
+    assert data.endswith(b"\n\n") and tail.endswith(b"\n\n")  # the half event is ended
 
 
 def test_a_pipe_to_a_slow_client_pauses_the_frontend_and_loses_nothing():

@@ -146,7 +146,7 @@ class Response:
 
     def tail(self) -> bytes:
         """The last bytes ``pipe`` wrote."""
-        return self._conn.tail
+        return self._conn.last_bytes()
 
     async def iter_any(self):
         while chunk := await self.read():

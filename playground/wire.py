@@ -46,6 +46,14 @@ class StreamDropped(ConnectionError):
 class Connection(asyncio.Protocol):
     """One keep-alive connection to a frontend, carrying one request at a time."""
 
+    # Slots: a streamed chunk wakes this process up with cold caches and TLB (other processes
+    # ran since the last one), and what it costs is mostly how many distinct places in memory
+    # it touches; attributes in the object itself are fewer of them than an instance dict.
+    __slots__ = ("_busy", "_timer", "_waiter", "aligned", "chunked", "complete", "end_client", "ended", "ends_crlf",
+                 "error", "flow", "head_done", "headers", "held", "idle", "idle_since", "keep_alive", "key", "last",
+                 "loop", "lost", "out", "parser", "parts", "paused", "raw", "received", "size", "skip", "status",
+                 "tail", "tail_framed", "trailer", "transport")
+
     def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple) -> None:
         self.loop = loop
         self.key = key  # (scheme, host, port): the pool it belongs to
@@ -74,6 +82,7 @@ class Connection(asyncio.Protocol):
         self.out: asyncio.Transport | None = None  # pipe(): the client's transport
         self.flow = None  # pipe(): its write_paused / drain()
         self.tail = b""  # pipe(): the last bytes written
+        self.tail_framed = False  # ... as one whole chunk, framing and all
         self.chunked = False  # the reply's body comes in HTTP/1.1 chunks
         self.aligned = True  # httptools has stopped at a chunk boundary (with ends_crlf)
         self.ends_crlf = False  # the last bytes fed to httptools ended with CRLF
@@ -91,6 +100,25 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last = self.loop.time()
+        if self.raw and not self.skip and not self.held and self.trailer is None:
+            # The common case, kept short: exactly one whole chunk (not the last) from a
+            # chunk boundary, to a client that keeps up.
+            end = data.find(b"\r\n", 0, 18)
+            if end > 0:
+                try:
+                    size = int(data[:end], 16)
+                except ValueError:  # an extension (";"), or not chunked framing: the long way
+                    size = 0
+                if size > 0 and end + size + 4 == len(data) and data.endswith(b"\r\n"):
+                    out = self.out
+                    if not out.is_closing():
+                        out.write(data)
+                    self.tail = data  # framed: see last_bytes()
+                    self.tail_framed = True
+                    if out.get_write_buffer_size() == 0:
+                        return
+                    self._after_write(out)
+                    return
         if not self._busy:  # bytes on an idle pooled connection: it is not reusable
             self.lost = True
             self.transport.close()
@@ -115,14 +143,23 @@ class Connection(asyncio.Protocol):
             if out is not None and self.parts:
                 self._write_out(out, self.parts)
         if out is not None:
-            if not (self.complete or self.flow.write_paused):
-                return  # the relay's task sleeps on
-            if self.flow.write_paused and not self.paused:
-                self.paused = True
-                self.transport.pause_reading()
-        elif self.size > HIGH_WATER and not self.paused:
+            self._after_write(out)
+            return
+        if self.size > HIGH_WATER and not self.paused:
             self.paused = True
             self.transport.pause_reading()
+        self._wake()
+
+    def _after_write(self, out: asyncio.Transport) -> None:
+        """pipe(): wake the relay's task at the end, or pause reading for a slow client."""
+        if not (self.complete or self.flow.write_paused):
+            return  # the relay's task sleeps on
+        if self.flow.write_paused and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None
@@ -220,7 +257,7 @@ class Connection(asyncio.Protocol):
                         self._seal(out)
                     raise self.error
                 if self.complete:
-                    return self.tail
+                    return self.last_bytes()
                 if flow.write_paused:
                     await flow.drain()
                     continue
@@ -238,7 +275,7 @@ class Connection(asyncio.Protocol):
         body = parts[0] if len(parts) == 1 else b"".join(parts)
         if not out.is_closing():
             out.write(b"%x\r\n%s\r\n" % (len(body), body))
-        self.tail = body
+        self.tail, self.tail_framed = body, False
 
     def _relay_raw(self, out: asyncio.Transport, data: bytes) -> None:
         """Write ``data``, the frontend's chunks from a chunk boundary on, as they are framed,
@@ -272,7 +309,7 @@ class Connection(asyncio.Protocol):
             pos = start + size + 2
         self.skip = max(0, pos - n) if cut == n else 0
         if start >= 0 and self.skip == 0:
-            self.tail = data[start:pos - 2]
+            self.tail, self.tail_framed = data[start:pos - 2], False
         written = data if cut == n else data[:cut]
         if self.trailer is not None and self.end_client:  # one write, not two, ends the reply
             written += b"0\r\n\r\n"
@@ -297,8 +334,15 @@ class Connection(asyncio.Protocol):
         if self.skip and self.trailer is None and not out.is_closing():
             newlines = max(0, self.skip - 2)
             out.write(b"\n" * newlines + b"\r\n"[-min(self.skip, 2):])
-            self.tail = b"\n\n" if newlines >= 2 else b"\n"
+            self.tail, self.tail_framed = (b"\n\n" if newlines >= 2 else b"\n"), False
         self.skip = 0
+
+    def last_bytes(self) -> bytes:
+        """The data of the last chunk written (``tail``, unframed)."""
+        tail = self.tail
+        if self.tail_framed:
+            return tail[tail.find(b"\r\n") + 2:-2]
+        return tail
 
     def reusable(self) -> bool:
         return self.complete and self.keep_alive and not self.lost and self.error is None

@@ -217,6 +217,16 @@ def test_a_pipe_writes_each_arrival_as_one_chunk_straight_to_the_client():
     assert received == chunk(EVENTS[1]) + chunk(EVENTS[2]) + chunk(EVENTS[3]) + chunk(EVENTS[4])
 
 
+def _boundaries(framed: bytes) -> list[int]:
+    """Where each chunk of ``framed`` ends."""
+    out, at = [], 0
+    while at < len(framed):
+        end = framed.index(b"\r\n", at)
+        at = end + 2 + int(framed[at:end].split(b";")[0], 16) + 2
+        out.append(at)
+    return out
+
+
 def dechunk(received: bytes) -> bytes:
     """The data of HTTP/1.1 chunks (a reply the test ended itself: no last chunk needed)."""
     body, at = bytearray(), 0
@@ -229,11 +239,12 @@ def dechunk(received: bytes) -> bytes:
     return bytes(body)
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(8))
 def test_a_pipe_relays_the_frontends_framing_however_its_bytes_are_split(seed):
-    """Chunk-size lines, data, CRLFs and the last chunk split anywhere across reads, chunk
-    extensions and a trailer: the client gets every byte of data in valid chunks, nothing of the
-    last chunk, and the connection carries the next request."""
+    """Chunk-size lines, data, CRLFs and the last chunk split anywhere across reads, or one
+    chunk a read (seeds 6 and 7: the short path), chunk extensions and a trailer: the client gets
+    every byte of data in valid chunks, nothing of the last chunk, and the connection carries
+    the next request."""
     import random
 
     rng = random.Random(seed)
@@ -243,6 +254,8 @@ def test_a_pipe_relays_the_frontends_framing_however_its_bytes_are_split(seed):
     last = b"0\r\nx-trailer: done\r\n\r\n" if seed % 2 else b"0\r\n\r\n"
     body = framed + last
     cuts = sorted(rng.sample(range(1, len(body)), 60))
+    if seed >= 6:  # at every chunk boundary
+        cuts = _boundaries(framed)
 
     async def reply(script, writer):
         if script.requests > 1:  # the next request on the same connection
@@ -268,15 +281,18 @@ def test_a_pipe_relays_the_frontends_framing_however_its_bytes_are_split(seed):
         script.go.set()
         await asyncio.wait_for(response.pipe(out, flow), 5)
         raw = response._conn.raw
+        short_path = response._conn.tail_framed and response.tail() == events[-1]
         response.release()
         out.close()
         received = await client.received.read()
         again = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
         second = await upstream.read_all(again, 1000)
-        return raw, received, second, script.connections
+        return raw, short_path, received, second, script.connections
 
-    raw, received, second, connections = run(main())
+    raw, short_path, received, second, connections = run(main())
     assert raw  # relayed as framed, not re-framed
+    if seed >= 6:
+        assert short_path  # a whole chunk a read took the short path
     assert dechunk(received) == b"".join(events)
     assert not received.endswith(b"0\r\n\r\n") and b"x-trailer" not in received
     assert second == b"data: again\n\n" and connections == 1  # the connection was reused

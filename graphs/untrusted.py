@@ -106,6 +106,8 @@ _JSON_BRACKET = re.compile(r"[\[\]{}]")
 def json_depth_exceeds(text: str, limit: int = MAX_DEPTH) -> bool:
     """Whether brackets outside strings nest deeper than ``limit``: checked before json.loads,
     whose recursion would otherwise reach Python's limit."""
+    if text.count("[") + text.count("{") <= limit:  # it cannot nest deeper than it opens: no regex
+        return False
     depth = 0
     for match in _JSON_BRACKET.finditer(_JSON_STRING.sub('""', text)):
         depth += 1 if match.group() in "[{" else -1

@@ -16,8 +16,9 @@ round to the next). With a socket per worker the kernel spreads connections over
 evenly by a hash of each connection. uvicorn's supervisor also pings every worker over a pipe
 twice a second; this one sleeps in ``wait()`` until a worker exits or a signal comes. And a
 worker's housekeeping (the Date header, whether to stop) runs once a second instead of ten
-times, and at once on a signal to stop. Idle, two workers and their supervisor spend about
-1 ms of CPU a second, uvicorn --workers about 7 (bench/web_idle.py, bench/results/web-idle.json).
+times, and at once on a signal to stop. Idle, two workers, the stream worker and their
+supervisor spend about 1.6 ms of CPU a second, uvicorn --workers about 8 (bench/web_idle.py,
+bench/results/web-idle.json).
 
 Options are uvicorn's own, for the subset this product uses; the application is
 ``controlplane.asgi:application`` unless given."""

@@ -227,6 +227,17 @@ def _boundaries(framed: bytes) -> list[int]:
     return out
 
 
+async def piped(reply):
+    """A scripted frontend running ``reply``, a client as under uvicorn, and a streamed request
+    whose first bytes have been read: (script, response, (out, flow), client, the first bytes)."""
+    script = Script(reply)
+    url = await script.start()
+    client = Client()
+    lent = await client.start()
+    response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
+    return script, response, lent, client, await response.read()
+
+
 def dechunk(received: bytes) -> bytes:
     """The data of HTTP/1.1 chunks (a reply the test ended itself: no last chunk needed)."""
     body, at = bytearray(), 0
@@ -272,12 +283,9 @@ def test_a_pipe_relays_the_frontends_framing_however_its_bytes_are_split(seed):
         return True
 
     async def main():
-        script = Script(reply)
-        url = await script.start()
-        client = Client()
-        out, flow = await client.start()
-        response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
-        assert await response.read() == b"data: first\n\n"
+        script, response, (out, flow), client, first = await piped(reply)
+        assert first == b"data: first\n\n"
+        url = f"http://127.0.0.1:{script.server.sockets[0].getsockname()[1]}"
         script.go.set()
         await asyncio.wait_for(response.pipe(out, flow), 5)
         raw = response._conn.raw
@@ -309,12 +317,7 @@ def test_a_stream_dropped_mid_chunk_leaves_the_client_valid_chunks_ending_the_ev
         return False
 
     async def main():
-        script = Script(reply)
-        url = await script.start()
-        client = Client()
-        out, flow = await client.start()
-        response = await upstream.request("POST", url + "/v1/chat/completions", b"{}", {})
-        await response.read()
+        script, response, (out, flow), client, _first = await piped(reply)
         script.go.set()
         with pytest.raises(upstream.STREAM_ERRORS):
             await asyncio.wait_for(response.pipe(out, flow), 2)

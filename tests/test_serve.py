@@ -4,6 +4,7 @@ them all, and a port it cannot take is a clear error, not a hang."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -76,10 +77,12 @@ def stop(proc: subprocess.Popen) -> None:
         proc.wait(10)
 
 
-@pytest.fixture
-def two_workers():
+@contextlib.contextmanager
+def serving(*extra: str, env: dict | None = None):
+    """controlplane.serve --workers 2 on a free port, its page workers and stream worker up:
+    (port, the supervisor's process, with ``began``: when the workers started)."""
     port = free_port()
-    proc = start(port, "--workers", "2")
+    proc = start(port, "--workers", "2", *extra, env=env)
     proc.began = time.monotonic()  # the workers start after this
     try:
         healthy(port)
@@ -89,6 +92,12 @@ def two_workers():
         yield port, proc
     finally:
         stop(proc)
+
+
+@pytest.fixture
+def two_workers():
+    with serving() as served:
+        yield served
 
 
 def test_every_worker_listens_and_takes_a_share_of_the_connections(two_workers):

@@ -27,7 +27,7 @@ from tests.playground_fixtures import (  # noqa: F401
     tokens,
 )
 from tests.test_operation_faults import _database_url
-from tests.test_serve import healthy, start, stop, stream_worker_of, workers_of
+from tests.test_serve import healthy, serving, start, stop, stream_worker_of, workers_of
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 CHAT = "/api/playground/pg-test/v1/chat/completions"
@@ -36,18 +36,8 @@ CHAT = "/api/playground/pg-test/v1/chat/completions"
 @pytest.fixture
 def product(chat_graph, tokens):
     """controlplane.serve --workers 2 on the test database: (port, its process)."""
-    port = free_port()
-    proc = start(port, "--workers", "2", env={"DATABASE_URL": _database_url(),
-                                              "CONTROLPLANE_VAR_DIR": str(settings.VAR_DIR)})
-    proc.began = time.monotonic()
-    try:
-        healthy(port)
-        deadline = time.monotonic() + 30
-        while (len(workers_of(proc)) < 2 or stream_worker_of(proc) is None) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        yield port, proc
-    finally:
-        stop(proc)
+    with serving(env={"DATABASE_URL": _database_url(), "CONTROLPLANE_VAR_DIR": str(settings.VAR_DIR)}) as served:
+        yield served
 
 
 def holders(port: int) -> dict[int, int]:

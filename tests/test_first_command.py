@@ -140,8 +140,10 @@ def test_up_provisions_prometheus_into_an_empty_prefix_and_ends_with_charts_that
             chat(sent)
             sent += 1
         chart = client.get("/api/metrics/graphs/demo/chart/", params={"window": "15m"}).json()
-        ttft = [v for v in chart.get("series", {}).get("ttft_p50", []) if v is not None]
-        if chart.get("state") == "ok" and ttft:
+        series = chart.get("series", {})
+        # Each series needs two scrapes of its own metric: wait for all that are checked below.
+        if chart.get("state") == "ok" and all(any(v is not None and v > 0 for v in series.get(name, []))
+                                              for name in ("ttft_p50", "request_rate")):
             break
         time.sleep(1)
     assert chart.get("state") == "ok", chart

@@ -324,6 +324,7 @@ def main() -> int:
         metrics_before = scrape_added(port)
         asyncio.run(run_all())
         results = build_results(args, arms, replies, cpu, began)
+        time.sleep(1)  # the stream worker writes its observations within telemetry.instruments.FLUSH_SECONDS
         results["proxy_own_time"] = added_time(metrics_before, scrape_added(port))
         print_report(results)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

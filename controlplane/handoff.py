@@ -68,7 +68,24 @@ def inherited() -> socket.socket | None:
     return sock
 
 
-class HandingOff(HttpToolsProtocol):
+class Noticing(HttpToolsProtocol):
+    """uvicorn's HTTP protocol, which also tells the relay of a streamed reply
+    (playground.asgi) when the client goes away: the relay sets ``on_lost`` for the length of
+    the stream, and connection_lost calls it. Without it the relay keeps a task per stream
+    waiting on ASGI ``receive`` for the disconnect (and cancels it at the end): measured in
+    bench/proxy.py, a few percent of the endpoint's CPU a request. One stream at a time per
+    connection (uvicorn answers pipelined requests in turn)."""
+
+    on_lost = None  # () -> None, set by the relay of the reply being streamed
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        callback, self.on_lost = self.on_lost, None
+        if callback is not None:
+            callback()
+
+
+class HandingOff(Noticing):
     """A page worker's HTTP protocol: uvicorn's, except that a connection whose next request is
     for the OpenAI endpoint goes to the stream worker."""
 
@@ -105,7 +122,7 @@ class HandingOff(HttpToolsProtocol):
         return True
 
 
-class Adopted(HttpToolsProtocol):
+class Adopted(Noticing):
     """The stream worker's HTTP protocol for a connection handed to it: uvicorn's, fed first
     with the bytes the page worker had read."""
 

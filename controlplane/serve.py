@@ -169,6 +169,8 @@ def serve(args) -> int:
         options["forwarded_allow_ips"] = args.forwarded_allow_ips
     if handoff_end is not None and not args.streams:
         options["http"] = type("HandingOff", (handoff.HandingOff,), {"handoff": handoff_end})
+    else:  # one worker, page workers without a stream worker, and the stream worker (handoff.Adopted)
+        options["http"] = handoff.Noticing
     server = _server_class()(uvicorn.Config(args.app, host=args.host, port=args.port, **options))
     if args.streams:
         if handoff_end is None:

@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import io
 import re
-import socket
 import time
 
 from django.conf import settings
@@ -140,6 +139,15 @@ def _cycle(send):
     return cycle
 
 
+def _noticing(cycle):
+    """The client connection's protocol when it calls ``on_lost`` (controlplane.handoff.Noticing),
+    else None."""
+    if cycle is None:
+        return None
+    protocol = cycle.transport.get_protocol()
+    return protocol if hasattr(protocol, "on_lost") else None
+
+
 def _lent_transport(cycle) -> tuple | None:
     """(transport, flow control) of the client's connection when the reply goes out in chunks,
     which the relay may then write itself; None otherwise."""
@@ -148,13 +156,35 @@ def _lent_transport(cycle) -> tuple | None:
     return cycle.transport, cycle.flow
 
 
-def _cork(cycle, on: bool) -> None:
-    """TCP_CORK on the client's socket: the reply's head and its first bytes leave in one
-    segment (one wake-up of the client, one trip through loopback), not two."""
+class _Gathered:
+    """What uvicorn writes while it stands in for the client's transport (``_together``)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.parts.append(data)
+
+
+@contextlib.contextmanager
+def _together(cycle):
+    """The reply's head and its first bytes, which uvicorn writes one ``send`` each, leave in
+    one write: one segment through loopback and one wake-up of the client, for one syscall and
+    no socket option set and unset. uvicorn's sends only ``write`` to the transport they hold
+    (httptools_impl, pinned): it holds this gatherer meanwhile."""
     if cycle is None:
+        yield
         return
-    with contextlib.suppress(OSError, AttributeError):
-        cycle.transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, int(on))
+    transport, gathered = cycle.transport, _Gathered()
+    cycle.transport = gathered
+    try:
+        yield
+    finally:
+        cycle.transport = transport
+        if gathered.parts and not transport.is_closing():
+            transport.write(b"".join(gathered.parts))
 
 
 async def _relay(reply: gateway.Reply, send, receive) -> None:
@@ -165,31 +195,41 @@ async def _relay(reply: gateway.Reply, send, receive) -> None:
     upstream = reply.upstream
     state = {"gone": False}
 
-    async def watch() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
+    def lost() -> None:
         state["gone"] = True
         upstream.close()
 
-    watcher = asyncio.get_running_loop().create_task(watch())
+    async def watch() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        lost()
+
+    cycle = _cycle(send)
+    # The client's going away: told by the protocol (controlplane.handoff.Noticing, what
+    # controlplane.serve runs), else noticed by a task waiting on ``receive``.
+    protocol = _noticing(cycle)
+    if protocol is not None:
+        watcher = None
+        if cycle.disconnected:  # gone before the reply began
+            lost()
+        else:
+            protocol.on_lost = lost
+    else:
+        watcher = asyncio.get_running_loop().create_task(watch())
     complete = False
     last = b"\n\n"
     lent = None
-    cycle = _cycle(send)
     started = False
     try:
         read = upstream.read
         try:
             last = await read()
             instruments.observe_upstream_ttft(time.perf_counter() - reply.sent)
-            _cork(cycle, True)
-            try:
+            with _together(cycle):
                 await send(_head(reply))
                 started = True
                 if last:
                     await send({"type": "http.response.body", "body": last, "more_body": True})
-            finally:
-                _cork(cycle, False)
             if last:
                 lent = _lent_transport(cycle)
                 if lent is not None:
@@ -213,5 +253,9 @@ async def _relay(reply: gateway.Reply, send, receive) -> None:
                 cycle.chunked_encoding = False
             await send({"type": "http.response.body", "body": b""})
     finally:
-        watcher.cancel()
+        if watcher is None:
+            if protocol.on_lost is lost:
+                protocol.on_lost = None
+        else:
+            watcher.cancel()
         await gateway.finish(reply, complete=complete and not state["gone"])

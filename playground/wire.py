@@ -22,15 +22,19 @@ one wake-up as one HTTP/1.1 chunk written to the client's transport, with no tas
 future and no ASGI message per chunk; the relay's task wakes only at the end, on an error, or
 to wait for a slow client to drain (reading from the frontend pauses meanwhile). Once the reply
 is at a chunk boundary (the frontend's framing is HTTP/1.1 chunks too), the bytes go out as the
-frontend framed them, parsed by no more than finding each chunk's size line (``_relay_raw``):
-no parser callback and no copy per chunk; the frontend's last chunk (size 0, and trailers) is
-kept back, for the ASGI server ends the client's reply itself."""
+frontend framed them, parsed by no more than finding each chunk's size line: no parser
+callback and no copy per chunk, and for whole chunks a read (the common case) no more than a
+few C calls a chunk (``data_received``'s short path; the rest in framing.py); the frontend's
+last chunk (size 0, and trailers) is kept back, for the ASGI server ends the client's reply
+itself."""
 
 from __future__ import annotations
 
 import asyncio
 
 import httptools
+
+from .framing import RawRelay
 
 HIGH_WATER = 256 * 1024
 
@@ -43,16 +47,16 @@ class StreamDropped(ConnectionError):
     """The frontend closed the connection, or sent what is not HTTP, before the end of the reply."""
 
 
-class Connection(asyncio.Protocol):
+class Connection(RawRelay, asyncio.Protocol):
     """One keep-alive connection to a frontend, carrying one request at a time."""
 
     # Slots: a streamed chunk wakes this process up with cold caches and TLB (other processes
     # ran since the last one), and what it costs is mostly how many distinct places in memory
     # it touches; attributes in the object itself are fewer of them than an instance dict.
-    __slots__ = ("_busy", "_timer", "_waiter", "aligned", "chunked", "complete", "end_client", "ended", "ends_crlf",
-                 "error", "flow", "head_done", "headers", "held", "idle", "idle_since", "keep_alive", "key", "last",
-                 "loop", "lost", "out", "parser", "parts", "paused", "raw", "received", "size", "skip", "status",
-                 "tail", "tail_framed", "trailer", "transport")
+    __slots__ = ("_busy", "_timer", "_waiter", "aligned", "chunk", "chunked", "complete", "end_client", "ended",
+                 "ends_crlf", "error", "fast", "flow", "head_done", "headers", "held", "idle", "idle_since",
+                 "keep_alive", "key", "last", "loop", "lost", "out", "parser", "parts", "paused", "raw", "received",
+                 "seen", "size", "skip", "status", "tail", "trailer", "transport")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple) -> None:
         self.loop = loop
@@ -81,8 +85,10 @@ class Connection(asyncio.Protocol):
         self._busy = False
         self.out: asyncio.Transport | None = None  # pipe(): the client's transport
         self.flow = None  # pipe(): its write_paused / drain()
-        self.tail = b""  # pipe(): the last bytes written
-        self.tail_framed = False  # ... as one whole chunk, framing and all
+        self.tail = b""  # pipe(): the data of the last chunk written (unless ``chunk``)
+        self.chunk: bytes | None = None  # raw: the short path's last read, framed (then it is the last written)
+        self.seen: bytes | None = None  # ``chunk`` when the idle timer last looked
+        self.fast = False  # raw, at a chunk boundary, nothing held: the short path may take a read
         self.chunked = False  # the reply's body comes in HTTP/1.1 chunks
         self.aligned = True  # httptools has stopped at a chunk boundary (with ends_crlf)
         self.ends_crlf = False  # the last bytes fed to httptools ended with CRLF
@@ -99,26 +105,31 @@ class Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
+        if self.fast and data.endswith(b"\r\n"):
+            # The common case, kept to a few C calls a chunk: whole chunks (not the last) from a
+            # chunk boundary. It stamps no time (the idle timer looks at ``chunk``) and asks the
+            # client's flow control only whether it is paused.
+            n = len(data)
+            at = 0
+            try:
+                while at < n:
+                    end = data.find(b"\r\n", at, at + 18)
+                    size = int(data[at:end], 16) if end > at else 0
+                    if size <= 0:  # the last chunk, or no size line: the long way
+                        break
+                    at = end + size + 4
+            except ValueError:  # an extension (";"), or not chunked framing: the long way
+                at = -1
+            if at == n:
+                try:  # noqa: SIM105 (not contextlib.suppress: no context manager a chunk)
+                    self.out.write(data)
+                except RuntimeError:  # the client's transport is closed: the relay's watcher ends the stream
+                    pass
+                self.chunk = data
+                if self.flow.write_paused:
+                    self._after_write(self.out)
+                return
         self.last = self.loop.time()
-        if self.raw and not self.skip and not self.held and self.trailer is None:
-            # The common case, kept short: exactly one whole chunk (not the last) from a
-            # chunk boundary, to a client that keeps up.
-            end = data.find(b"\r\n", 0, 18)
-            if end > 0:
-                try:
-                    size = int(data[:end], 16)
-                except ValueError:  # an extension (";"), or not chunked framing: the long way
-                    size = 0
-                if size > 0 and end + size + 4 == len(data) and data.endswith(b"\r\n"):
-                    out = self.out
-                    if not out.is_closing():
-                        out.write(data)
-                    self.tail = data  # framed: see last_bytes()
-                    self.tail_framed = True
-                    if out.get_write_buffer_size() == 0:
-                        return
-                    self._after_write(out)
-                    return
         if not self._busy:  # bytes on an idle pooled connection: it is not reusable
             self.lost = True
             self.transport.close()
@@ -250,7 +261,7 @@ class Connection(asyncio.Protocol):
                 self._write_out(out, self.parts)
             # At a chunk boundary (a partial size line never ends with CRLF): from here on the
             # frontend's own framing is the client's.
-            self.raw = self.chunked and self.aligned and self.ends_crlf and not self.complete
+            self.raw = self.fast = self.chunked and self.aligned and self.ends_crlf and not self.complete
             while True:
                 if self.error is not None:
                     if self.raw:
@@ -268,6 +279,7 @@ class Connection(asyncio.Protocol):
                 await self._wait()
         finally:
             self.out = self.flow = None
+            self.fast = False
 
     def _write_out(self, out: asyncio.Transport, parts: list[bytes]) -> None:
         self.parts = []
@@ -275,74 +287,7 @@ class Connection(asyncio.Protocol):
         body = parts[0] if len(parts) == 1 else b"".join(parts)
         if not out.is_closing():
             out.write(b"%x\r\n%s\r\n" % (len(body), body))
-        self.tail, self.tail_framed = body, False
-
-    def _relay_raw(self, out: asyncio.Transport, data: bytes) -> None:
-        """Write ``data``, the frontend's chunks from a chunk boundary on, as they are framed,
-        up to its last chunk (size 0), which is kept back with its trailers. Raises ValueError
-        for what is not chunked framing."""
-        if self.trailer is not None:
-            self._trailers(data)
-            return
-        if self.held:
-            data, self.held = self.held + data, b""
-        n = len(data)
-        pos = self.skip
-        cut = n  # what is written now: all of it, unless a size line is not yet whole
-        start = -1  # where the last chunk's data begins in ``data``
-        while pos < n:
-            end = data.find(b"\r\n", pos)
-            if end < 0:
-                if n - pos > 1024:
-                    raise ValueError("a chunk-size line of more than 1 KiB")
-                self.held, cut = data[pos:], pos
-                break
-            size = int(data[pos:end].split(b";", 1)[0], 16)
-            if size < 0:
-                raise ValueError("a negative chunk size")
-            if size == 0:  # the last chunk: kept back (the client's is written by whoever ends its reply)
-                cut = pos
-                self.trailer = b""
-                self._trailers(data[end + 2:])
-                break
-            start = end + 2
-            pos = start + size + 2
-        self.skip = max(0, pos - n) if cut == n else 0
-        if start >= 0 and self.skip == 0:
-            self.tail, self.tail_framed = data[start:pos - 2], False
-        written = data if cut == n else data[:cut]
-        if self.trailer is not None and self.end_client:  # one write, not two, ends the reply
-            written += b"0\r\n\r\n"
-            self.ended = True
-        if written and not out.is_closing():
-            out.write(written)
-
-    def _trailers(self, data: bytes) -> None:
-        """After the last chunk's size line: trailer lines until an empty one ends the reply."""
-        trailer = self.trailer + data
-        if len(trailer) > 64 * 1024:
-            raise ValueError("more than 64 KiB of trailers")
-        self.trailer = trailer
-        if trailer.startswith(b"\r\n") or b"\r\n\r\n" in trailer:
-            self.complete = True
-            if not (trailer == b"\r\n" or trailer.endswith(b"\r\n\r\n")):
-                self.keep_alive = False  # bytes after the reply: the connection is not reused
-
-    def _seal(self, out: asyncio.Transport) -> None:
-        """Fill the chunk the frontend left half sent with newlines, so that the client's
-        framing holds for the error event that follows (blank lines end an SSE event)."""
-        if self.skip and self.trailer is None and not out.is_closing():
-            newlines = max(0, self.skip - 2)
-            out.write(b"\n" * newlines + b"\r\n"[-min(self.skip, 2):])
-            self.tail, self.tail_framed = (b"\n\n" if newlines >= 2 else b"\n"), False
-        self.skip = 0
-
-    def last_bytes(self) -> bytes:
-        """The data of the last chunk written (``tail``, unframed)."""
-        tail = self.tail
-        if self.tail_framed:
-            return tail[tail.find(b"\r\n") + 2:-2]
-        return tail
+        self.tail, self.chunk = body, None
 
     def reusable(self) -> bool:
         return self.complete and self.keep_alive and not self.lost and self.error is None
@@ -374,6 +319,7 @@ class Connection(asyncio.Protocol):
     def _fail(self, error: BaseException) -> None:
         if self.error is None:
             self.error = error
+        self.fast = False
         self._stop_timer()
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -387,9 +333,16 @@ class Connection(asyncio.Protocol):
         if self.paused:  # the relay is behind, not the frontend
             self._timer = self.loop.call_later(self.idle, self._check_idle)
             return
+        now = self.loop.time()
+        if self.chunk is not self.seen:  # the short path took reads since the last look: bytes came
+            self.seen = self.chunk
+            self.last = now
         deadline = self.last + self.idle
-        if self.loop.time() < deadline:
-            self._timer = self.loop.call_at(deadline, self._check_idle)
+        if now < deadline:
+            # While the short path may take reads, look every quarter of the timeout: a stall
+            # is then noticed within a quarter more than the timeout.
+            self._timer = self.loop.call_at(min(deadline, now + self.idle / 4) if self.fast else deadline,
+                                            self._check_idle)
             return
         self._fail(StreamTimeout(f"nothing from the frontend for {self.idle:g} s"))
 

@@ -5,12 +5,22 @@ prometheus-client in multiprocess mode: its value files live in PROMETHEUS_MULTI
 prometheus_client is first imported: controlplane/settings.py sets it, so every process that
 loads the settings first (manage.py, uvicorn through controlplane.asgi, Celery) records here.
 Several web workers (controlplane.serve --workers) each write their own files; a scrape of any of them
-sums them (exposition.py)."""
+sums them (exposition.py).
+
+The playground's per-request observations (its added latency, upstream TTFT, requests, streams
+in flight) are kept in this process and written by a small thread at most FLUSH_SECONDS after
+the first of them, and at exit: on the streaming path a request's seven writes to the value
+files (a lock, a pid check and an mmap write each, with the cold caches of a wake-up between
+streamed chunks) cost more than the rest of its bookkeeping, and written together they cost a
+fraction of that. Prometheus scrapes every few seconds; a value is at most FLUSH_SECONDS late."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import threading
+import time
 
 from django.conf import settings
 
@@ -45,24 +55,101 @@ PROMETHEUS_ERRORS = Counter("controlplane_prometheus_query_errors_total",
                             "Failed Prometheus queries, by reason (unreachable, refused, unreadable)", ["reason"])
 
 
+FLUSH_SECONDS = 0.25
+
+_lock = threading.Lock()
+_added: list[float] = []  # observations not yet written, in seconds
+_ttft: list[float] = []
+_requests: dict[tuple[str, str], int] = {}  # (route, code) -> requests not yet counted
+_streams = [0]  # streams opened minus closed, not yet written
+_due = threading.Event()  # set when something is pending: the flusher sleeps on it, not on a clock
+_flusher: threading.Thread | None = None
+
+
 def observe_added(seconds: float) -> None:
-    PLAYGROUND_ADDED.observe(seconds)
+    with _lock:
+        _added.append(seconds)
+    _pending()
 
 
 def observe_upstream_ttft(seconds: float) -> None:
-    UPSTREAM_TTFT.observe(seconds)
+    with _lock:
+        _ttft.append(seconds)
+    _pending()
 
 
 def stream_opened() -> None:
-    STREAMS.inc()
+    with _lock:
+        _streams[0] += 1
+    _pending()
 
 
 def stream_closed() -> None:
-    STREAMS.dec()
+    with _lock:
+        _streams[0] -= 1
+    _pending()
 
 
 def count_request(route: str, status: int) -> None:
-    REQUESTS.labels(route, str(status)).inc()
+    key = (route, str(status))
+    with _lock:
+        _requests[key] = _requests.get(key, 0) + 1
+    _pending()
+
+
+def _pending() -> None:
+    global _flusher
+    if _due.is_set():
+        return
+    _due.set()
+    if _flusher is None or not _flusher.is_alive():
+        _flusher = threading.Thread(target=_flush_forever, name="telemetry-flush", daemon=True)
+        _flusher.start()
+
+
+def _flush_forever() -> None:
+    while True:
+        _due.wait()
+        time.sleep(FLUSH_SECONDS)
+        _due.clear()  # before flush(): what is recorded from here on sets it again
+        try:
+            flush()
+        except Exception:  # a full disk: these values are lost, the next ones are tried
+            logging.getLogger(__name__).warning("writing the playground's metrics failed", exc_info=True)
+
+
+def flush() -> None:
+    """Write what this process has recorded and not yet written to its value files."""
+    with _lock:
+        added, ttft, requests, streams = _added[:], _ttft[:], dict(_requests), _streams[0]
+        _added.clear()
+        _ttft.clear()
+        _requests.clear()
+        _streams[0] = 0
+    for value in added:
+        PLAYGROUND_ADDED.observe(value)
+    for value in ttft:
+        UPSTREAM_TTFT.observe(value)
+    for (route, code), n in requests.items():
+        REQUESTS.labels(route, code).inc(n)
+    if added or ttft or requests or streams:
+        STREAMS.inc(streams)  # even by 0: the gauge exists once this process has served a request
+
+
+def _forget_in_child() -> None:
+    """A forked child starts with nothing pending (its parent writes what it recorded)."""
+    global _flusher, _lock
+    _lock = threading.Lock()  # another thread may have held the parent's at the fork
+    _added.clear()
+    _ttft.clear()
+    _requests.clear()
+    _streams[0] = 0
+    _due.clear()
+    _flusher = None
+
+
+atexit.register(flush)
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def observe_prometheus_query(seconds: float, error: str | None) -> None:

@@ -36,9 +36,10 @@ def free_port() -> int:
 
 class AsgiServer:
     """An ASGI application (``module:attribute``) under uvicorn on a free loopback port, in a
-    thread."""
+    thread, with the HTTP protocol controlplane.serve gives uvicorn (``noticing``) or uvicorn's
+    own."""
 
-    def __init__(self, app: str = "controlplane.asgi:application") -> None:
+    def __init__(self, app: str = "controlplane.asgi:application", noticing: bool = True) -> None:
         import importlib
 
         import uvicorn
@@ -48,8 +49,10 @@ class AsgiServer:
         self.app = app
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        from controlplane.handoff import Noticing
+
         config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="off", access_log=False)
+                                lifespan="off", access_log=False, http=Noticing if noticing else "httptools")
         self.server = uvicorn.Server(config)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread = threading.Thread(target=self._run, name="playground-uvicorn", daemon=True)

@@ -58,6 +58,7 @@ def test_every_metric_the_dashboard_uses_is_exposed(routed_server, world):
 
     instruments.stream_opened()  # a process's gauge file exists once it has counted a stream
     instruments.stream_closed()
+    instruments.count_request("models", 200)  # and a labelled counter's series once it has counted
     from metrics import prometheus
 
     # One Prometheus query (to a port where nothing listens) so that its series exist.
@@ -123,7 +124,15 @@ def test_values_of_several_processes_are_summed_and_dead_processes_gauges_droppe
                                stdout=subprocess.PIPE, text=True)
     try:
         assert staying.stdout.readline().strip() == "ready"
-        after = scrape(routed_server)
+        # The staying process writes what it recorded within instruments.FLUSH_SECONDS.
+        deadline = time.monotonic() + 10
+        while True:
+            after = scrape(routed_server)
+            if (value(after, "controlplane_playground_added_latency_seconds_count") == count_before + 5
+                    and value(after, "controlplane_playground_streams_in_flight") == streams_before + 2):
+                break
+            assert time.monotonic() < deadline, after
+            time.sleep(0.05)
         # Counts from both processes (the one that exited too: counters and histograms add up)...
         assert value(after, "controlplane_playground_added_latency_seconds_count") == count_before + 5
         assert value(after, "controlplane_playground_added_latency_seconds_bucket", le="0.002") >= 5

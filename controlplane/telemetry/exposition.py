@@ -21,7 +21,7 @@ from pathlib import Path
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from telemetry import instruments  # noqa: F401  (sets PROMETHEUS_MULTIPROC_DIR before prometheus_client loads)
+from telemetry import instruments  # (sets PROMETHEUS_MULTIPROC_DIR before prometheus_client loads)
 
 from .collector import StateCollector
 
@@ -54,6 +54,7 @@ def render() -> tuple[bytes, str]:
 
     path = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     Path(path).mkdir(parents=True, exist_ok=True)
+    instruments.flush()  # this process's own, now; the others' within instruments.FLUSH_SECONDS
     _forget_dead_processes(path)
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry, path=path)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from typing import Any
 
 from django.core.exceptions import BadRequest
@@ -128,13 +129,43 @@ def _refuse_constant(name: str):
     raise UntrustedInputError("", f"{name} is not a JSON number")
 
 
+_local = threading.local()  # this thread's decoder, and whether it met a number out of bounds
+
+
+def _parse_int_seen(literal: str) -> int | _BigNumber:
+    value = _parse_int(literal)
+    if isinstance(value, _BigNumber) or not INT_MIN <= value <= INT_MAX:
+        _local.suspect = True
+    return value
+
+
+def _parse_float_seen(literal: str) -> float | _BigNumber:
+    value = _parse_float(literal)
+    if isinstance(value, _BigNumber) or not math.isfinite(value):
+        _local.suspect = True
+    return value
+
+
 def load_json(text: str) -> Any:
     """JSON text parsed within the bounds; UntrustedInputError (with the path) otherwise, or
-    ValueError (json.JSONDecodeError) for text that is not JSON."""
+    ValueError (json.JSONDecodeError) for text that is not JSON.
+
+    The walk that names a bad value's path (check) runs only when the text could hold one: a
+    number out of bounds (the parse hooks see every number), a ``\\u`` escape (the only way a
+    NUL or a lone surrogate gets into a string: json.loads refuses raw control characters), or
+    such a character raw in the text. Nesting is bounded before parsing (json_depth_exceeds).
+    Most documents (an ASCII chat request, say) are then parsed and nothing more."""
     if json_depth_exceeds(text):
         raise UntrustedInputError("", f"nested more than {MAX_DEPTH} levels deep")
-    data = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_refuse_constant)
-    check(data)
+    local = _local
+    decoder = getattr(local, "decoder", None)
+    if decoder is None:  # one a thread (its scanner is not shared), made once
+        local.decoder = decoder = json.JSONDecoder(parse_int=_parse_int_seen, parse_float=_parse_float_seen,
+                                                   parse_constant=_refuse_constant)
+    local.suspect = False
+    data = decoder.decode(text)
+    if local.suspect or "\\u" in text or _UNSTORABLE.search(text):
+        check(data)
     return data
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ssl
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -176,6 +177,7 @@ class Response:
         self._pool.slots.release()
 
 
+@functools.lru_cache(maxsize=1024)  # a few frontends and routes: parsed once each
 def _target(url: str) -> tuple[tuple, str, str]:
     parts = urlsplit(url)
     scheme, host = parts.scheme, parts.hostname

@@ -14,7 +14,7 @@ from django.apps import apps
 from graphs import services
 from graphs.catalog import PoolFields, build_spec
 from graphs.findings import MAX_FINDINGS, MAX_MESSAGE_CHARS
-from graphs.untrusted import MAX_DEPTH, QueryParameterError, load_json, query_int
+from graphs.untrusted import MAX_DEPTH, QueryParameterError, UntrustedInputError, load_json, query_int
 
 HUGE = "9" * 5000  # past Python's 4,300-digit limit for int()
 BIG = "9" * 30  # a Python int, but past every 64-bit column
@@ -273,3 +273,24 @@ def test_load_json_bounds_depth_numbers_and_text():
             load_json(text)
     # Brackets inside strings do not count as nesting.
     assert load_json('["' + "[" * 500 + '"]') == ["[" * 500]
+
+
+@pytest.mark.parametrize("text, path", [
+    ('{"a": {"b": [1, 99999999999999999999]}}', "a.b[1]"),  # a number the parse hooks flag
+    ('{"a": [0.5, 1e999]}', "a[1]"),
+    ('{"m": [{"content": "ok"}, {"content": "bad \\u0000 here"}]}', "m[1].content"),  # an escape
+    ('{"m": {"k\\ud83d": 1}}', "m"),
+    ('{"raw": "' + "\ud800" + '"}', "raw"),  # a lone surrogate in the text itself
+])
+def test_load_json_names_the_path_of_a_bad_value_whatever_lets_it_in(text, path):
+    """load_json walks the document only when the text could hold a bad value: every way one
+    can get in still finds it, with its path."""
+    with pytest.raises(UntrustedInputError) as caught:
+        load_json(text)
+    assert caught.value.path == path
+
+
+def test_load_json_leaves_good_documents_as_json_reads_them():
+    text = '{"model": "m", "messages": [{"role": "user", "content": "caf\\u00e9 \\ud83d\\ude00"}], "n": -3, "t": 0.7}'
+    assert load_json(text) == json.loads(text)
+    assert load_json('{"big": 9223372036854775807, "small": -9223372036854775808}')["big"] == 2**63 - 1

@@ -58,9 +58,7 @@ async def not_served(scope, receive, send) -> bool:
 
 
 async def serve(scope, receive, send, found: re.Match) -> None:
-    headers: dict[str, str] = {}
-    for name, value in scope["headers"]:
-        headers[name.decode("latin-1")] = value.decode("latin-1")
+    headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
     body = await _read_body(receive, headers)
     if body is None:
         await _send(send, gateway.too_large())

@@ -15,6 +15,7 @@ what other processes counted in their last FLUSH_SECONDS."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -74,11 +75,24 @@ def _pend(subject: str, requests: int, streams: int) -> None:
         entry = _pending.setdefault((subject, window), [0, 0])
         entry[0] += requests
         entry[1] += streams
-    if not _due.is_set():
-        _due.set()
+    if _due.is_set():  # the flusher is awake and will write these too
+        return
+    _due.set()
     if _flusher is None or not _flusher.is_alive():
         _flusher = threading.Thread(target=_flush_forever, name="playground-limits", daemon=True)
         _flusher.start()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has no flusher: the next count starts one (and writes only its own)."""
+    global _flusher, _lock
+    _flusher = None
+    _lock = threading.Lock()  # another thread may have held the parent's at the fork
+    _due.clear()
+    _pending.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _flush_forever() -> None:

@@ -19,8 +19,10 @@ its ``send`` (the request's RequestResponseCycle, uvicorn pinned in pyproject.to
 other server, or a reply with a Content-Length, each wake-up does one ``send`` of every byte
 that has arrived by then (a chunk, or several that arrived together: never a byte held back).
 The first bytes are stamped (upstream TTFT). A
-client that goes away is noticed by a small task waiting on ``receive``: it closes the
-upstream response, which closes its connection, and the frontend cancels the request."""
+client that goes away is told by the HTTP protocol (controlplane.handoff.Noticing, what
+controlplane.serve gives uvicorn), or under any other protocol noticed by a small task waiting
+on ``receive``: either closes the upstream response, which closes its connection, and the
+frontend cancels the request."""
 
 from __future__ import annotations
 

@@ -358,6 +358,8 @@ PLAYGROUND_CONNECT_TIMEOUT = float(env("PLAYGROUND_CONNECT_TIMEOUT", "0.8"))  # 
 # Keep-alive to frontends; off opens a connection per chat (see playground/upstream.py).
 PLAYGROUND_UPSTREAM_KEEPALIVE = env_bool("PLAYGROUND_UPSTREAM_KEEPALIVE", True)
 PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIONS", "256"))
+# A streamed body relayed by playground/relay.c's thread (when built) rather than by Python.
+PLAYGROUND_NATIVE_RELAY = env_bool("PLAYGROUND_NATIVE_RELAY", True)
 # Seconds a successful admission (caller, role, graph endpoint) is remembered per process, so
 # that a chat costs no database query; 0 checks the database on every request.
 PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))

@@ -34,6 +34,7 @@ import asyncio
 
 import httptools
 
+from . import native
 from .framing import RawRelay
 
 HIGH_WATER = 256 * 1024
@@ -55,8 +56,8 @@ class Connection(RawRelay, asyncio.Protocol):
     # it touches; attributes in the object itself are fewer of them than an instance dict.
     __slots__ = ("_busy", "_timer", "_waiter", "aligned", "chunk", "chunked", "complete", "end_client", "ended",
                  "ends_crlf", "error", "fast", "flow", "head_done", "headers", "held", "idle", "idle_since",
-                 "keep_alive", "key", "last", "loop", "lost", "out", "parser", "parts", "paused", "raw", "received",
-                 "seen", "size", "skip", "status", "tail", "trailer", "transport")
+                 "keep_alive", "key", "last", "loop", "lost", "native_result", "out", "parser", "parts", "paused",
+                 "raw", "received", "seen", "size", "skip", "status", "tail", "trailer", "transport")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, key: tuple) -> None:
         self.loop = loop
@@ -98,6 +99,7 @@ class Connection(RawRelay, asyncio.Protocol):
         self.trailer: bytes | None = None  # raw: what followed the last chunk's size line
         self.end_client = False  # pipe(end=True): raw, write the client's last chunk too
         self.ended = False  # ... and it has been written
+        self.native_result: native.Result | None = None  # how the native relay ended the stream
 
     # --- asyncio.Protocol ------------------------------------------------------------------
 
@@ -249,7 +251,10 @@ class Connection(RawRelay, asyncio.Protocol):
 
     async def pipe(self, out: asyncio.Transport, flow, *, end: bool = False) -> bytes:
         """Write the rest of the body to ``out`` as HTTP/1.1 chunks straight from
-        ``data_received`` until it ends; returns the last bytes written (b"" if none). ``flow``:
+        ``data_received`` until it ends, or, from a chunk boundary, by the native relay
+        (playground/native.py: no Python per chunk) where it is built and both connections are
+        plain TCP; returns the end of the last chunk's data written (b"" if none: all of it from
+        Python, at least its last two bytes from the native relay). ``flow``:
         the client's flow control (``write_paused``, ``drain()``): while the client is slow,
         reading from the frontend pauses. Raises as ``read`` does; a client gone (``out``
         closing) ends nothing here: whoever sees it closes this connection. ``end``: when the
@@ -262,6 +267,12 @@ class Connection(RawRelay, asyncio.Protocol):
             # At a chunk boundary (a partial size line never ends with CRLF): from here on the
             # frontend's own framing is the client's.
             self.raw = self.fast = self.chunked and self.aligned and self.ends_crlf and not self.complete
+            if self.raw and not flow.write_paused and not out.get_write_buffer_size():
+                relay = native.relay(self.loop)
+                if relay is not None:
+                    written = await native.pipe(self, relay, out, end)
+                    if written is not None:
+                        return written
             while True:
                 if self.error is not None:
                     if self.raw:
@@ -280,6 +291,11 @@ class Connection(RawRelay, asyncio.Protocol):
         finally:
             self.out = self.flow = None
             self.fast = False
+
+    def native_done(self, result: native.Result) -> None:
+        """The native relay has ended the stream it was handed (native.pipe)."""
+        self.native_result = result
+        self._wake()
 
     def _write_out(self, out: asyncio.Transport, parts: list[bytes]) -> None:
         self.parts = []

@@ -355,11 +355,9 @@ PLAYGROUND_MAX_PROMPT_BYTES = int(env("PLAYGROUND_MAX_PROMPT_BYTES", str(256 * 1
 PLAYGROUND_MAX_TOKENS = int(env("PLAYGROUND_MAX_TOKENS", "4096"))  # also the default when a request sets none
 PLAYGROUND_IDLE_TIMEOUT = float(env("PLAYGROUND_IDLE_TIMEOUT", "60"))  # seconds without a byte from the frontend
 PLAYGROUND_CONNECT_TIMEOUT = float(env("PLAYGROUND_CONNECT_TIMEOUT", "0.8"))  # a down frontend answers within 1 s
-# Keep-alive to frontends; off opens a connection per chat (see playground/upstream.py).
-PLAYGROUND_UPSTREAM_KEEPALIVE = env_bool("PLAYGROUND_UPSTREAM_KEEPALIVE", True)
+PLAYGROUND_UPSTREAM_KEEPALIVE = env_bool("PLAYGROUND_UPSTREAM_KEEPALIVE", True)  # off: a connection per chat
 PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIONS", "256"))
-# A streamed body relayed by playground/relay.c's thread (when built) rather than by Python.
-PLAYGROUND_NATIVE_RELAY = env_bool("PLAYGROUND_NATIVE_RELAY", True)
+PLAYGROUND_NATIVE_RELAY = env_bool("PLAYGROUND_NATIVE_RELAY", True)  # bodies relayed by playground/relay.c
 # Seconds a successful admission (caller, role, graph endpoint) is remembered per process, so
 # that a chat costs no database query; 0 checks the database on every request.
 PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))

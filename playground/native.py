@@ -25,6 +25,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from telemetry import instruments
+
 LIBRARY = Path(__file__).with_name("librelay.so")
 
 # relay.c: enum status and the flags of struct record.
@@ -185,12 +187,12 @@ def socket_fd(transport) -> int | None:
         return None
 
 
-async def pipe(conn, relay: _Relay, out, end: bool) -> bytes | None:
+async def pipe(conn, relay: _Relay, out, end: bool) -> Result | None:
     """wire.Connection.pipe by the native relay, from a chunk boundary of the reply with
-    nothing of ours unwritten to the client: returns the end of the last chunk's data written
-    (its last two bytes: what gateway.terminate looks at), raises as ``pipe`` does; None if the
-    relay cannot take this stream (TLS on either side, or no free slot), which Python's then
-    relays."""
+    nothing of ours unwritten to the client: how the stream ended (the connection's state set
+    from it, and a half-sent chunk sealed for the client), for ``pipe`` to return or raise
+    from; None if the relay cannot take this stream (TLS on either side, or no free slot),
+    which Python's then relays."""
     up, client = socket_fd(conn.transport), socket_fd(out)
     if up is None or client is None:
         return None
@@ -204,6 +206,7 @@ async def pipe(conn, relay: _Relay, out, end: bool) -> bytes | None:
         _resume(conn)
         conn._timer = conn.loop.call_later(conn.idle, conn._check_idle)
         return None
+    instruments.count_relayed("native")
     try:
         while conn.native_result is None:
             if conn.error is not None:  # closed meanwhile (the client went away)
@@ -220,23 +223,23 @@ async def pipe(conn, relay: _Relay, out, end: bool) -> bytes | None:
         conn.complete = True
         conn.keep_alive = conn.keep_alive and result.reusable
         _resume(conn)  # an idle pooled connection notices the frontend closing it
-        return result.tail
-    from .wire import StreamDropped, StreamTimeout
-
+        return result
     conn.skip = result.skip
     conn.trailer = b"" if result.in_trailers else None
     conn._seal(out)
-    if result.status == IDLE:
-        error: Exception = StreamTimeout(f"nothing from the frontend for {conn.idle:g} s")
-    elif result.status == FRAMING:
-        error = StreamDropped(f"the frontend's chunked framing is not HTTP/1.1 ({result.why})")
-    elif result.status == CLIENT_GONE:
-        error = StreamDropped("the client's connection failed")
-    else:
-        error = StreamDropped("the frontend closed the connection")
     conn.lost = True  # the relay read past what the connection's parser knows: never reused
-    conn._fail(error)
-    raise error
+    return result
+
+
+def failure(result: Result, idle: float) -> tuple[bool, str]:
+    """(timed out, what happened) for a stream the native relay did not end with DONE."""
+    if result.status == IDLE:
+        return True, f"nothing from the frontend for {idle:g} s"
+    if result.status == FRAMING:
+        return False, f"the frontend's chunked framing is not HTTP/1.1 ({result.why})"
+    if result.status == CLIENT_GONE:
+        return False, "the client's connection failed"
+    return False, "the frontend closed the connection"
 
 
 def _resume(conn) -> None:

@@ -34,6 +34,8 @@ import asyncio
 
 import httptools
 
+from telemetry import instruments
+
 from . import native
 from .framing import RawRelay
 
@@ -270,9 +272,14 @@ class Connection(RawRelay, asyncio.Protocol):
             if self.raw and not flow.write_paused and not out.get_write_buffer_size():
                 relay = native.relay(self.loop)
                 if relay is not None:
-                    written = await native.pipe(self, relay, out, end)
-                    if written is not None:
-                        return written
+                    result = await native.pipe(self, relay, out, end)
+                    if result is not None:
+                        if result.status == native.DONE:
+                            return result.tail
+                        timed_out, why = native.failure(result, self.idle)
+                        self._fail(StreamTimeout(why) if timed_out else StreamDropped(why))
+                        raise self.error
+            instruments.count_relayed("python")
             while True:
                 if self.error is not None:
                     if self.raw:

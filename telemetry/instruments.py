@@ -47,6 +47,10 @@ STREAMS = Gauge("controlplane_playground_streams_in_flight", "Streams being rela
                 multiprocess_mode="livesum")
 REQUESTS = Counter("controlplane_playground_requests_total",
                    "Requests to the playground's OpenAI endpoint, by route and HTTP status", ["route", "code"])
+RELAYED = Counter("controlplane_playground_stream_bodies_total",
+                  "Streamed reply bodies relayed to clients, by relay: native (playground/relay.c's thread, no "
+                  "Python per chunk) or python (TLS on either side, or the native relay not built or turned off)",
+                  ["relay"])
 PROMETHEUS_QUERY = Histogram(
     "controlplane_prometheus_query_duration_seconds",
     "Queries the control plane sent to Prometheus (cache misses), by outcome",
@@ -62,6 +66,7 @@ _added: list[float] = []  # observations not yet written, in seconds
 _ttft: list[float] = []
 _requests: dict[tuple[str, str], int] = {}  # (route, code) -> requests not yet counted
 _streams = [0]  # streams opened minus closed, not yet written
+_relayed: dict[str, int] = {}  # relay -> bodies not yet counted
 _due = threading.Event()  # set when something is pending: the flusher sleeps on it, not on a clock
 _flusher: threading.Thread | None = None
 
@@ -97,6 +102,12 @@ def count_request(route: str, status: int) -> None:
     _pending()
 
 
+def count_relayed(relay: str) -> None:
+    with _lock:
+        _relayed[relay] = _relayed.get(relay, 0) + 1
+    _pending()
+
+
 def _pending() -> None:
     global _flusher
     if _due.is_set():
@@ -121,7 +132,8 @@ def _flush_forever() -> None:
 def flush() -> None:
     """Write what this process has recorded and not yet written to its value files."""
     with _lock:
-        added, ttft, requests, streams = _added[:], _ttft[:], dict(_requests), _streams[0]
+        added, ttft, requests, streams, relayed = _added[:], _ttft[:], dict(_requests), _streams[0], dict(_relayed)
+        _relayed.clear()
         _added.clear()
         _ttft.clear()
         _requests.clear()
@@ -132,6 +144,8 @@ def flush() -> None:
         UPSTREAM_TTFT.observe(value)
     for (route, code), n in requests.items():
         REQUESTS.labels(route, code).inc(n)
+    for relay, n in relayed.items():
+        RELAYED.labels(relay).inc(n)
     if added or ttft or requests or streams:
         STREAMS.inc(streams)  # even by 0: the gauge exists once this process has served a request
 
@@ -143,6 +157,7 @@ def _forget_in_child() -> None:
     _added.clear()
     _ttft.clear()
     _requests.clear()
+    _relayed.clear()
     _streams[0] = 0
     _due.clear()
     _flusher = None

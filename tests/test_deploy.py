@@ -585,7 +585,7 @@ def test_the_grafana_dashboard_is_valid_json_over_the_control_planes_own_series(
 def test_dockerfile_builds_a_slim_non_root_image():
     instructions = dockerfile_instructions()
     words = [w for w, _ in instructions]
-    (base,) = [rest for w, rest in instructions if w == "FROM"]
+    base = [rest for w, rest in instructions if w == "FROM"][-1]  # the image's stage (the others build)
     assert base.startswith("python:3.11-slim")
     env: dict[str, str] = {}
     for word, rest in instructions:
@@ -617,10 +617,34 @@ def test_dockerfile_copy_sources_exist():
     copies = [rest for w, rest in dockerfile_instructions() if w == "COPY"]
     assert copies
     for rest in copies:
+        if "--from=" in rest:  # a build stage's output: test_the_image_builds_the_native_relay
+            continue
         parts = [p for p in shlex.split(rest) if not p.startswith("--")]
         for source in parts[:-1]:
             assert (REPO / source).exists(), f"COPY {source}: no such file in the build context"
             assert not _ignored(source) or source == ".", f"COPY {source} is excluded by .dockerignore"
+
+
+def test_the_image_builds_the_native_relay(tmp_path):
+    """The image's relay (playground/native.py) comes from a build stage with a compiler; its
+    build command, run here on the stage's own source, makes a library that native.py loads."""
+    instructions = dockerfile_instructions()
+    stages = [rest.split() for w, rest in instructions if w == "FROM"]
+    assert stages[-1][0].endswith("-slim") and any(s[-2:] == ["AS", "native"] for s in stages[:-1])
+    (copy,) = [rest for w, rest in instructions if w == "COPY" and "--from=native" in rest]
+    built, target = shlex.split(copy)[1:]
+    assert target == "/app/playground/librelay.so"
+    (source,) = [shlex.split(rest) for w, rest in instructions if w == "COPY" and "relay.c" in rest]
+    assert source[0] == "playground/relay.c"
+    (build,) = [rest for w, rest in instructions if w == "RUN" and "relay.c" in rest]
+    command = build.replace(source[1], str(tmp_path / "relay.c")).replace(built, str(tmp_path / "librelay.so"))
+    shutil.copy(REPO / source[0], tmp_path / "relay.c")
+    subprocess.run(["sh", "-c", command], check=True, timeout=120, capture_output=True)
+    import ctypes
+
+    lib = ctypes.CDLL(str(tmp_path / "librelay.so"))
+    assert all(hasattr(lib, name) for name in ("relay_new", "relay_run", "relay_add", "relay_cancel"))
+    assert _ignored("playground/librelay.so"), "a library built for the developer's machine stays out"
 
 
 def _ignored(path: str) -> bool:

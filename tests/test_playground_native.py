@@ -183,3 +183,28 @@ def test_many_streams_at_once_each_get_their_own_bytes():
 
     for n, got in enumerate(run(main())):
         assert dechunk(got[:-5]) == b"".join(b"data: %d.%d\n\n" % (n, i) for i in range(100))
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_each_relayed_body_is_counted_by_the_relay_that_took_it(on, settings):
+    """controlplane_playground_stream_bodies_total{relay}: which relay serves, on /metrics."""
+    from telemetry import instruments
+
+    settings.PLAYGROUND_NATIVE_RELAY = on
+    counter = {relay: instruments.RELAYED.labels(relay) for relay in ("native", "python")}
+    instruments.flush()
+    before = {relay: c._value.get() for relay, c in counter.items()}
+
+    async def main():
+        script, response, (out, flow), _client, _ = await piped(first_then(chunk(b"data: 1\n\n") + b"0\r\n\r\n"))
+        script.go.set()
+        await asyncio.wait_for(response.pipe(out, flow, end=True), 5)
+        response.release()
+        out.close()
+
+    run(main())
+    instruments.flush()
+    taken = "native" if on else "python"
+    assert counter[taken]._value.get() == before[taken] + 1
+    other = "python" if on else "native"
+    assert counter[other]._value.get() == before[other]

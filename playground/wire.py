@@ -26,7 +26,8 @@ frontend framed them, parsed by no more than finding each chunk's size line: no 
 callback and no copy per chunk, and for whole chunks a read (the common case) no more than a
 few C calls a chunk (``data_received``'s short path; the rest in framing.py); the frontend's
 last chunk (size 0, and trailers) is kept back, for the ASGI server ends the client's reply
-itself."""
+itself. Where it is built, the native relay (native.py, relay.c) takes the body from that chunk
+boundary on instead: no Python at all per chunk; this relay stays for TLS and for the rest."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 LAST_CHUNK = b"0\r\n\r\n"
+SEAL_LIMIT = 1 << 20  # newlines written at most to fill a half-sent chunk
 
 
 class RawRelay:
@@ -74,7 +75,9 @@ class RawRelay:
     def _seal(self, out: asyncio.Transport) -> None:
         """Fill the chunk the frontend left half sent with newlines, so that the client's
         framing holds for the error event that follows (blank lines end an SSE event)."""
-        if self.skip and self.trailer is None and not out.is_closing():
+        if self.skip > SEAL_LIMIT and self.trailer is None:  # a chunk announced huge: the client's reply is cut
+            out.close()
+        elif self.skip and self.trailer is None and not out.is_closing():
             newlines = max(0, self.skip - 2)
             out.write(b"\n" * newlines + b"\r\n"[-min(self.skip, 2):])
             self.tail, self.chunk = (b"\n\n" if newlines >= 2 else b"\n"), None

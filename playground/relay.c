@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -114,6 +115,9 @@ struct relay *relay_new(void) {
     r->notify_r = p[0];
     r->notify_w = p[1];  /* blocking: a full pipe waits for the loop rather than lose a record */
     fcntl(r->notify_r, F_SETFL, O_NONBLOCK);
+    /* Room for every stream's record and more (1 MiB: 32768), so that the thread, which writes
+     * them holding the lock, never waits on a loop that is itself waiting for the lock. */
+    fcntl(r->notify_w, F_SETPIPE_SZ, 1 << 20);
     pthread_mutex_init(&r->lock, NULL);
     for (int i = 0; i < MAX_STREAMS; i++) r->free_list[i] = MAX_STREAMS - 1 - i;
     r->nfree = MAX_STREAMS;
@@ -210,7 +214,7 @@ static void finish(struct relay *r, int index, enum status status, enum why why)
     rec.bytes = s->bytes;
     rec.why = (uint8_t)why;
     switch (s->st) {
-    case S_DATA: rec.skip = (int32_t)(s->size + 2); break;
+    case S_DATA: rec.skip = s->size + 2 > INT32_MAX ? INT32_MAX : (int32_t)(s->size + 2); break;
     case S_DATA_CR: rec.skip = 2; break;
     case S_DATA_LF: rec.skip = 1; break;
     default: rec.skip = 0;

@@ -416,3 +416,26 @@ def test_a_frontend_that_drops_a_piped_stream_raises_with_the_last_bytes_written
 
     first, tail = run(main())
     assert first + tail == EVENTS[0] + EVENTS[1][:10]
+
+
+def test_a_frontend_that_announces_a_huge_chunk_and_drops_it_cuts_the_client_off(relay):
+    """No gigabyte of newlines to seal the half-sent chunk: the client's reply is cut instead."""
+    async def reply(script, writer):
+        writer.write(HEAD + chunk(EVENTS[0]))
+        await writer.drain()
+        await script.go.wait()
+        writer.write(b"40000000\r\ndata: {")  # a 1 GiB chunk begun
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        return False
+
+    async def main():
+        script, response, (out, flow), client, _first = await piped(reply)
+        script.go.set()
+        with pytest.raises(upstream.STREAM_ERRORS):
+            await asyncio.wait_for(response.pipe(out, flow), 2)
+        response.close()
+        return out.is_closing(), await asyncio.wait_for(client.received.read(), 2)
+
+    closing, received = run(main())
+    assert closing and len(received) < 1024

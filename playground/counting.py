@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from dataclasses import dataclass
 
@@ -25,11 +24,14 @@ from django.conf import settings
 from django.core.cache import caches
 from django.core.cache.backends.locmem import LocMemCache
 
+from telemetry.later import Later
+
 from . import limits
 
 log = logging.getLogger(__name__)
 
 FLUSH_SECONDS = 1.0
+_later = Later("playground-limits", FLUSH_SECONDS, lambda: flush(), "writing the playground's limit counts failed")
 
 
 @dataclass
@@ -43,9 +45,6 @@ class _Seen:
 
 _seen: dict[str, _Seen] = {}
 _pending: dict[tuple[str, int], list[int]] = {}  # (subject, rate window) -> [requests, streams] not yet written
-_lock = threading.Lock()
-_flusher: threading.Thread | None = None
-_due = threading.Event()  # set when counts are pending: the flusher sleeps on it, not on a clock
 
 
 def in_memory() -> bool:
@@ -63,54 +62,31 @@ _kinds: dict[str, bool] = {}
 
 def reset() -> None:
     """Forget what this process saw and drop what it has not written (tests)."""
-    with _lock:
+    with _later.lock:
         _pending.clear()
     _seen.clear()
 
 
 def _pend(subject: str, requests: int, streams: int) -> None:
-    global _flusher
     window = limits.window_of(time.time())
-    with _lock:
+    with _later.lock:
         entry = _pending.setdefault((subject, window), [0, 0])
         entry[0] += requests
         entry[1] += streams
-    if _due.is_set():  # the flusher is awake and will write these too
-        return
-    _due.set()
-    if _flusher is None or not _flusher.is_alive():
-        _flusher = threading.Thread(target=_flush_forever, name="playground-limits", daemon=True)
-        _flusher.start()
+    _later.due()
 
 
 def _after_fork_in_child() -> None:
-    """A forked child has no flusher: the next count starts one (and writes only its own)."""
-    global _flusher, _lock
-    _flusher = None
-    _lock = threading.Lock()  # another thread may have held the parent's at the fork
-    _due.clear()
+    """A forked child writes only its own counts (the Later starts afresh there too)."""
     _pending.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _flush_forever() -> None:
-    """Write pending counts FLUSH_SECONDS after the first of them; with none pending, sleep
-    until there are (no wake-ups of an idle process)."""
-    while True:
-        _due.wait()
-        time.sleep(FLUSH_SECONDS)
-        _due.clear()  # before flush(): a count pended from here on sets it again
-        try:
-            flush()
-        except Exception:  # a cache that is down: the counts are lost, the next ones are tried
-            log.warning("writing the playground's limit counts failed", exc_info=True)
-
-
 def flush(subject: str | None = None) -> None:
     """Write this process's pending counts (of ``subject``, or of all) to the shared cache."""
-    with _lock:
+    with _later.lock:
         batch = {key: _pending.pop(key) for key in [k for k in _pending if subject in (None, k[0])]}
     current = limits.window_of(time.time())
     for (name, window), (requests, streams) in batch.items():

@@ -19,14 +19,14 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import threading
-import time
 
 from django.conf import settings
 
 os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(settings.METRICS_MULTIPROC_DIR))  # settings did already
 
 from prometheus_client import Counter, Gauge, Histogram, values
+
+from .later import Later
 
 if values.ValueClass.__name__ != "MmapedValue":  # prometheus_client was imported before the settings
     logging.getLogger(__name__).error(
@@ -60,78 +60,55 @@ PROMETHEUS_ERRORS = Counter("controlplane_prometheus_query_errors_total",
 
 
 FLUSH_SECONDS = 0.25
+_later = Later("telemetry-flush", FLUSH_SECONDS, lambda: flush(), "writing the playground's metrics failed")
 
-_lock = threading.Lock()
 _added: list[float] = []  # observations not yet written, in seconds
 _ttft: list[float] = []
 _requests: dict[tuple[str, str], int] = {}  # (route, code) -> requests not yet counted
 _streams = [0]  # streams opened minus closed, not yet written
 _relayed: dict[str, int] = {}  # relay -> bodies not yet counted
-_due = threading.Event()  # set when something is pending: the flusher sleeps on it, not on a clock
-_flusher: threading.Thread | None = None
 
 
 def observe_added(seconds: float) -> None:
-    with _lock:
+    with _later.lock:
         _added.append(seconds)
-    _pending()
+    _later.due()
 
 
 def observe_upstream_ttft(seconds: float) -> None:
-    with _lock:
+    with _later.lock:
         _ttft.append(seconds)
-    _pending()
+    _later.due()
 
 
 def stream_opened() -> None:
-    with _lock:
+    with _later.lock:
         _streams[0] += 1
-    _pending()
+    _later.due()
 
 
 def stream_closed() -> None:
-    with _lock:
+    with _later.lock:
         _streams[0] -= 1
-    _pending()
+    _later.due()
 
 
 def count_request(route: str, status: int) -> None:
     key = (route, str(status))
-    with _lock:
+    with _later.lock:
         _requests[key] = _requests.get(key, 0) + 1
-    _pending()
+    _later.due()
 
 
 def count_relayed(relay: str) -> None:
-    with _lock:
+    with _later.lock:
         _relayed[relay] = _relayed.get(relay, 0) + 1
-    _pending()
-
-
-def _pending() -> None:
-    global _flusher
-    if _due.is_set():
-        return
-    _due.set()
-    if _flusher is None or not _flusher.is_alive():
-        _flusher = threading.Thread(target=_flush_forever, name="telemetry-flush", daemon=True)
-        _flusher.start()
-
-
-def _flush_forever() -> None:
-    while True:
-        _due.wait()
-        time.sleep(FLUSH_SECONDS)
-        _due.clear()  # before flush(): what is recorded from here on sets it again
-        try:
-            flush()
-        except Exception:  # a full disk: these values are lost, the next ones are tried
-            logging.getLogger(__name__).warning("writing the playground's metrics failed", exc_info=True)
+    _later.due()
 
 
 def flush() -> None:
     """Write what this process has recorded and not yet written to its value files."""
-    with _lock:
+    with _later.lock:
         added, ttft, requests, streams, relayed = _added[:], _ttft[:], dict(_requests), _streams[0], dict(_relayed)
         _relayed.clear()
         _added.clear()
@@ -152,15 +129,11 @@ def flush() -> None:
 
 def _forget_in_child() -> None:
     """A forked child starts with nothing pending (its parent writes what it recorded)."""
-    global _flusher, _lock
-    _lock = threading.Lock()  # another thread may have held the parent's at the fork
     _added.clear()
     _ttft.clear()
     _requests.clear()
     _relayed.clear()
     _streams[0] = 0
-    _due.clear()
-    _flusher = None
 
 
 atexit.register(flush)

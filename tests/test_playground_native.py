@@ -12,29 +12,13 @@ import pytest
 
 from playground import native, upstream
 from playground.wire import StreamDropped, StreamTimeout
-from tests.test_playground_wire import HEAD, chunk, dechunk, piped, run
+from tests.test_playground_wire import HEAD, chunk, dechunk, first_then, piped, run
 
 
 @pytest.fixture(autouse=True)
 def _native(settings):
     assert native.built(), "playground/librelay.so is not built: run make install"
     settings.PLAYGROUND_NATIVE_RELAY = True
-
-
-def first_then(rest: bytes, *, then_close: bool = False, pause: float = 0.0):
-    """A frontend's reply: the first event alone, then (once ``script.go`` is set) ``rest``."""
-
-    async def reply(script, writer):
-        writer.write(HEAD + chunk(b"data: first\n\n"))
-        await writer.drain()
-        await script.go.wait()
-        writer.write(rest)
-        await writer.drain()
-        if pause:
-            await asyncio.sleep(pause)
-        return not then_close
-
-    return reply
 
 
 def _open_fds() -> int:

@@ -248,6 +248,23 @@ async def piped(reply):
     return script, response, lent, client, await response.read()
 
 
+def first_then(rest: bytes, *, first: bytes = b"data: first\n\n", then_close: bool = False, pause: float = 0.0):
+    """A frontend's reply: the event ``first`` alone, then (once ``script.go`` is set) ``rest``,
+    then ``pause`` seconds; ``then_close``: the connection closes then."""
+
+    async def reply(script, writer):
+        writer.write(HEAD + chunk(first))
+        await writer.drain()
+        await script.go.wait()
+        writer.write(rest)
+        await writer.drain()
+        if pause:
+            await asyncio.sleep(pause)
+        return not then_close
+
+    return reply
+
+
 def dechunk(received: bytes) -> bytes:
     """The data of HTTP/1.1 chunks (a reply the test ended itself: no last chunk needed)."""
     body, at = bytearray(), 0
@@ -317,14 +334,8 @@ def test_a_pipe_relays_the_frontends_framing_however_its_bytes_are_split(seed, r
 
 
 def test_a_stream_dropped_mid_chunk_leaves_the_client_valid_chunks_ending_the_event(relay):
-    async def reply(script, writer):
-        writer.write(HEAD + chunk(EVENTS[0]))
-        await writer.drain()
-        await script.go.wait()
-        writer.write(chunk(EVENTS[1]) + chunk(EVENTS[2])[:12])  # half a chunk, then gone
-        await writer.drain()
-        await asyncio.sleep(0.05)
-        return False
+    # half a chunk, then gone
+    reply = first_then(chunk(EVENTS[1]) + chunk(EVENTS[2])[:12], first=EVENTS[0], then_close=True, pause=0.05)
 
     async def main():
         script, response, (out, flow), client, _first = await piped(reply)
@@ -420,14 +431,7 @@ def test_a_frontend_that_drops_a_piped_stream_raises_with_the_last_bytes_written
 
 def test_a_frontend_that_announces_a_huge_chunk_and_drops_it_cuts_the_client_off(relay):
     """No gigabyte of newlines to seal the half-sent chunk: the client's reply is cut instead."""
-    async def reply(script, writer):
-        writer.write(HEAD + chunk(EVENTS[0]))
-        await writer.drain()
-        await script.go.wait()
-        writer.write(b"40000000\r\ndata: {")  # a 1 GiB chunk begun
-        await writer.drain()
-        await asyncio.sleep(0.05)
-        return False
+    reply = first_then(b"40000000\r\ndata: {", first=EVENTS[0], then_close=True, pause=0.05)  # a 1 GiB chunk begun
 
     async def main():
         script, response, (out, flow), client, _first = await piped(reply)

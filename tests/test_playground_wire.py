@@ -265,6 +265,17 @@ def first_then(rest: bytes, *, first: bytes = b"data: first\n\n", then_close: bo
     return reply
 
 
+async def pipe_dropped(reply):
+    """Pipe a stream the frontend (``reply``) drops: the pipe raises, the response is closed.
+    (response, the client's transport, the client)."""
+    script, response, (out, flow), client, _first = await piped(reply)
+    script.go.set()
+    with pytest.raises(upstream.STREAM_ERRORS):
+        await asyncio.wait_for(response.pipe(out, flow), 2)
+    response.close()
+    return response, out, client
+
+
 def dechunk(received: bytes) -> bytes:
     """The data of HTTP/1.1 chunks (a reply the test ended itself: no last chunk needed)."""
     body, at = bytearray(), 0
@@ -338,11 +349,7 @@ def test_a_stream_dropped_mid_chunk_leaves_the_client_valid_chunks_ending_the_ev
     reply = first_then(chunk(EVENTS[1]) + chunk(EVENTS[2])[:12], first=EVENTS[0], then_close=True, pause=0.05)
 
     async def main():
-        script, response, (out, flow), client, _first = await piped(reply)
-        script.go.set()
-        with pytest.raises(upstream.STREAM_ERRORS):
-            await asyncio.wait_for(response.pipe(out, flow), 2)
-        response.close()
+        response, out, client = await pipe_dropped(reply)
         out.close()
         return response.tail(), await client.received.read()
 
@@ -434,11 +441,7 @@ def test_a_frontend_that_announces_a_huge_chunk_and_drops_it_cuts_the_client_off
     reply = first_then(b"40000000\r\ndata: {", first=EVENTS[0], then_close=True, pause=0.05)  # a 1 GiB chunk begun
 
     async def main():
-        script, response, (out, flow), client, _first = await piped(reply)
-        script.go.set()
-        with pytest.raises(upstream.STREAM_ERRORS):
-            await asyncio.wait_for(response.pipe(out, flow), 2)
-        response.close()
+        _response, out, client = await pipe_dropped(reply)
         return out.is_closing(), await asyncio.wait_for(client.received.read(), 2)
 
     closing, received = run(main())

@@ -207,7 +207,10 @@ def test_a_watch_expiring_mid_stream_lists_again(cluster, kube, watcher):
     kube.clear_requests()
 
     def expire_while_watching():
-        time.sleep(0.5)  # the watches are open and waiting by now
+        began = time.monotonic()  # wait for the pods watch to be open (a loaded machine may take a while)
+        while not kube.find_requests("GET", rf"/namespaces/{NS}/pods$") and time.monotonic() - began < 3:
+            time.sleep(0.05)
+        time.sleep(0.2)
         with kube.store.cond:  # change and compact before any watch can read the change: 410 mid-stream
             kube.set_pod(prefill, namespace=NS, dgd="g", component="prefill", component_type="prefill",
                          waiting_reason="CrashLoopBackOff")
@@ -215,7 +218,7 @@ def test_a_watch_expiring_mid_stream_lists_again(cluster, kube, watcher):
 
     thread = threading.Thread(target=expire_while_watching)
     thread.start()
-    assert watcher.watch_once(timeout=2) is True
+    assert watcher.watch_once(timeout=5) is True  # room to list again and watch anew, even on a busy machine
     thread.join()
     calls = [("watch" if r.param("watch") else "list") for r in kube.find_requests("GET", rf"/namespaces/{NS}/pods$")]
     assert calls[:3] == ["watch", "list", "watch"], calls

@@ -66,6 +66,7 @@ class _Relay:
         self.pid = os.getpid()
         self.streams: dict[int, tuple[asyncio.AbstractEventLoop, object]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.partial = b""  # a record not yet whole (the thread writes several at once)
         # ctypes lets go of the GIL for the call: the thread never holds it.
         threading.Thread(target=lib.relay_run, args=(self.ctx,), name="native-relay", daemon=True).start()
 
@@ -84,6 +85,10 @@ class _Relay:
             data = os.read(self.fd, _RECORD.size * 256)
         except BlockingIOError:
             return
+        if self.partial or len(data) % _RECORD.size:
+            data = self.partial + data
+            whole = len(data) - len(data) % _RECORD.size
+            data, self.partial = data[:whole], data[whole:]
         for sid, status, written, skip, why, flags, tail_len, tail in _RECORD.iter_unpack(data):
             entry = self.streams.pop(sid, None)
             if entry is None:  # cancelled: nobody waits for it

@@ -7,7 +7,7 @@
  * of sockets, dup()ed here from the event loop's (the loop no longer reads the frontend's
  * meanwhile, and writes nothing to the client): what the frontend sends is written to the
  * client as it arrives, as the frontend framed it (HTTP/1.1 chunks), read by a state machine
- * that finds the chunks' boundaries and nothing else. A chunk-size line not yet whole is held
+ * that finds the chunks' boundaries and nothing else (chunked.h). A chunk-size line not yet whole is held
  * back, so that the client's framing is whole whenever the stream stops. The frontend's last
  * chunk (size 0) and its trailers are not relayed: the client's last chunk is written in their
  * place, with the bytes before it.
@@ -36,15 +36,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chunked.h"
+
 #define MAX_STREAMS 4096
 #define READ_SIZE (64 * 1024)
-#define MAX_LINE 1024          /* a chunk-size line, extensions included */
-#define MAX_TRAILERS (64 * 1024)
 
 enum status { DONE = 0, UPSTREAM_CLOSED = 1, FRAMING = 2, IDLE = 3, CLIENT_GONE = 4, CANCELLED = 5 };
-enum why { WHY_NONE = 0, WHY_LONG_LINE = 1, WHY_SIZE = 2, WHY_CRLF = 3, WHY_TRAILERS = 4, WHY_BIG = 5 };
-enum state { S_SIZE, S_EXT, S_SIZE_LF, S_DATA, S_DATA_CR, S_DATA_LF, S_TRAILER, S_TRAILER_LINE,
-             S_TRAILER_LF, S_END_LF, S_DONE };
 
 /* What the loop reads from the pipe: 32 bytes, little-endian on the machines this runs on. */
 struct record {
@@ -64,19 +61,14 @@ struct record {
 struct stream {
     int used, up, cl, idle_ms, end, cancelled, waiting_client, up_registered, pos;
     uint32_t gen;
-    enum state st;
-    uint64_t size;         /* chunk size being read, then data left of it */
-    int line;              /* length of the size line so far */
-    int trailers;          /* bytes of trailers so far */
-    int ended, reusable;
+    struct chunked c;      /* where the frontend's framing is */
+    int ended;
     char held[MAX_LINE + 8];  /* a size line not yet whole: written with what follows it */
     int held_len;
     char *out;             /* what the client has not taken yet */
     size_t out_len, out_at;
     int64_t bytes;
     int64_t last_ms;
-    uint8_t cur[2], tail[2];  /* last two data bytes of the chunk being read / of the last whole one */
-    int cur_len, tail_len;
 };
 
 struct relay {
@@ -86,6 +78,8 @@ struct relay {
     int free_list[MAX_STREAMS], nfree;  /* indices not in use */
     int act[MAX_STREAMS], active;       /* indices in use (s->pos: where) */
     int rescan;                         /* a stream came, was cancelled or resumed: look again */
+    struct record done[MAX_STREAMS];    /* records of the streams ended in this wake-up, written */
+    int ndone;                          /* to the pipe once the lock is let go (the thread's own) */
     char buf[MAX_LINE + 8 + READ_SIZE + 8];
 };
 
@@ -93,13 +87,6 @@ static int64_t now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
-static int hexval(unsigned char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
 }
 
 struct relay *relay_new(void) {
@@ -115,8 +102,8 @@ struct relay *relay_new(void) {
     r->notify_r = p[0];
     r->notify_w = p[1];  /* blocking: a full pipe waits for the loop rather than lose a record */
     fcntl(r->notify_r, F_SETFL, O_NONBLOCK);
-    /* Room for every stream's record and more (1 MiB: 32768), so that the thread, which writes
-     * them holding the lock, never waits on a loop that is itself waiting for the lock. */
+    /* Room for many records (1 MiB: 32768), so that the thread seldom waits for the loop to read
+     * them; it writes them without the lock, so a wait never stops the loop. */
     fcntl(r->notify_w, F_SETPIPE_SZ, 1 << 20);
     pthread_mutex_init(&r->lock, NULL);
     for (int i = 0; i < MAX_STREAMS; i++) r->free_list[i] = MAX_STREAMS - 1 - i;
@@ -163,8 +150,8 @@ int relay_add(struct relay *r, int up, int cl, int idle_ms, int end) {
     s->cl = c;
     s->idle_ms = idle_ms;
     s->end = end;
-    s->st = S_SIZE;
-    s->reusable = 1;
+    s->c.st = S_SIZE;
+    s->c.reusable = 1;
     s->last_ms = now_ms();
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = key(index, 0)};
     if (epoll_ctl(r->ep, EPOLL_CTL_ADD, u, &ev) < 0) {
@@ -206,23 +193,23 @@ void relay_cancel(struct relay *r, int id) {
 
 static void finish(struct relay *r, int index, enum status status, enum why why) {
     struct stream *s = &r->s[index];
-    struct record rec;
+    struct record rec;  /* one per stream ended in this wake-up: ndone < MAX_STREAMS */
     memset(&rec, 0, sizeof rec);
     if (s->cancelled) status = CANCELLED;
     rec.id = stream_id(r, index);
     rec.status = status;
     rec.bytes = s->bytes;
     rec.why = (uint8_t)why;
-    switch (s->st) {
-    case S_DATA: rec.skip = s->size + 2 > INT32_MAX ? INT32_MAX : (int32_t)(s->size + 2); break;
+    switch (s->c.st) {
+    case S_DATA: rec.skip = s->c.size + 2 > INT32_MAX ? INT32_MAX : (int32_t)(s->c.size + 2); break;
     case S_DATA_CR: rec.skip = 2; break;
     case S_DATA_LF: rec.skip = 1; break;
     default: rec.skip = 0;
     }
-    rec.flags = (uint8_t)((s->ended ? 1 : 0) | (status == DONE && s->reusable ? 2 : 0) |
-                          (s->st >= S_TRAILER && s->st <= S_END_LF ? 4 : 0));
-    rec.tail_len = (uint8_t)s->tail_len;
-    memcpy(rec.tail, s->tail, 2);
+    rec.flags = (uint8_t)((s->ended ? 1 : 0) | (status == DONE && s->c.reusable ? 2 : 0) |
+                          (s->c.st >= S_TRAILER && s->c.st <= S_END_LF ? 4 : 0));
+    rec.tail_len = (uint8_t)s->c.tail_len;
+    memcpy(rec.tail, s->c.tail, 2);
     if (s->up_registered) epoll_ctl(r->ep, EPOLL_CTL_DEL, s->up, NULL);
     if (s->waiting_client) epoll_ctl(r->ep, EPOLL_CTL_DEL, s->cl, NULL);
     close(s->up);
@@ -234,13 +221,21 @@ static void finish(struct relay *r, int index, enum status status, enum why why)
     r->act[s->pos] = moved;
     r->s[moved].pos = s->pos;
     r->free_list[r->nfree++] = index;
-    const char *p = (const char *)&rec;
-    size_t left = sizeof rec;
+    r->done[r->ndone++] = rec;
+}
+
+/* Tell the loop how the streams ended in this wake-up: called without the lock, so that a
+ * full pipe waits for the loop while the loop can still add and cancel streams. A slot freed
+ * meanwhile may be taken by a new stream: its id differs (the generation). */
+static void tell(struct relay *r) {
+    const char *p = (const char *)r->done;
+    size_t left = sizeof r->done[0] * (size_t)r->ndone;
+    r->ndone = 0;
     while (left) {
         ssize_t w = write(r->notify_w, p, left);
         if (w < 0) {
             if (errno == EINTR) continue;
-            break;  /* the loop has gone (the process is ending) */
+            return;  /* the loop has gone (the process is ending) */
         }
         p += w;
         left -= (size_t)w;
@@ -294,117 +289,6 @@ static int to_client(struct relay *r, int index, const char *data, size_t len) {
     return 0;
 }
 
-/* Where the bytes to write end when the framing breaks at i: the last whole chunk, or the
- * data of the one being read (its end then sealed by the loop). */
-static long broken(struct stream *s, long i, long line_start, long last) {
-    if (s->st == S_SIZE || s->st == S_EXT || s->st == S_SIZE_LF) return line_start >= 0 ? line_start : 0;
-    if (s->st >= S_TRAILER) return last >= 0 ? last : 0;
-    return i;
-}
-
-#define FAIL(w) do { *why = (w); return broken(s, i, line_start, *last); } while (0)
-
-/* Read the frontend's bytes in p[from, n) (p[0, from) is a held size line); returns where the
- * bytes to write end (when the framing breaks, *why says how: nothing after it is written),
- * and sets *last to where the last chunk's size line starts (-1 if not in these bytes). */
-static long parse(struct stream *s, const unsigned char *p, long from, long n, long *last, enum why *why) {
-    long i = from, line_start = s->held_len ? 0 : -1;
-    *last = -1;
-    while (i < n) {
-        unsigned char c = p[i];
-        switch (s->st) {
-        case S_SIZE: {
-            if (s->line == 0) line_start = i;
-            int h = hexval(c);
-            if (h >= 0) {
-                if (s->size >> 56) FAIL(WHY_BIG);
-                s->size = (s->size << 4) | (uint64_t)h;
-            } else if ((c == ';' || c == ' ' || c == '\t') && s->line > 0) {  /* an extension, or BWS before one */
-                s->st = S_EXT;
-            } else if (c == '\r' && s->line > 0) {
-                s->st = S_SIZE_LF;
-            } else FAIL(WHY_SIZE);
-            if (++s->line > MAX_LINE) FAIL(WHY_LONG_LINE);
-            i++;
-            break;
-        }
-        case S_EXT:
-            if (c == '\r') s->st = S_SIZE_LF;
-            if (++s->line > MAX_LINE) FAIL(WHY_LONG_LINE);
-            i++;
-            break;
-        case S_SIZE_LF:
-            if (c != '\n') FAIL(WHY_SIZE);
-            i++;
-            s->line = 0;
-            if (s->size == 0) {
-                *last = line_start;
-                s->st = S_TRAILER;
-            } else {
-                s->st = S_DATA;
-                s->cur_len = 0;
-            }
-            line_start = -1;
-            break;
-        case S_DATA: {
-            long take = n - i;
-            if ((uint64_t)take > s->size) take = (long)s->size;
-            if (take >= 2) {
-                memcpy(s->cur, p + i + take - 2, 2);
-                s->cur_len = 2;
-            } else {  /* take == 1 */
-                s->cur[0] = s->cur[1];
-                s->cur[1] = p[i];
-                if (s->cur_len < 2) s->cur_len++;
-            }
-            i += take;
-            s->size -= (uint64_t)take;
-            if (s->size == 0) s->st = S_DATA_CR;
-            break;
-        }
-        case S_DATA_CR:
-            if (c != '\r') FAIL(WHY_CRLF);
-            s->st = S_DATA_LF;
-            i++;
-            break;
-        case S_DATA_LF:
-            if (c != '\n') FAIL(WHY_CRLF);
-            s->st = S_SIZE;
-            if (s->cur_len == 2) memcpy(s->tail, s->cur, 2);
-            else if (s->cur_len == 1) { s->tail[0] = s->cur[1]; }
-            s->tail_len = s->cur_len;
-            i++;
-            break;
-        case S_TRAILER:  /* at the start of a trailer line */
-            s->st = c == '\r' ? S_END_LF : S_TRAILER_LINE;
-            goto trailer_byte;
-        case S_TRAILER_LINE:
-            if (c == '\r') s->st = S_TRAILER_LF;
-            goto trailer_byte;
-        case S_TRAILER_LF:
-            s->st = c == '\n' ? S_TRAILER : S_TRAILER_LINE;
-            goto trailer_byte;
-        case S_END_LF:
-            if (c != '\n') FAIL(WHY_TRAILERS);
-            s->st = S_DONE;
-            i++;
-            if (i < n) s->reusable = 0;  /* bytes after the reply: the connection is not reused */
-            return *last >= 0 ? *last : 0;
-        trailer_byte:
-            if (++s->trailers > MAX_TRAILERS) FAIL(WHY_TRAILERS);
-            i++;
-            break;
-        case S_DONE:
-            s->reusable = 0;
-            return n;
-        }
-    }
-    if (s->st >= S_TRAILER) return *last >= 0 ? *last : 0;  /* nothing after the last chunk is relayed */
-    if (s->st == S_SIZE && s->line == 0) return n;
-    if (s->st == S_SIZE || s->st == S_EXT || s->st == S_SIZE_LF) return line_start >= 0 ? line_start : 0;
-    return n;
-}
-
 static void on_frontend(struct relay *r, int index) {
     struct stream *s = &r->s[index];
     char *buf = r->buf;
@@ -422,7 +306,7 @@ static void on_frontend(struct relay *r, int index) {
     s->last_ms = now_ms();
     long n = held + got, last;
     enum why why = WHY_NONE;
-    long cut = parse(s, (unsigned char *)buf, held, n, &last, &why);
+    long cut = chunked_parse(&s->c, (unsigned char *)buf, held, n, &last, &why);
     long write_len = cut;
     if (last >= 0 && s->end) {  /* the client's last chunk in place of the frontend's */
         memcpy(buf + last, "0\r\n\r\n", 5);
@@ -431,8 +315,8 @@ static void on_frontend(struct relay *r, int index) {
     }
     /* A size line not yet whole is held back. */
     s->held_len = 0;
-    if (why == WHY_NONE && (s->st == S_SIZE || s->st == S_EXT || s->st == S_SIZE_LF)) {
-        if (s->line > 0 && cut < n) {
+    if (why == WHY_NONE && (s->c.st == S_SIZE || s->c.st == S_EXT || s->c.st == S_SIZE_LF)) {
+        if (s->c.line > 0 && cut < n) {
             s->held_len = (int)(n - cut);
             memmove(s->held, buf + cut, (size_t)s->held_len);
         }
@@ -442,7 +326,7 @@ static void on_frontend(struct relay *r, int index) {
         return;
     }
     if (why != WHY_NONE) finish(r, index, FRAMING, why);  /* once what came before went out (or was kept) */
-    else if (s->st == S_DONE && !s->waiting_client) finish(r, index, DONE, WHY_NONE);
+    else if (s->c.st == S_DONE && !s->waiting_client) finish(r, index, DONE, WHY_NONE);
 }
 
 static void on_client_writable(struct relay *r, int index) {
@@ -457,7 +341,7 @@ static void on_client_writable(struct relay *r, int index) {
     s->waiting_client = 0;
     free(s->out);
     s->out = NULL;
-    if (s->st == S_DONE) {
+    if (s->c.st == S_DONE) {
         finish(r, index, DONE, WHY_NONE);
         return;
     }
@@ -530,6 +414,7 @@ void relay_run(struct relay *r) {
             }
         }
         pthread_mutex_unlock(&r->lock);
+        if (r->ndone) tell(r);
     }
 }
 

@@ -634,11 +634,16 @@ def test_the_image_builds_the_native_relay(tmp_path):
     (copy,) = [rest for w, rest in instructions if w == "COPY" and "--from=native" in rest]
     built, target = shlex.split(copy)[1:]
     assert target == "/app/playground/librelay.so"
-    (source,) = [shlex.split(rest) for w, rest in instructions if w == "COPY" and "relay.c" in rest]
-    assert source[0] == "playground/relay.c"
+    (copied,) = [shlex.split(rest) for w, rest in instructions if w == "COPY" and "playground/relay.c" in rest]
+    *sources, into = copied
+    included = re.findall(r'^#include "([^"]+)"', (REPO / "playground/relay.c").read_text(), re.M)
+    needed = {f"playground/{name}" for name in included}
+    assert included and needed <= set(sources), "the stage has every file relay.c includes"
     (build,) = [rest for w, rest in instructions if w == "RUN" and "relay.c" in rest]
-    command = build.replace(source[1], str(tmp_path / "relay.c")).replace(built, str(tmp_path / "librelay.so"))
-    shutil.copy(REPO / source[0], tmp_path / "relay.c")
+    assert into.endswith("/") and built.startswith(into)
+    for source in sources:
+        shutil.copy(REPO / source, tmp_path / Path(source).name)
+    command = build.replace(into.rstrip("/"), str(tmp_path))
     subprocess.run(["sh", "-c", command], check=True, timeout=120, capture_output=True)
     import ctypes
 

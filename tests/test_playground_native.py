@@ -192,3 +192,97 @@ def test_each_relayed_body_is_counted_by_the_relay_that_took_it(on, settings):
     assert counter[taken]._value.get() == before[taken] + 1
     other = "python" if on else "native"
     assert counter[other]._value.get() == before[other]
+
+
+def test_a_loop_that_has_not_read_the_records_yet_can_still_hand_over_and_cancel_streams():
+    """The thread writes how streams ended to a pipe the loop reads when it gets to it. A full pipe
+    makes the thread wait for the loop, never the loop for the thread: the loop can still add,
+    cancel and ask while the records wait, and every record arrives whole and once."""
+    import fcntl
+    import socket
+    import threading
+    import time
+
+    lib = native._load()  # the library with its argument and result types
+    ctx = lib.relay_new()
+    notify = lib.relay_notify_fd(ctx)
+    fcntl.fcntl(notify, fcntl.F_SETPIPE_SZ, 4096)  # room for 128 records
+    threading.Thread(target=lib.relay_run, args=(ctx,), daemon=True).start()
+    clients, ids, asked = [], [], []
+    late = socket.socketpair()
+
+    def hand_over():  # what the loop does, in a thread: a relay that made it wait fails, not hangs
+        for _ in range(300):  # each stream is its last chunk: it ends as soon as the thread reads it
+            up, frontend = socket.socketpair()
+            cl, client = socket.socketpair()
+            for s in (up, cl):
+                s.setblocking(False)
+            frontend.sendall(b"0\r\n\r\n")
+            ids.append(lib.relay_add(ctx, up.fileno(), cl.fileno(), 0, 1))
+            for s in (up, frontend, cl):  # the relay holds its own duplicates: one socket each left open
+                s.close()
+            clients.append(client)
+        time.sleep(0.3)  # the thread has ended what it could and waits on the full pipe
+        asked.append((lib.relay_waiting(ctx), lib.relay_add(ctx, late[0].fileno(), late[1].fileno(), 0, 1)))
+
+    loop = threading.Thread(target=hand_over, daemon=True)
+    loop.start()
+    loop.join(10)
+    assert asked, "the loop waited for the relay thread (its lock held over a full pipe)"
+    assert all(i >= 0 for i in ids) and asked[0][1] >= 0
+    lib.relay_cancel(ctx, asked[0][1])
+
+    records, data, began = {}, b"", time.monotonic()
+    while len(records) < 301 and time.monotonic() - began < 10:
+        try:
+            data += os.read(notify, 4096 + 16)  # not a multiple of a record: reads split them
+        except BlockingIOError:
+            time.sleep(0.01)
+            continue
+        whole = len(data) - len(data) % 32
+        for rec in native._RECORD.iter_unpack(data[:whole]):
+            assert rec[0] not in records
+            records[rec[0]] = rec
+        data = data[whole:]
+    assert set(records) == {*ids, asked[0][1]}
+    assert all(records[i][1] == native.DONE for i in ids) and records[asked[0][1]][1] == native.CANCELLED
+    assert all(client.recv(16) == b"0\r\n\r\n" for client in clients)
+    for client in clients:
+        client.close()
+    late[0].close()
+    late[1].close()
+
+
+def test_records_split_across_reads_reach_their_streams_whole():
+    """What the loop reads of the pipe: a read may end inside a record (the thread writes several
+    at once); the record's rest comes with the next read."""
+
+    class Conn:
+        def __init__(self, loop):
+            self.loop, self.results = loop, []
+
+        def native_done(self, result):
+            self.results.append(result)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        relay = object.__new__(native._Relay)  # its reading only: no C context, no thread
+        relay.fd, relay.loop, relay.partial, relay.streams = r, loop, b"", {}
+        conns = {sid: Conn(loop) for sid in (7, 65543)}
+        relay.streams = {sid: (loop, conn) for sid, conn in conns.items()}
+        records = b"".join(native._RECORD.pack(sid, native.DONE, 100 + sid, 0, 0, native.ENDED | native.REUSABLE,
+                                               2, b"\n\n") for sid in conns)
+        for part in (records[:40], records[40:50], records[50:]):
+            os.write(w, part)
+            relay._records()
+        os.close(r)
+        os.close(w)
+        return conns
+
+    conns = run(main())
+    for sid, conn in conns.items():
+        [result] = conn.results
+        assert result.status == native.DONE and result.bytes == 100 + sid and result.tail == b"\n\n"
+        assert result.ended and result.reusable

@@ -33,10 +33,15 @@ static inline int hexval(unsigned char c) {
     return -1;
 }
 
+/* Within a chunk-size line (extensions included), before its CRLF is whole. */
+static inline int chunked_in_size_line(const struct chunked *c) {
+    return c->st == S_SIZE || c->st == S_EXT || c->st == S_SIZE_LF;
+}
+
 /* Where the bytes to write end when the framing breaks at i: the last whole chunk, or the
  * data of the one being read (its end then sealed by the loop). */
 static long chunked_broken(const struct chunked *s, long i, long line_start, long last) {
-    if (s->st == S_SIZE || s->st == S_EXT || s->st == S_SIZE_LF) return line_start >= 0 ? line_start : 0;
+    if (chunked_in_size_line(s)) return line_start >= 0 ? line_start : 0;
     if (s->st >= S_TRAILER) return last >= 0 ? last : 0;
     return i;
 }
@@ -140,8 +145,10 @@ static long chunked_parse(struct chunked *s, const unsigned char *p, long from, 
     }
     if (s->st >= S_TRAILER) return *last >= 0 ? *last : 0;  /* nothing after the last chunk is relayed */
     if (s->st == S_SIZE && s->line == 0) return n;
-    if (s->st == S_SIZE || s->st == S_EXT || s->st == S_SIZE_LF) return line_start >= 0 ? line_start : 0;
+    if (chunked_in_size_line(s)) return line_start >= 0 ? line_start : 0;
     return n;
 }
+
+#undef FAIL
 
 #endif

@@ -7,10 +7,10 @@
  * of sockets, dup()ed here from the event loop's (the loop no longer reads the frontend's
  * meanwhile, and writes nothing to the client): what the frontend sends is written to the
  * client as it arrives, as the frontend framed it (HTTP/1.1 chunks), read by a state machine
- * that finds the chunks' boundaries and nothing else (chunked.h). A chunk-size line not yet whole is held
- * back, so that the client's framing is whole whenever the stream stops. The frontend's last
- * chunk (size 0) and its trailers are not relayed: the client's last chunk is written in their
- * place, with the bytes before it.
+ * that finds the chunks' boundaries and nothing else (chunked.h). A chunk-size line not yet
+ * whole is held back, so that the client's framing is whole whenever the stream stops. The
+ * frontend's last chunk (size 0) and its trailers are not relayed: the client's last chunk is
+ * written in their place, with the bytes before it.
  *
  * A slow client: what it does not take is kept, and reading from the frontend stops until it
  * has taken it (the frontend's socket buffers then fill: TCP's own back-pressure). A frontend
@@ -315,7 +315,7 @@ static void on_frontend(struct relay *r, int index) {
     }
     /* A size line not yet whole is held back. */
     s->held_len = 0;
-    if (why == WHY_NONE && (s->c.st == S_SIZE || s->c.st == S_EXT || s->c.st == S_SIZE_LF)) {
+    if (why == WHY_NONE && chunked_in_size_line(&s->c)) {
         if (s->c.line > 0 && cut < n) {
             s->held_len = (int)(n - cut);
             memmove(s->held, buf + cut, (size_t)s->held_len);

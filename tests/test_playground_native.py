@@ -239,7 +239,7 @@ def test_a_loop_that_has_not_read_the_records_yet_can_still_hand_over_and_cancel
         except BlockingIOError:
             time.sleep(0.01)
             continue
-        whole = len(data) - len(data) % 32
+        whole = len(data) - len(data) % native._RECORD.size
         for rec in native._RECORD.iter_unpack(data[:whole]):
             assert rec[0] not in records
             records[rec[0]] = rec
@@ -269,7 +269,7 @@ def test_records_split_across_reads_reach_their_streams_whole():
         r, w = os.pipe()
         os.set_blocking(r, False)
         relay = object.__new__(native._Relay)  # its reading only: no C context, no thread
-        relay.fd, relay.loop, relay.partial, relay.streams = r, loop, b"", {}
+        relay.fd, relay.loop, relay.partial = r, loop, b""
         conns = {sid: Conn(loop) for sid in (7, 65543)}
         relay.streams = {sid: (loop, conn) for sid, conn in conns.items()}
         records = b"".join(native._RECORD.pack(sid, native.DONE, 100 + sid, 0, 0, native.ENDED | native.REUSABLE,

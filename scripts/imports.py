@@ -41,7 +41,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
         "graphs.api", "clusters.api", "benchmarks.api", "metrics.api", "accounts.api", "audit.api",
         "playground.api_urls")),
     ("interfaces", "CLIs", (
-        "graphs.management", "benchmarks.management", "metrics.management", "accounts.cli", "dynamo_cp")),
+        "graphs.management", "benchmarks.management", "metrics.management", "dynamo_cp")),
     ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks")),
     ("wiring", "controlplane", ("controlplane",)),
     ("core", "definition", (

@@ -153,24 +153,3 @@ def test_a_frontend_that_is_down_gives_a_failed_run_with_aiperfs_log(dynamo_grap
     log = b"".join(api_for("viewer").get(f"/api/benchmarks/runs/{run.pk}/log/").streaming_content).decode()
     assert "All 6 inference request(s) failed" in log or "ClientConnectorError" in log
     assert _aiperf_processes(run.pk) == []
-
-
-def test_the_cli_runs_a_benchmark_to_the_end_and_prints_its_percentiles(dynamo_graph, settings, bench_dir,  # noqa: F811
-                                                                         eager, capsys):
-    from django.core.management import call_command
-    from django.core.management.base import CommandError
-
-    settings.LOCAL_RUNTIME_DIR = dynamo_graph.root
-    _graph_on(dynamo_graph.endpoint, dynamo_graph.model, name="cli-run")
-    call_command("benchmarks", "run", "cli-run", "--profile", "custom", "--concurrency", "2",
-                 "--request-count", "6", "--input-tokens-mean", "32", "--output-tokens-mean", "8", "--wait", "120")
-    out = capsys.readouterr().out
-    run = BenchmarkRun.objects.get(graph__name="cli-run")
-    assert run.state == "succeeded" and run.via == "cli"
-    step = run.run_results.steps[0]
-    assert f"TTFT p50/p90/p99 {step.ttft.p50:.1f}/{step.ttft.p90:.1f}/{step.ttft.p99:.1f} ms" in out
-    call_command("benchmarks", "list", "--graph", "cli-run")
-    assert f"{run.pk:>5} cli-run" in capsys.readouterr().out
-    with pytest.raises(CommandError, match="invalid benchmark parameters"):
-        call_command("benchmarks", "run", "cli-run", "--concurrency", "0")
-    assert "concurrency" in capsys.readouterr().err

@@ -6,14 +6,12 @@ metrics API, per reply as cached prompt tokens, and per pod the process's own fa
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import time
 
 import httpx
 import pytest
-from django.core.management import call_command
 from django.urls import reverse
 
 from controlplane.celery import app as celery_app
@@ -79,9 +77,7 @@ def test_a_kv_routed_graph_reuses_prompt_prefixes_and_says_so(eager, operator, u
     argv = frontend["args"]
     assert argv[argv.index("--router-mode") + 1] == "kv"
     assert "dynamo.mocker" in pods["kvg-worker-0"]["command"]
-    out = io.StringIO()
-    call_command("graphs", "status", "kvg", stdout=out)
-    assert "router: kv" in out.getvalue().splitlines()
+    assert operations.status_snapshot(graph)["router_mode"] == "kv"
     # What the worker really has: its mount namespace's /dev/shm, next to what the spec asks.
     statvfs = os.statvfs(f"/proc/{operator.supervisor.status('kvg-worker-0').pid}/root/dev/shm")
     assert pods["kvg-worker-0"]["shm_bytes"] == statvfs.f_frsize * statvfs.f_blocks

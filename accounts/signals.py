@@ -19,6 +19,8 @@ def _client(request) -> str:
 
 @receiver(user_logged_in)
 def _logged_in(sender, request, user, **kwargs):
+    if getattr(user, "_sso_sign_in", False):
+        return  # accounts/sso.py recorded it, with the role and the provider's groups
     audit_record(actor=user, via="ui", action="auth.login", target_type="user", target=user.username,
                  message=f"from {_client(request)}")
 

@@ -1,7 +1,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from . import api, views
+from . import api, sso_views, views
 
 app_name = "accounts"
 
@@ -12,4 +12,7 @@ urlpatterns = [
     path("account/tokens/", views.token_list, name="tokens"),
     path("account/tokens/<slug:prefix>/revoke/", views.token_revoke, name="revoke"),
     path("api/", include(router.urls)),
+    # Single sign-on (OpenID Connect): the callback is what the identity provider registers.
+    path("auth/oidc/login/", sso_views.sso_login, name="sso-login"),
+    path("auth/oidc/callback/", sso_views.sso_callback, name="sso-callback"),
 ]

@@ -10,6 +10,7 @@ so: never a 500, never a session."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,8 @@ def test_people_in_each_group_sign_in_with_the_highest_role_their_groups_map_to(
     expect(page).to_have_url(f"{live_server.url}/graphs/")
     expect(page.locator(".who")).to_contain_text(person)
     expect(page.locator(".who .role")).to_have_text(role)
+    session = next(c for c in page.context.cookies() if c["name"] == django_settings.SESSION_COOKIE_NAME)
+    assert 3500 < session["expires"] - time.time() <= 3600  # OIDC_SESSION_SECONDS, as the fixture sets it
     identity = OidcIdentity.objects.select_related("user").get(subject=person)
     assert identity.user.username == person
     assert set(identity.user.groups.values_list("name", flat=True)) == {role}

@@ -10,6 +10,7 @@ router.register("tokens", api.TokenViewSet, basename="token")
 
 urlpatterns = [
     path("account/tokens/", views.token_list, name="tokens"),
+    path("account/tokens/cli/", views.token_for_cli, name="token-cli"),
     path("account/tokens/<slug:prefix>/revoke/", views.token_revoke, name="revoke"),
     path("api/", include(router.urls)),
     # Single sign-on (OpenID Connect): the callback is what the identity provider registers.

@@ -242,3 +242,18 @@ def test_local_login_off_without_single_sign_on_refuses_to_start(tmp_path):
                           env={"DJANGO_SETTINGS_MODULE": "controlplane.settings", "OIDC_LOCAL_LOGIN": "0",
                                "PATH": "/usr/bin:/bin", "CONTROLPLANE_VAR_DIR": str(tmp_path)})
     assert done.returncode != 0 and "OIDC_LOCAL_LOGIN=0 needs single sign-on" in done.stderr
+
+
+@pytest.mark.django_db
+def test_the_dynamo_cp_login_page_refuses_a_request_it_did_not_get_from_the_cli(client_for):
+    client = client_for("viewer")
+    bad = client.get("/account/tokens/cli/?port=80&state=short")
+    assert bad.status_code == 400 and "port:" in bad.text and "state:" in bad.text
+    state = "s" * 43
+    ok = client.get(f"/account/tokens/cli/?port=40000&state={state}&name=laptop")
+    assert ok.status_code == 200 and "laptop" in ok.text
+    assert "form-action 'self' http://127.0.0.1:*" in ok["Content-Security-Policy"]
+    sent = client.post("/account/tokens/cli/", {"port": "40000", "state": state, "name": "laptop"})
+    assert sent.status_code == 200 and 'action="http://127.0.0.1:40000/"' in sent.text
+    assert 'name="state" value="' + state in sent.text
+    assert client_for(None).get(f"/account/tokens/cli/?port=40000&state={state}").status_code == 302

@@ -216,3 +216,46 @@ def test_a_replayed_callback_is_refused_and_signs_nobody_in(browser, live_server
     other = open_page(browser)
     other.goto(callbacks[0])
     expect_failure(other, "This sign-in link has been used already or has expired", "start again", 400)
+
+
+def test_dynamo_cp_login_makes_a_token_in_the_browser_and_stores_it_privately(browser, live_server, sso, tmp_path):
+    import os
+    import stat
+    import subprocess
+    import sys
+
+    import yaml
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("DYNAMO_CP_")},
+           "XDG_CONFIG_HOME": str(tmp_path), "DYNAMO_CP_URL": live_server.url}
+    root = Path(__file__).resolve().parents[1]
+    cli = subprocess.Popen([sys.executable, "-m", "dynamo_cp", "login", "--no-browser", "--name", "laptop",
+                            "--login-timeout", "60"], cwd=root, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [cli.stderr.readline(), cli.stderr.readline()]
+        url = next(line.strip() for line in lines if "/account/tokens/cli/" in line)
+        page = open_page(browser)
+        page.goto(url)  # not signed in: the login page, then the provider, then back here
+        page.click("#sso-login")
+        page.fill("input[name=login]", "bob")
+        page.fill("input[name=password]", "x")
+        page.click("button[type=submit]")
+        expect(page.locator("h1")).to_have_text("A token for dynamo-cp")
+        expect(page.locator("main")).to_contain_text("laptop")
+        page.click("#cli-create")
+        expect(page.locator("body")).to_contain_text("dynamo-cp has its token")
+        assert cli.wait(30) == 0, cli.stderr.read()
+    finally:
+        cli.kill()
+    path = tmp_path / "dynamo-cp" / "config.yaml"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    stored = yaml.safe_load(path.read_text())
+    assert stored["url"] == live_server.url and len(stored["token"]) == 64
+    assert "token=" not in " ".join(u for _s, u in page.statuses)  # the key was never in a URL
+    listed = subprocess.run([sys.executable, "-m", "dynamo_cp", "graphs", "list", "-o", "json"], cwd=root,
+                            env={**env, "DYNAMO_CP_URL": ""}, capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    from accounts.models import ApiToken
+
+    token = ApiToken.objects.get(user__username="bob")
+    assert token.name.startswith("dynamo-cp login laptop")

@@ -24,6 +24,7 @@ from .sso_config import SsoConfig
 
 log = logging.getLogger(__name__)
 
+CALLBACK_URL_NAME = "accounts:sso-callback"  # <base URL>/auth/oidc/callback/, registered with the provider
 DISCOVERY_CACHE_SECONDS = 300
 # Seconds of clock difference between us and the provider tolerated on exp, iat and nbf.
 CLOCK_LEEWAY = 60
@@ -128,7 +129,7 @@ class Client(OIDCAuthenticationBackend):
         payload = {
             "client_id": self.config.client_id, "client_secret": self.config.client_secret,
             "grant_type": "authorization_code", "code": request.GET.get("code", ""),
-            "redirect_uri": absolutify(request, reverse(settings.OIDC_AUTHENTICATION_CALLBACK_URL)),
+            "redirect_uri": absolutify(request, reverse(CALLBACK_URL_NAME)),
         }
         if code_verifier is not None:
             payload["code_verifier"] = code_verifier

@@ -88,6 +88,21 @@ def sso_config(env: Callable[[str, str], str]) -> SsoConfig | None:
     )
 
 
+def sso_settings(env: Callable[[str, str], str], env_bool: Callable[[str, bool], bool]) -> tuple:
+    """settings.py's SSO (the configuration, or None), OIDC_LOCAL_LOGIN and OIDC_VERIFY_SSL.
+
+    OIDC_ISSUER_URL turns single sign-on on; then OIDC_CLIENT_ID, OIDC_CLIENT_SECRET (or
+    OIDC_CLIENT_SECRET_FILE) and at least one of OIDC_ADMIN_GROUPS, OIDC_OPERATOR_GROUPS and
+    OIDC_VIEWER_GROUPS are required. Local accounts stay the break-glass way in; OIDC_LOCAL_LOGIN=0
+    switches them off for the web (manage.py on the server still manages users and makes tokens),
+    and needs single sign-on, or nobody could sign in."""
+    config = sso_config(env)
+    local_login = env_bool("OIDC_LOCAL_LOGIN", True)
+    if config is None and not local_login:
+        raise SsoConfigError("OIDC_LOCAL_LOGIN=0 needs single sign-on (OIDC_ISSUER_URL): otherwise nobody can sign in")
+    return config, local_login, env_bool("OIDC_VERIFY_SSL", True)
+
+
 def _positive_int(env: Callable[[str, str], str], name: str, default: int) -> int:
     raw = env(name, str(default)).strip()
     try:

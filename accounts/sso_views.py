@@ -84,7 +84,7 @@ class _AuthorizationRequest(OIDCAuthenticationRequestView):
     def get_settings(self, attr, *args):
         fixed = {"OIDC_RP_SCOPES": self.config.scopes, "OIDC_USE_PKCE": True, "OIDC_USE_NONCE": True,
                  "OIDC_PKCE_CODE_CHALLENGE_METHOD": "S256",
-                 "OIDC_AUTHENTICATION_CALLBACK_URL": settings.OIDC_AUTHENTICATION_CALLBACK_URL}
+                 "OIDC_AUTHENTICATION_CALLBACK_URL": idp.CALLBACK_URL_NAME}
         return fixed[attr] if attr in fixed else OIDCAuthenticationRequestView.get_settings(attr, *args)
 
 

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import dj_database_url
 
-from controlplane.environment import caches_from_url, env, env_bool, installation_secret_key, session_engine
+from controlplane.environment import caches_from_url, env, env_bool, installation_secret_key, session_engine, sso_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONTROLPLANE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
-
 
 # Production-safe by default: debug pages (settings, URL patterns, tracebacks) only when a
 # developer asks for them with DJANGO_DEBUG=1.
@@ -346,6 +345,7 @@ GPU_PRICE_CURRENCY = env("GPU_PRICE_CURRENCY", "USD")
 CACHE_URL = env("CACHE_URL")
 CACHES = caches_from_url(CACHE_URL)
 SESSION_ENGINE = session_engine(CACHE_URL)
+SSO, OIDC_LOCAL_LOGIN, OIDC_VERIFY_SSL = sso_env()  # single sign-on (OpenID Connect): accounts/sso_config.py
 
 # The playground (playground/): chats proxied to a graph's frontend. Limits are per user; the
 # counters live in the Django cache (per process with the default LocMem cache).
@@ -398,20 +398,3 @@ LOGGING = {
     "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"},
                 "httpx": {"level": "WARNING"}},
 }
-
-# Single sign-on with the organisation's identity provider (OpenID Connect: accounts/sso.py,
-# accounts/idp.py). Off unless OIDC_ISSUER_URL is set; then OIDC_CLIENT_ID, OIDC_CLIENT_SECRET
-# (or OIDC_CLIENT_SECRET_FILE) and at least one of OIDC_ADMIN_GROUPS, OIDC_OPERATOR_GROUPS,
-# OIDC_VIEWER_GROUPS are required; OIDC_SCOPES, OIDC_GROUPS_CLAIM, OIDC_USERNAME_CLAIM,
-# OIDC_SESSION_SECONDS and OIDC_TIMEOUT_SECONDS have defaults (accounts/sso_config.py). The
-# provider registers <base URL>/auth/oidc/callback/ as the redirect URI.
-from accounts.sso_config import SsoConfigError, sso_config  # noqa: E402
-
-SSO = sso_config(env)
-# Local accounts (username and password) stay the break-glass way in; 0 switches them off for
-# the web (manage.py on the server still manages users and makes tokens).
-OIDC_LOCAL_LOGIN = env_bool("OIDC_LOCAL_LOGIN", True)
-if SSO is None and not OIDC_LOCAL_LOGIN:
-    raise SsoConfigError("OIDC_LOCAL_LOGIN=0 needs single sign-on (OIDC_ISSUER_URL): otherwise nobody can sign in")
-OIDC_VERIFY_SSL = env_bool("OIDC_VERIFY_SSL", True)
-OIDC_AUTHENTICATION_CALLBACK_URL = "accounts:sso-callback"

@@ -71,7 +71,8 @@ def sso_config(env: Callable[[str, str], str]) -> SsoConfig | None:
     if "openid" not in scopes.split():
         raise SsoConfigError(f"OIDC_SCOPES must include openid, not {scopes!r}")
     username_claims = tuple(c for c in (part.strip() for part in env("OIDC_USERNAME_CLAIM", "").split(",")) if c)
-    role_groups = {role: _names(env(f"OIDC_{role.upper()}_GROUPS", "")) for role in ROLE_ORDER}
+    role_groups = {"admin": _names(env("OIDC_ADMIN_GROUPS", "")), "operator": _names(env("OIDC_OPERATOR_GROUPS", "")),
+                   "viewer": _names(env("OIDC_VIEWER_GROUPS", ""))}
     if not any(role_groups.values()):
         raise SsoConfigError("map at least one IdP group to a role: OIDC_ADMIN_GROUPS, OIDC_OPERATOR_GROUPS or "
                              "OIDC_VIEWER_GROUPS (comma-separated group names)")

@@ -257,3 +257,64 @@ def test_the_dynamo_cp_login_page_refuses_a_request_it_did_not_get_from_the_cli(
     assert sent.status_code == 200 and 'action="http://127.0.0.1:40000/"' in sent.text
     assert 'name="state" value="' + state in sent.text
     assert client_for(None).get(f"/account/tokens/cli/?port=40000&state={state}").status_code == 302
+
+
+# --- the ID token checks (accounts/idp.py), with a key of our own ---------------------------
+
+@pytest.fixture
+def signed():
+    """(Client, sign(claims, **options)): the client trusts one RSA key, as if from the JWKS."""
+    import time
+
+    import jwt
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from accounts.idp import Client, Provider
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    provider = Provider(issuer="https://idp.example.com", authorization_endpoint="https://idp.example.com/auth",
+                        token_endpoint="https://idp.example.com/token", jwks_uri="https://idp.example.com/jwks",
+                        userinfo_endpoint="", end_session_endpoint="", algorithms=("RS256",))
+    client = Client(CONFIG, provider)
+    client.OIDC_RP_IDP_SIGN_KEY = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                                 serialization.PublicFormat.SubjectPublicKeyInfo)
+    now = int(time.time())
+
+    def sign(algorithm="RS256", secret=None, **changes):
+        body = {"iss": provider.issuer, "sub": "u-1", "aud": "cp", "iat": now, "exp": now + 300, "nonce": "n1",
+                **changes}
+        body = {k: v for k, v in body.items() if v is not None}
+        return jwt.encode(body, secret or key, algorithm=algorithm)
+
+    return client, sign
+
+
+def test_a_valid_id_token_gives_its_claims(signed):
+    client, sign = signed
+    assert client.verify_token(sign(), nonce="n1")["sub"] == "u-1"
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"aud": "another-app"}, "issued to another client"),
+    ({"aud": ["cp", "another-app"], "azp": "another-app"}, "several audiences"),
+    ({"iss": "https://evil.example.com"}, "another issuer"),
+    ({"exp": 1_000_000_000, "iat": 999_999_000}, "expired"),
+    ({"exp": None}, "not a valid token"),
+    ({"nonce": "from-another-sign-in"}, "Nonce"),
+])
+def test_an_id_token_failing_any_check_is_refused_with_the_reason(signed, changes, reason):
+    from django.core.exceptions import SuspiciousOperation
+
+    client, sign = signed
+    with pytest.raises(SuspiciousOperation, match=reason):
+        client.verify_token(sign(**changes), nonce="n1")
+
+
+def test_a_token_signed_with_a_shared_secret_is_refused_whatever_the_secret(signed):
+    """Algorithm confusion: HS256 "signed" with the client secret, which we hold too."""
+    from django.core.exceptions import SuspiciousOperation
+
+    client, sign = signed
+    with pytest.raises(SuspiciousOperation, match="algorithm the provider does not offer"):
+        client.verify_token(sign(algorithm="HS256", secret=CONFIG.client_secret * 8), nonce="n1")

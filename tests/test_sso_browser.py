@@ -186,6 +186,19 @@ def test_a_provider_that_is_down_is_a_page_not_an_error(browser, live_server, ss
     expect_failure(page, "The identity provider cannot be reached", "cannot be reached", 502)
 
 
+def test_a_provider_that_goes_down_during_the_sign_in_is_a_page_too(browser, live_server, sso):
+    page = open_page(browser)
+    page.goto(f"{live_server.url}/login/")
+    page.click("#sso-login")
+    page.fill("input[name=login]", "alice")
+    page.fill("input[name=password]", "x")
+    dead = f"http://127.0.0.1:{free_port()}"
+    sso(issuer=dead)  # what the callback finds: the provider no longer answers
+    page.click("button[type=submit]")
+    expect_failure(page, "The identity provider cannot be reached", dead, 502)
+    assert not OidcIdentity.objects.filter(subject="alice").exists()
+
+
 def test_an_expired_id_token_signed_by_the_provider_is_refused(browser, live_server, sso):
     sso(client_id="cp-expired")
     page = open_page(browser)

@@ -10,19 +10,21 @@ sign-in pages explain."""
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 import jwt
 import requests
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import SuspiciousOperation
+from django.urls import reverse
+from django.views import View
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+from mozilla_django_oidc.utils import absolutify
+from mozilla_django_oidc.views import OIDCAuthenticationRequestView
 
 from .sso_config import SsoConfig
-
-log = logging.getLogger(__name__)
 
 CALLBACK_URL_NAME = "accounts:sso-callback"  # <base URL>/auth/oidc/callback/, registered with the provider
 DISCOVERY_CACHE_SECONDS = 300
@@ -123,9 +125,6 @@ class Client(OIDCAuthenticationBackend):
         """Trade the callback's code for tokens, verify the ID token and return (claims, raw
         ID token): the ID token's claims, completed by userinfo's."""
         self.request = request
-        from django.urls import reverse
-        from mozilla_django_oidc.utils import absolutify
-
         payload = {
             "client_id": self.config.client_id, "client_secret": self.config.client_secret,
             "grant_type": "authorization_code", "code": request.GET.get("code", ""),
@@ -206,6 +205,31 @@ class Client(OIDCAuthenticationBackend):
         return OIDCAuthenticationBackend.get_settings(attr, *args)
 
 
+class _AuthorizationRequest(OIDCAuthenticationRequestView):
+    """The library's authorization request (state, nonce, PKCE S256, the safe ``next``), to
+    the endpoint discovery found."""
+
+    def __init__(self, *, config, provider):
+        View.__init__(self)  # the library's own __init__ reads static endpoints from settings
+        self.config = config
+        self.OIDC_OP_AUTH_ENDPOINT = provider.authorization_endpoint
+        self.OIDC_RP_CLIENT_ID = config.client_id
+
+    def get_settings(self, attr, *args):
+        fixed = {"OIDC_RP_SCOPES": self.config.scopes, "OIDC_USE_PKCE": True, "OIDC_USE_NONCE": True,
+                 "OIDC_PKCE_CODE_CHALLENGE_METHOD": "S256",
+                 "OIDC_AUTHENTICATION_CALLBACK_URL": CALLBACK_URL_NAME}
+        return fixed[attr] if attr in fixed else OIDCAuthenticationRequestView.get_settings(attr, *args)
+
+
+def authorization_redirect(request, *, config: SsoConfig, provider: Provider):
+    """Leg one of the code flow: the redirect to the provider, its state, nonce and PKCE
+    verifier kept in the session for the callback."""
+    view = _AuthorizationRequest(config=config, provider=provider)
+    view.setup(request)
+    return view.get(request)
+
+
 def _token_endpoint_error(response) -> IdpError:
     """The token endpoint's refusal (RFC 6749 5.2), said in words an administrator can act on."""
     try:
@@ -230,8 +254,6 @@ def logout_url(provider: Provider, *, id_token: str, client_id: str, post_logout
     so the provider ends its session too; empty when the provider offers no such endpoint."""
     if not provider.end_session_endpoint:
         return ""
-    from urllib.parse import urlencode
-
     params = {"client_id": client_id, "post_logout_redirect_uri": post_logout_redirect_uri}
     if id_token:
         params["id_token_hint"] = id_token

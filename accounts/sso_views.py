@@ -8,6 +8,7 @@ that was used already (its state is gone from the session once used), a person w
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -17,12 +18,11 @@ from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import render, resolve_url
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views import View
 from django.views.decorators.http import require_GET, require_POST
-from mozilla_django_oidc.views import OIDCAuthenticationRequestView
 
 from . import idp, sso
 
+log = logging.getLogger(__name__)
 SESSION_BACKEND = "accounts.backends.SessionUserBackend"
 # What each kind of failure is called on its page, and the status it is answered with.
 FAILURES = {
@@ -42,6 +42,7 @@ def _client(request) -> str:
 
 def _failure(request, kind: str, message: str):
     """The page of a failed sign-in; no session survives it."""
+    log.warning("single sign-on failed (%s): %s", kind, message)
     sso.sso_failure_record(kind=kind, message=message, client=_client(request))
     auth.logout(request)  # flushes the session, signed in or not: no cookie survives a failure
     title, status = FAILURES[kind]
@@ -71,23 +72,6 @@ class SignInView(auth_views.LoginView):
                 "local_login": settings.OIDC_LOCAL_LOGIN}
 
 
-class _AuthorizationRequest(OIDCAuthenticationRequestView):
-    """The library's authorization request (state, nonce, PKCE S256, the safe ``next``), to
-    the endpoint discovery found."""
-
-    def __init__(self, *, config, provider):
-        View.__init__(self)  # the library's own __init__ reads static endpoints from settings
-        self.config = config
-        self.OIDC_OP_AUTH_ENDPOINT = provider.authorization_endpoint
-        self.OIDC_RP_CLIENT_ID = config.client_id
-
-    def get_settings(self, attr, *args):
-        fixed = {"OIDC_RP_SCOPES": self.config.scopes, "OIDC_USE_PKCE": True, "OIDC_USE_NONCE": True,
-                 "OIDC_PKCE_CODE_CHALLENGE_METHOD": "S256",
-                 "OIDC_AUTHENTICATION_CALLBACK_URL": idp.CALLBACK_URL_NAME}
-        return fixed[attr] if attr in fixed else OIDCAuthenticationRequestView.get_settings(attr, *args)
-
-
 def _config():
     if settings.SSO is None:
         raise Http404("Single sign-on is not configured.")
@@ -102,9 +86,7 @@ def sso_login(request):
         provider = idp.discover(config)
     except idp.IdpError as exc:
         return _failure(request, exc.kind, str(exc))
-    view = _AuthorizationRequest(config=config, provider=provider)
-    view.setup(request)
-    return view.get(request)
+    return idp.authorization_redirect(request, config=config, provider=provider)
 
 
 @require_GET

@@ -11,9 +11,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from audit.services import SERVER_ADMIN
-
-from .roles import Role, user_role
+from .roles import SERVER_ADMIN, Role, user_role
 
 __all__ = ["SERVER_ADMIN", "acting_user"]
 

@@ -3,8 +3,9 @@ ours with a role. Every sign-in sets the role anew from the groups the provider 
 highest mapped group wins), so a group taken away in the provider is a role taken away here at
 the person's next sign-in, and with it what their API tokens may do (tokens act with their
 owner's role: accounts/roles.py). A person whose groups map to no role is refused, and keeps
-no role; nobody gets a role by default. Every sign-in and refusal is audited; role changes
-are too (accounts/signals.py records every change of a user's groups)."""
+no role; nobody gets a role by default. Every sign-in, refusal and failure is told by signal
+(accounts/signals.py), and the audit log records them, as it records every change of a user's
+groups (audit/receivers.py)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,9 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
-from audit.services import audit_record
-
 from .models import OidcIdentity
 from .roles import ROLE_GROUPS
+from .signals import sso_failed, sso_refused, sso_signed_in
 from .sso_config import SsoConfig
 
 # Django's username rule (UnicodeUsernameValidator): letters, digits and @ . + - _
@@ -80,9 +80,8 @@ def sso_sign_in(*, config: SsoConfig, claims: dict, client: str = "") -> SignIn:
     sent = ", ".join(groups) or "no groups"
 
     def refuse(reason: str, user=None) -> SignIn:
-        audit_record(actor=user, via="ui", action="auth.sso_refused", target_type="user", target=who,
-                     after={"groups": groups, "issuer": issuer, "subject": subject},
-                     message=f"{reason} (from {client})" if client else reason)
+        sso_refused.send(sender="sso", user=user, who=who, reason=reason, groups=groups, issuer=issuer,
+                         subject=subject, client=client)
         return SignIn(user=None, role=None, groups=groups, refusal=reason, username=who)
 
     with transaction.atomic():
@@ -112,13 +111,10 @@ def sso_sign_in(*, config: SsoConfig, claims: dict, client: str = "") -> SignIn:
         identity.groups = groups
         identity.last_sign_in = timezone.now()
         identity.save()
-        audit_record(actor=user, via="ui", action="auth.sso_login", target_type="user", target=user.username,
-                     before={"role": before}, after={"role": role, "groups": groups},
-                     message=f"from {client}" if client else "")
+        sso_signed_in.send(sender="sso", user=user, before=before, role=role, groups=groups, client=client)
     return SignIn(user=user, role=role, groups=groups, username=user.username)
 
 
 def sso_failure_record(*, kind: str, message: str, client: str = "") -> None:
     """A sign-in that failed before anyone was known (the provider down, a bad token)."""
-    audit_record(via="ui", action="auth.sso_failed", target_type="user", target="",
-                 after={"kind": kind}, message=f"{message} (from {client})" if client else message)
+    sso_failed.send(sender="sso", kind=kind, message=message, client=client)

@@ -90,8 +90,8 @@ def seed(n_graphs: int, pods_per_graph: int) -> None:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
+    from core.catalog import build_spec
     from graphs import services
-    from graphs.catalog import build_spec
     from graphs.models import Deployment, Event, Graph, Pod
 
     if not User.objects.filter(username="bench").exists():
@@ -120,8 +120,8 @@ def analyze(url: str) -> None:
 
 def seed_local_graphs() -> None:
     """The graphs whose series bench/charts.py backfills, as applied local graphs."""
+    from core.catalog import PoolFields, build_spec
     from graphs import services
-    from graphs.catalog import PoolFields, build_spec
     from graphs.models import Deployment
     from metrics.services import objectives_set
 

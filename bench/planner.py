@@ -28,10 +28,10 @@ def main(count: int = 6) -> dict:
     from django.conf import settings
 
     from controlplane.celery import app
+    from core.catalog import PoolFields, build_spec
+    from core.planner import PlannerSettings
     from graphs import operations, services
-    from graphs.catalog import PoolFields, build_spec
     from graphs.models import Deployment
-    from graphs.planner.settings import PlannerSettings
     from graphs.runtimes.local.operator import LocalOperator
     from graphs.runtimes.processes import wait_until
 

@@ -7,9 +7,9 @@ import time
 
 from django.conf import settings
 
+from core.errors import OperationRefused
 from graphs import operations
 from graphs.diagnosis import diagnose
-from graphs.errors import OperationRefused
 from graphs.models import Deployment, Graph, GraphState, Pod
 from graphs.runtimes.local.argv import MAX_SYSTEM_PORT
 

@@ -205,7 +205,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.roles.RolePermission"],
     # The API reads JSON (and YAML where a view says so), within bounds (depth, 64-bit integers,
-    # storable text: graphs/untrusted.py). No form encodings: they carry no types, so a schema
+    # storable text: core/untrusted.py). No form encodings: they carry no types, so a schema
     # could not say what a field must be.
     "DEFAULT_PARSER_CLASSES": ["graphs.api.parsers.BoundedJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",

@@ -24,11 +24,8 @@ urlpatterns = [
     path("api/playground/", include("playground.api_urls")),
     path("metrics/", include("metrics.urls")),
     path("benchmarks/", include("benchmarks.urls")),
-    path("api/benchmarks/", include("benchmarks.api.urls")),
-    path("api/metrics/", include("metrics.api.urls")),
     path("clusters/", include("clusters.urls")),
-    path("api/", include("clusters.api_urls")),
-    path("api/", include("graphs.api.urls")),
+    path("api/", include("controlplane.api_urls")),
     # The schema describes the API, not its data: readable without a login, like any public spec.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     # The split view serves its init script as a file: no inline script under the CSP.

@@ -6,10 +6,10 @@ from django import forms
 from django.conf import settings
 from pydantic import ValidationError
 
-from .catalog import TEMPLATES
-from .dgd.versions import KNOWN_RELEASES, LATEST, DynamoVersion
-from .planner.settings import TARGETS, PlannerSettings
-from .spec import MAX_GPUS_PER_REPLICA, MAX_REPLICAS, quantity_bytes
+from core.catalog import TEMPLATES
+from core.facts import KNOWN_RELEASES, LATEST, DynamoVersion
+from core.planner import TARGETS, PlannerSettings
+from core.spec import MAX_GPUS_PER_REPLICA, MAX_REPLICAS, quantity_bytes
 
 
 class TemplateForm(forms.Form):
@@ -102,7 +102,7 @@ class TemplateForm(forms.Form):
         return data
 
     def pool(self, name: str):
-        from .catalog import PoolFields
+        from core.catalog import PoolFields
 
         d = self.cleaned_data
         return PoolFields(replicas=d[f"{name}_replicas"], gpus=d[f"{name}_gpus"],

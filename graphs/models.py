@@ -10,9 +10,8 @@ from collections import OrderedDict
 from django.conf import settings
 from django.db import models
 
+from core.spec import GraphSpec
 from jobs.models import Job
-
-from .spec import GraphSpec
 
 
 class Graph(models.Model):
@@ -132,7 +131,7 @@ class Deployment(models.Model):
     runtime_info = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
     # Kubernetes: per pool the revision's, the adapter's and the live replicas and who owns the
-    # count; drift between the stored revision and the live DGD (graphs/dgd/ownership.py shapes)
+    # count; drift between the stored revision and the live DGD (core/dgd/ownership.py shapes)
     ownership = models.JSONField(default=dict, blank=True)
 
     objects = DeploymentQuerySet.as_manager()

@@ -26,13 +26,15 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from clusters.selectors import check_target
+from core.dgd import topology
+from core.dgd.render import normalise_api_version, render
+from core.errors import OperationRefused, RuntimeFailure
+from core.findings import Severity
+from core.spec import MAX_REPLICAS, WORKER_ROLES
+from core.validation import validate_spec
 from jobs.dispatch import enqueue
 
-from .dgd import topology
-from .dgd.render import normalise_api_version, render
 from .engines import graph_simulation
-from .errors import OperationRefused, RuntimeFailure
-from .findings import Severity
 from .models import (
     ACTIVE_STATES,
     Deployment,
@@ -46,8 +48,6 @@ from .models import (
 )
 from .runtimes.base import Target
 from .runtimes.registry import get_runtime, target_for
-from .spec import MAX_REPLICAS, WORKER_ROLES
-from .validation import validate_spec
 
 if TYPE_CHECKING:
     from accounts.roles import Actor

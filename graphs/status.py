@@ -15,6 +15,11 @@ POD_FIELDS = ["service", "role", "phase", "ready", "restarts", "started_at", "no
               "reason", "message", "last_log", "shm_source", "command", "args", "nixl_backend", "gpu_devices",
               "gpu_memory_bytes", "gpu_util", "updated_at"]
 
+# Readings of live pods that apps above the graph store add to the pod table, registered in
+# their AppConfig.ready (metrics adds each pod's GPU memory and utilisation from Prometheus):
+# functions (deployment, pods) -> {pod name: {"gpu_memory_bytes": ..., "gpu_util": ...}}.
+POD_READINGS: list = []
+
 
 def observation_record(deployment: Deployment, observation: Observation, *, observed_generation: int,
                        merge_events: bool = False, runtime_info: dict | None = None) -> None:

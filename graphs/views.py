@@ -15,21 +15,21 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from accounts.roles import Role, role_required, user_role
 from clusters.selectors import parse_target
+from core.catalog import TEMPLATES, build_spec
+from core.dgd.render import API_VERSIONS, V1BETA1, normalise_api_version
+from core.dgd.render import render as render_manifest
+from core.errors import ManifestError, OperationRefused
+from core.findings import Finding, Severity
+from core.specio import dump_yaml, load_yaml
+from core.untrusted import QueryParameterError, parse_int_text, query_int
+from core.validation import Report, validate_manifest
 
 from . import fragments, operations, services
-from .catalog import TEMPLATES, build_spec
-from .dgd.render import API_VERSIONS, V1BETA1, normalise_api_version
-from .dgd.render import render as render_manifest
-from .errors import ManifestError, OperationRefused
-from .findings import Finding, Severity
 from .forms import ManifestForm, TemplateForm
 from .models import Graph, GraphState, Operation, Revision
 from .previews import manifest_preview, revision_preview
 from .selectors import LIST_ROW, graph_list_rows
-from .specio import dump_yaml, load_yaml
 from .status_view import NOT_READ, WITH_DEPLOYMENT, WITH_HEAD_AND_DEPLOYMENT, deployment_of, status_context
-from .untrusted import QueryParameterError, parse_int_text, query_int
-from .validation import Report, validate_manifest
 
 STOP_POLLING = 286  # htmx stops polling on this status
 STATE_LABELS = dict(GraphState.choices)
@@ -119,7 +119,7 @@ def manifest_check(request):
     text = request.POST.get("yaml", "")
     version = request.POST.get("dynamo_version") or None
     try:
-        from .dgd.versions import DynamoVersion
+        from core.facts import DynamoVersion
 
         version = str(DynamoVersion.parse(version)) if version else None
     except ValueError as exc:

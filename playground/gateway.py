@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from graphs import untrusted
+from core import untrusted
 from telemetry import instruments
 
 from . import admission, counting, limits, upstream

@@ -11,9 +11,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from pydantic import ValidationError
 
 from accounts.roles import Role, role_required, user_role
-from graphs import untrusted
+from core import untrusted
+from core.untrusted import query_int
 from graphs.models import Graph
-from graphs.untrusted import query_int
 
 from . import services
 from .access import chat_graphs, may_chat_with

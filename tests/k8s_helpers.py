@@ -3,10 +3,10 @@ as the Celery task would run them (fixtures: tests/k8s_fixtures.py)."""
 
 from __future__ import annotations
 
+from core.catalog import PoolFields, build_spec
+from core.specio import spec_from_data
 from graphs import operations, services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Graph, Operation
-from graphs.specio import spec_from_data
 
 NS = "llm"
 CLUSTER = "emu"

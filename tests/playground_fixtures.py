@@ -136,7 +136,7 @@ def _fresh_limits():
 def make_graph(name: str, model: str, endpoint: str, *, user=None, state: str = "ready", active: bool = True):
     """A Graph (through the service, from the mocker template) with a Deployment that points
     at ``endpoint``, as the runtime's observer would have written it."""
-    from graphs.catalog import build_spec
+    from core.catalog import build_spec
     from graphs.models import Deployment
     from graphs.services import graph_create
 

@@ -17,8 +17,8 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from core.catalog import PoolFields, build_spec
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
 
 pytestmark = pytest.mark.django_db
 

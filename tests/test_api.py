@@ -10,10 +10,10 @@ import yaml
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from core.catalog import PoolFields, build_spec
+from core.dgd.parse import import_manifest
+from core.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
-from graphs.dgd.parse import import_manifest
-from graphs.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs.models import Graph, Revision
 
 

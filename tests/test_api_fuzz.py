@@ -19,8 +19,8 @@ from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS, load_all_checks
 
 from accounts.tokens import token_create
+from core.catalog import PoolFields, build_spec
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
 
 # Bodies that are documents judged beyond what a JSON Schema can say: a graph spec is rendered
 # and checked against the real CRD schema and the operational rules, a manifest likewise. Their

@@ -12,8 +12,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
+from core.catalog import build_spec
 from graphs import services
-from graphs.catalog import build_spec
 from graphs.models import Graph, Revision
 from tests.badinput import CASES, GRAPH_NAME, PARSABLE_CASES, TEXT_CASES, UNPARSABLE_CASES, alias_bomb
 

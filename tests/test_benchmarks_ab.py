@@ -12,9 +12,9 @@ import pytest
 from benchmarks import studies
 from benchmarks.models import BenchmarkRun, Study
 from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
 from graphs import operations
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Graph, Operation, Pod
 from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import wait_until

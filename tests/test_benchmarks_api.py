@@ -14,8 +14,8 @@ from benchmarks import services, studies
 from benchmarks.models import BenchmarkRun, Recommendation, RunState, Study
 from benchmarks.profiles import resolve
 from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, GraphState, Operation
 
 pytestmark = pytest.mark.django_db

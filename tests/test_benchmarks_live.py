@@ -19,8 +19,8 @@ from django.utils import timezone
 from benchmarks import aiperf, services
 from benchmarks.models import BenchmarkRun
 from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, GraphState
 from graphs.runtimes.processes import allocate_ports, group_members, wait_until
 from tests.dynamo_fixtures import dynamo_graph  # noqa: F401

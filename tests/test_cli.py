@@ -10,9 +10,9 @@ import pytest
 import yaml
 from django.core.management import CommandError, call_command
 
+from core.catalog import PoolFields, build_spec
+from core.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
-from graphs.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs.models import Graph, Revision
 
 pytestmark = pytest.mark.django_db
@@ -266,8 +266,8 @@ def test_an_operator_applies_as_themself(users):
 
 
 def test_without_user_the_cli_acts_as_the_server_administrator_and_the_audit_log_says_so(users, seed_path):
+    from accounts.roles import SERVER_ADMIN
     from audit.models import AuditRecord
-    from audit.services import SERVER_ADMIN
 
     run("import", seed_path)
     record = AuditRecord.objects.get(action="graph.create")

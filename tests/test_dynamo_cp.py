@@ -23,9 +23,9 @@ from accounts.models import ApiToken
 from accounts.tokens import token_create
 from benchmarks.models import BenchmarkRun
 from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
 from dynamo_cp import exits
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Operation
 from tests.test_operation_faults import Worker, _database_url
 

@@ -11,10 +11,10 @@ import json
 import pytest
 from django.apps import apps
 
+from core.catalog import PoolFields, build_spec
+from core.findings import MAX_FINDINGS, MAX_MESSAGE_CHARS
+from core.untrusted import MAX_DEPTH, QueryParameterError, UntrustedInputError, load_json, query_int
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
-from graphs.findings import MAX_FINDINGS, MAX_MESSAGE_CHARS
-from graphs.untrusted import MAX_DEPTH, QueryParameterError, UntrustedInputError, load_json, query_int
 
 HUGE = "9" * 5000  # past Python's 4,300-digit limit for int()
 BIG = "9" * 30  # a Python int, but past every 64-bit column

@@ -127,7 +127,7 @@ def test_crds_list_get_and_removal(kube, api_client, co):
         co.list_namespaced_custom_object(G, BETA, NS, DGDSA)
     assert err.value.status == 404
     assert [c.metadata.name for c in ext.list_custom_resource_definition().items] == [f"{DGD}.{G}"]
-    kube.install_crd(REFERENCE.parents[2] / "graphs/crds/nvidia.com_dynamographdeploymentscalingadapters.yaml",
+    kube.install_crd(REFERENCE.parents[2] / "core/crds/nvidia.com_dynamographdeploymentscalingadapters.yaml",
                      versions=[ALPHA])
     assert co.list_namespaced_custom_object(G, ALPHA, NS, DGDSA)["items"] == []
     with pytest.raises(ApiException):

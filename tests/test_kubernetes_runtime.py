@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import OperationRefused, RuntimeFailure
+from core.specio import spec_from_data
 from graphs import operations
-from graphs.errors import OperationRefused, RuntimeFailure
 from graphs.models import Deployment, Operation
 from graphs.services import graph_update
-from graphs.specio import spec_from_data
 from tests.k8s_helpers import CLUSTER, NS, apply, dgd_path, make_graph, run, scale
 
 pytestmark = pytest.mark.django_db

@@ -10,11 +10,11 @@ import time
 import pytest
 
 from clusters.models import Cluster
+from core.specio import spec_from_data
 from graphs import operations, services
 from graphs.diagnosis import diagnose
 from graphs.models import Deployment, Event, Pod
 from graphs.runtimes.kubernetes.watch import ClusterWatcher
-from graphs.specio import spec_from_data
 from tests.k8s_emulator import UNSCHEDULABLE_MESSAGE
 from tests.k8s_helpers import NS, apply, make_graph, run, scale
 

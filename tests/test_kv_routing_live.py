@@ -17,8 +17,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from controlplane.celery import app as celery_app
+from core.catalog import build_spec
 from graphs import operations, services
-from graphs.catalog import build_spec
 from graphs.models import Deployment, Pod
 from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import wait_until

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from core.catalog import PoolFields, build_spec
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
 from graphs.diagnosis import diagnose
 from graphs.engines import Host
 from graphs.models import Deployment, Pod

@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
+from core.errors import OperationRefused
 from graphs import operations, services
-from graphs.catalog import PoolFields, build_spec
-from graphs.errors import OperationRefused
 from graphs.models import Deployment, Event, Operation, Pod
 from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import group_members, port_is_free, wait_until

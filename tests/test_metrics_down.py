@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from core.catalog import build_spec
 from graphs import services as graph_services
-from graphs.catalog import build_spec
 from graphs.models import Deployment
 from metrics import prometheus as prom
 from metrics.prometheus import PrometheusUnreachable

@@ -10,12 +10,12 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from clusters.resources import service_name
+from core.errors import OperationRefused
+from core.specio import spec_from_data
 from graphs import operations
-from graphs.errors import OperationRefused
 from graphs.models import Deployment, Pod
 from graphs.runtimes.kubernetes.watch import ClusterWatcher
 from graphs.services import graph_update
-from graphs.specio import spec_from_data
 from tests.k8s_helpers import CLUSTER, NS, apply, make_graph, run, scale
 
 pytestmark = pytest.mark.django_db
@@ -301,8 +301,8 @@ def test_services_of_a_dgd_with_a_dot_in_its_name_are_normalised(kube):
 def test_an_imported_dgd_with_a_dot_keeps_its_name_and_gets_the_right_frontend_url(cluster, kube):
     import copy
 
+    from core.dgd.render import render
     from graphs import services
-    from graphs.dgd.render import render
     from graphs.runtimes.kubernetes.watch import ClusterWatcher
 
     dotted = copy.deepcopy(render(make_graph().head.graph_spec, "nvidia.com/v1beta1"))

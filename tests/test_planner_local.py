@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
+from core.errors import OperationRefused
+from core.planner import PlannerSettings
 from graphs import operations, services
-from graphs.catalog import PoolFields, build_spec
-from graphs.errors import OperationRefused
 from graphs.models import Deployment, Operation, PlannerDecision, Pod
-from graphs.planner.settings import PlannerSettings
 from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import wait_until
 

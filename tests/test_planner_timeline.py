@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.utils import timezone
 
+from core.catalog import PoolFields, build_spec
+from core.planner import PlannerSettings
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, PlannerDecision
 from graphs.planner import services as planner_services
-from graphs.planner.settings import PlannerSettings
 from metrics.planner import health, planner_of
 from tests.metrics_fixtures import (  # noqa: F401
     INPUT_TOKENS_PER_S,

@@ -9,11 +9,12 @@ import copy
 
 import pytest
 
-from graphs.catalog import build_spec
-from graphs.checks import operational_findings
-from graphs.dgd.commandline import ROUTER_FLAGS, ROUTER_MODES, router_mode, with_router_mode
-from graphs.dgd.parse import import_manifest
-from graphs.dgd.render import V1ALPHA1, V1BETA1, render
+from core.catalog import build_spec
+from core.checks import operational_findings
+from core.dgd.commandline import ROUTER_FLAGS, router_mode, with_router_mode
+from core.dgd.parse import import_manifest
+from core.dgd.render import V1ALPHA1, V1BETA1, render
+from core.facts import ROUTER_MODES
 from graphs.runtimes.local.argv import build_process_argv, validate_extra_args
 
 

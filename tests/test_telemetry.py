@@ -150,7 +150,7 @@ def world(users):
     """Two deployed graphs (status cache 40 s and 5 s old), three finished operations and a
     running one, a cluster watched 30 s ago and one never watched."""
     from clusters.models import Cluster
-    from graphs.catalog import build_spec
+    from core.catalog import build_spec
     from graphs.models import Deployment, Operation
     from graphs.services import graph_create
 

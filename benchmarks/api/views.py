@@ -14,7 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from graphs.untrusted import query_int
+from core.untrusted import query_int
 
 from .. import reports, services, sizing, studies
 from ..models import BenchmarkRun, Recommendation, Study

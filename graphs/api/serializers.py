@@ -5,14 +5,14 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import untrusted
-from ..catalog import TEMPLATES
-from ..dgd.commandline import ROUTER_MODES
-from ..dgd.render import normalise_api_version
-from ..dgd.versions import DynamoVersion
-from ..errors import ManifestError
+from core import untrusted
+from core.catalog import TEMPLATES
+from core.dgd.render import normalise_api_version
+from core.errors import ManifestError
+from core.facts import ROUTER_MODES, DynamoVersion
+from core.specio import spec_from_data
+
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
-from ..specio import spec_from_data
 
 # What the schema can say about a name and a release (the server checks the rest).
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -35,7 +35,7 @@ class FindingSerializer(serializers.Serializer):
 
 
 class SchemaUsedSerializer(serializers.Serializer):
-    """Which CRD schema judged the manifest's structure (see graphs/crds/SOURCE.txt)."""
+    """Which CRD schema judged the manifest's structure (see core/crds/SOURCE.txt)."""
 
     api_version = serializers.CharField()
     repository = serializers.CharField()
@@ -253,7 +253,7 @@ class FromTemplateSerializer(serializers.Serializer):
 
 
 class QueryIntegerField(serializers.IntegerField):
-    """An integer query parameter, read by graphs.untrusted.parse_int_text like every other one."""
+    """An integer query parameter, read by core.untrusted.parse_int_text like every other one."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("min_value", 1)

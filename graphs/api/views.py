@@ -15,19 +15,17 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from accounts.roles import Role
-from metrics.charts import WindowError
-from metrics.planner import timeline_data
+from core.catalog import TEMPLATES, PoolFields, build_spec
+from core.errors import ManifestError
+from core.facts import DEFAULT_ROUTER_MODE
+from core.planner import PlannerSettings
+from core.specio import dump_yaml, load_yaml
+from core.untrusted import query_int
+from core.validation import validate_manifest
 
 from .. import operations, services
-from ..catalog import TEMPLATES, PoolFields, build_spec
-from ..dgd.commandline import DEFAULT_ROUTER_MODE
-from ..errors import ManifestError
 from ..models import Graph, Operation, Revision
-from ..planner.settings import PlannerSettings
 from ..selectors import graph_summaries
-from ..specio import dump_yaml, load_yaml
-from ..untrusted import query_int
-from ..validation import validate_manifest
 from . import serializers as s
 from .parsers import YAML_PARSERS
 
@@ -266,18 +264,6 @@ class GraphViewSet(viewsets.ModelViewSet):
         graph = self.get_object()
         return Response(operations.ownership_snapshot(graph))
 
-    @extend_schema(parameters=[OpenApiParameter("window", str, description="15m .. 7d (default 1h)")],
-                   responses={200: OpenApiTypes.OBJECT})
-    @action(detail=True, methods=["get"])
-    def planner(self, request, name=None):
-        """The Planner timeline: load, replicas per pool (desired and ready), each decision with
-        its reason, TTFT/ITL against the targets, the Planner's estimates, and its health."""
-        graph = self.get_object()
-        try:
-            return Response(timeline_data(graph, request.query_params.get("window")))
-        except WindowError as exc:
-            raise ValidationError({"window": str(exc)}) from None
-
     @extend_schema(responses={200: s.OperationSerializer(many=True)})
     @action(detail=True, methods=["get"], url_path="operations")
     def graph_operations(self, request, name=None):
@@ -299,7 +285,7 @@ def _version_param(request) -> str | None:
     value = request.query_params.get("dynamoVersion")
     if value is None:
         return None
-    from ..dgd.versions import DynamoVersion
+    from core.facts import DynamoVersion
 
     try:
         return str(DynamoVersion.parse(value))

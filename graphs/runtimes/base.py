@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the process layer imports this module on hosts without the spec's pydantic
-    from ..spec import GraphSpec
+    from core.spec import GraphSpec
 
 # vLLM's NIXL connector logs one line per backend its agent creates, e.g.
 # "Backend UCX was instantiated" (nixl_connector.py, through the NIXL agent).

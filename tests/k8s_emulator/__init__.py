@@ -2,7 +2,7 @@
 
 Usage::
 
-    with KubeEmulator() as kube:                     # DGD + DGDSA CRDs from graphs/crds
+    with KubeEmulator() as kube:                     # DGD + DGDSA CRDs from core/crds
         api = client.CustomObjectsApi(kube.api_client())          # retries off by default
         api.create_namespaced_custom_object("nvidia.com", "v1beta1", "default",
                                             "dynamographdeployments", manifest)

@@ -14,14 +14,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.cli import acting_user
 from accounts.roles import Role
+from core.dgd.render import normalise_api_version
+from core.errors import ManifestError, OperationRefused
+from core.facts import DynamoVersion
+from core.findings import Severity
+from core.specio import dump_yaml, load_yaml
+from core.validation import validate_manifest
 from graphs import operations, services
-from graphs.dgd.render import normalise_api_version
-from graphs.dgd.versions import DynamoVersion
-from graphs.errors import ManifestError, OperationRefused
-from graphs.findings import Severity
 from graphs.models import Graph, Operation
-from graphs.specio import dump_yaml, load_yaml
-from graphs.validation import validate_manifest
 
 # The role each verb needs with --user, as in the UI and the API: reads for viewers, the rest
 # for operators.

@@ -3,7 +3,7 @@
 
 * ``Deployment.ownership``: per pool the revision's, the adapter's and the live replicas and who
   owns the count (from ``managedFields``), and the drift between the stored revision and the live
-  DGD with autoscaler-owned fields set apart (graphs/dgd/ownership.py decides);
+  DGD with autoscaler-owned fields set apart (core/dgd/ownership.py decides);
 * a ``ReplicaChange`` row each time a pool's desired count moves and the writer is not the
   control plane: the Planner's decisions (its field manager on the adapter's replicas through
   ``/scale``), an HPA's, a person's with kubectl: ``at``, ``service``, ``before`` -> ``after``,
@@ -18,7 +18,8 @@ import datetime as dt
 
 from django.utils import timezone
 
-from ...dgd import ownership
+from core.dgd import ownership
+
 from ...models import Deployment, ReplicaChange
 from ...planner import services as planner_services
 from .status import parse_time

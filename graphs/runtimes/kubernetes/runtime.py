@@ -33,11 +33,11 @@ from clusters.kubernetes import (
 )
 from clusters.resources import adapter_name, custom_path
 from clusters.selectors import cluster_named
+from core.dgd import ownership, topology
+from core.dgd.render import V1ALPHA1
+from core.specio import dump_yaml
 
-from ...dgd import ownership, topology
-from ...dgd.render import V1ALPHA1
 from ...models import GraphState
-from ...specio import dump_yaml
 from ..base import ApplyResult, Target
 
 _CONFLICT_WITH = re.compile(r'conflict with "([^"]+)"')

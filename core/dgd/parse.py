@@ -8,11 +8,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..errors import ManifestError
-from ..spec import GraphSpec
-from .paths import _manifest_finding, raw_names
-from .render import API_VERSIONS, GPU_RESOURCE, KIND, MAIN_CONTAINER, V1ALPHA1, V1BETA1
-from .versions import LATEST, version_from_image
+from core.dgd.paths import _manifest_finding, raw_names
+from core.dgd.render import API_VERSIONS, GPU_RESOURCE, KIND, MAIN_CONTAINER, V1ALPHA1, V1BETA1
+from core.errors import ManifestError
+from core.facts import LATEST, version_from_image
+from core.spec import GraphSpec
 
 # Component fields spelled the same in both versions and not modelled: kept in Service.extra.
 _COMMON_COMPONENT_FIELDS = {
@@ -83,7 +83,7 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
         "extra_v1alpha1": only if alpha else {},
         "extra_v1beta1": {} if alpha else only,
     }
-    from ..specio import spec_from_data
+    from core.specio import spec_from_data
 
     try:
         return spec_from_data(data)
@@ -323,7 +323,7 @@ def _kind(value: Any) -> str:
 
 
 def _infer_backend(services: list[dict[str, Any]], body: dict[str, Any]) -> str:
-    from .commandline import engine_of
+    from core.dgd.commandline import engine_of
 
     for service in services:
         engine = engine_of(service.get("command"), service.get("args"))
@@ -345,7 +345,7 @@ def _infer_version(services: list[dict[str, Any]]) -> str | None:
 
 
 def _infer_model(services: list[dict[str, Any]]) -> str | None:
-    from .commandline import served_model
+    from core.dgd.commandline import served_model
 
     for service in services:
         if service["role"] in ("prefill", "decode", "worker"):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from .dgd.commandline import build_frontend_command, build_worker_command
-from .dgd.versions import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
-from .planner.settings import PlannerSettings, graph_mode, planner_args
-from .spec import GraphSpec, Service
-from .specio import spec_from_data
+from core.dgd.commandline import build_frontend_command, build_worker_command
+from core.facts import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
+from core.planner import PlannerSettings, graph_mode, planner_args
+from core.spec import GraphSpec, Service
+from core.specio import spec_from_data
 
 
 @dataclass(frozen=True)

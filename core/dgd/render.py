@@ -10,9 +10,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..spec import GraphSpec, Service
-from .commandline import translate_role_flag
-from .versions import EXAMPLES_WORKDIR_SINCE, DynamoVersion, version_from_image
+from core.dgd.commandline import translate_role_flag
+from core.facts import EXAMPLES_WORKDIR_SINCE, DynamoVersion, version_from_image
+from core.spec import GraphSpec, Service
 
 GROUP = "nvidia.com"
 KIND = "DynamoGraphDeployment"

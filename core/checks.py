@@ -7,9 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .dgd.commandline import (
+from core.dgd.commandline import (
     ROUTER_FLAGS,
-    ROUTER_MODE_ENV,
     declared_role,
     engine_of,
     router_flag_problem,
@@ -17,20 +16,21 @@ from .dgd.commandline import (
     served_model,
     tokens,
 )
-from .dgd.parse import import_manifest
-from .dgd.render import V1ALPHA1
-from .dgd.versions import (
+from core.dgd.parse import import_manifest
+from core.dgd.render import V1ALPHA1
+from core.facts import (
     DISAGGREGATION_MODE_SINCE,
     ENGINES,
     EXAMPLES_WORKDIR_SINCE,
+    ROUTER_MODE_ENV,
     V1BETA1_SINCE,
     DynamoVersion,
     uses_disaggregation_mode,
     version_from_image,
 )
-from .findings import Finding, Severity
-from .planner.settings import PlannerSettingsError, config_arg, settings_from_config, unknown_keys
-from .spec import MAX_REPLICAS, GraphSpec, Service, quantity_bytes
+from core.findings import Finding, Severity
+from core.planner import PlannerSettingsError, config_arg, settings_from_config, unknown_keys
+from core.spec import MAX_REPLICAS, GraphSpec, Service, quantity_bytes
 
 GI = 2**30
 # NIXL prepares KV-transfer metadata through /dev/shm; below this it stalls or dies.

@@ -7,10 +7,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from . import untrusted
-from .errors import ManifestError
-from .findings import Finding, Severity
-from .spec import GraphSpec
+from core import untrusted
+from core.errors import ManifestError
+from core.findings import Finding, Severity
+from core.spec import GraphSpec
 
 
 def spec_from_data(data: Any) -> GraphSpec:

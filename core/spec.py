@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from .dgd.commandline import DEFAULT_ROUTER_MODE, router_mode, with_router_mode
-from .dgd.versions import ENGINES, DynamoVersion
+from core.dgd.commandline import router_mode, with_router_mode
+from core.facts import DEFAULT_ROUTER_MODE, ENGINES, ROUTER_MODE_ENV, ROUTER_MODES, DynamoVersion
 
 Role = Literal["frontend", "prefill", "decode", "worker", "planner", "epp", "other"]
 Engine = Literal["vllm", "sglang", "trtllm", "mocker"]
@@ -155,7 +155,7 @@ class Service(BaseModel):
 
 
 def _frontend_with_router_mode(service: Service, mode: str) -> Service:
-    from .dgd.commandline import ROUTER_MODE_ENV, ROUTER_MODES, flag_value, tokens
+    from core.dgd.commandline import flag_value, tokens
 
     if mode not in ROUTER_MODES:
         raise ValueError(f"router mode {mode!r} is not one of {', '.join(ROUTER_MODES)}")

@@ -16,7 +16,13 @@ from __future__ import annotations
 import re
 import shlex
 
-from .versions import ENGINES, DynamoVersion, uses_disaggregation_mode
+from core.facts import (
+    ENGINES,
+    ROUTER_MODE_ENV,
+    ROUTER_MODES,
+    DynamoVersion,
+    uses_disaggregation_mode,
+)
 
 _SHELLS = {"sh", "/bin/sh", "bash", "/bin/bash", "/usr/bin/bash", "/usr/bin/env bash"}
 _MODULE_ENGINES = {v["module"]: k for k, v in ENGINES.items()} | {
@@ -217,14 +223,8 @@ def build_frontend_command(router_mode: str | None = None) -> tuple[list[str], l
 
 # ---------------------------------------------------------------------------------- router
 
-# The Frontend's router (dynamo.frontend --router-mode, or env DYN_ROUTER_MODE). Its choices
-# and the other router flags below are dynamo.frontend 1.6.1's, read from the wheel's
-# RouterArgGroup and KvRouterArgGroup (tests/test_router_mode.py holds them to the installed
-# wheel). "kv" routes a prompt to the worker whose KV cache holds most of its prefix.
-ROUTER_MODES = ("round-robin", "random", "power-of-two", "kv", "direct", "least-loaded", "device-aware-weighted")
-DEFAULT_ROUTER_MODE = "round-robin"
-ROUTER_MODE_ENV = "DYN_ROUTER_MODE"
-
+# The other router flags below are dynamo.frontend 1.6.1's, read from the wheel's RouterArgGroup
+# and KvRouterArgGroup (tests/test_router_mode.py holds them to the installed wheel).
 # flag -> (value type, choices, KV-router only). "bool" flags take no value and have --no-X twins.
 ROUTER_FLAGS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "--router-mode": ("str", ROUTER_MODES, False),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .findings import Finding, Severity, bounded
+from core.findings import Finding, Severity, bounded
 
 
 class Refused(Exception):

@@ -18,8 +18,6 @@ import re
 import threading
 from typing import Any
 
-from django.core.exceptions import BadRequest
-
 MAX_DEPTH = 64
 INT_MIN, INT_MAX = -(2**63), 2**63 - 1
 # Longer literals are refused without converting them: int() of a huge literal is quadratic.
@@ -172,9 +170,9 @@ def load_json(text: str) -> Any:
 # ------------------------------------------------------------------------------ query strings
 
 
-class QueryParameterError(BadRequest):
+class QueryParameterError(ValueError):
     """A query parameter that is not what the view needs: a 400 naming the parameter, both on
-    pages (Django answers BadRequest with 400) and in the API (controlplane.api)."""
+    pages (controlplane.middleware) and in the API (controlplane.api)."""
 
     def __init__(self, name: str, message: str):
         self.name = name

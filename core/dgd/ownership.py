@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
-from ..schema import load_crd
+from core.schema import load_crd
 
 Path = tuple[str, ...]
 CONTROL_PLANE = "dynamo-control-plane"  # our field manager (runtimes/kubernetes/client.py FIELD_MANAGER)

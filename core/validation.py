@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checks import operational_findings
-from .dgd.parse import import_manifest
-from .dgd.render import render
-from .errors import ManifestError
-from .findings import Finding, Severity, bounded, has_errors, sort_findings
-from .schema import schema_used, structural_findings
-from .spec import GraphSpec
+from core.checks import operational_findings
+from core.dgd.parse import import_manifest
+from core.dgd.render import render
+from core.errors import ManifestError
+from core.findings import Finding, Severity, bounded, has_errors, sort_findings
+from core.schema import schema_used, structural_findings
+from core.spec import GraphSpec
 
 # A DGD runs a handful of components; more than this is a mistake or an attack, refused before
 # the schema and the checks spend time on each one.
@@ -23,7 +23,7 @@ MAX_COMPONENTS = 100
 class Report:
     findings: list[Finding] = field(default_factory=list)
     spec: GraphSpec | None = None
-    # Which CRD schema judged the structure (graphs.schema.schema_used); None when the
+    # Which CRD schema judged the structure (core.schema.schema_used); None when the
     # manifest names no API version the CRD serves, or was not YAML at all.
     schema: dict[str, Any] | None = None
 

@@ -1,4 +1,6 @@
-"""What changes between Dynamo releases, as far as a manifest is concerned.
+"""The facts about Dynamo that everything else is built on: its releases and what changes between
+them, its engines, and its Frontend's router modes. The lowest module of the core: it imports nothing
+of ours.
 
 Only facts that change what we render or what we warn about live here. Thresholds are the
 first release that behaves the new way."""
@@ -58,6 +60,15 @@ ENGINES = {
     "trtllm": {"module": "dynamo.trtllm", "image": "tensorrtllm-runtime", "gpu": True, "model_flag": "--model-path"},
     "mocker": {"module": "dynamo.mocker", "image": "dynamo-planner", "gpu": False, "model_flag": "--model-path"},
 }
+
+
+# The Frontend's router (dynamo.frontend --router-mode, or env DYN_ROUTER_MODE). Its choices are
+# dynamo.frontend 1.6.1's, read from the wheel's
+# RouterArgGroup and KvRouterArgGroup (tests/test_router_mode.py holds them to the installed
+# wheel). "kv" routes a prompt to the worker whose KV cache holds most of its prefix.
+ROUTER_MODES = ("round-robin", "random", "power-of-two", "kv", "direct", "least-loaded", "device-aware-weighted")
+DEFAULT_ROUTER_MODE = "round-robin"
+ROUTER_MODE_ENV = "DYN_ROUTER_MODE"
 
 
 def uses_disaggregation_mode(version: DynamoVersion, engine: str) -> bool:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..dgd.commandline import flag_value, tokens
+from core.dgd.commandline import flag_value, tokens
 
 Target = Literal["throughput", "latency", "load", "sla"]
 TARGETS: tuple[str, ...] = ("throughput", "latency", "load", "sla")

@@ -1,4 +1,4 @@
-"""Structural validation against the real Dynamo CRD files in graphs/crds/ (copied verbatim
+"""Structural validation against the real Dynamo CRD files in core/crds/ (copied verbatim
 from ai-dynamo/dynamo; see SOURCE.txt there). Nothing here is a hand-written copy of the
 schema: the CRD's openAPIV3Schema is turned into a JSON Schema with Kubernetes' structural
 rules (unknown fields are errors unless x-kubernetes-preserve-unknown-fields; nullable)."""
@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft7Validator
 
-from .findings import Finding, Severity
+from core.findings import Finding, Severity
 
 CRD_DIR = Path(__file__).resolve().parent / "crds"
 DGD_CRD = "nvidia.com_dynamographdeployments.yaml"
@@ -24,7 +24,7 @@ _SKIP_KEYS = {"description", "x-kubernetes-validations", "x-kubernetes-list-type
               "x-kubernetes-map-type", "format"}
 
 
-# The newest release whose CRDs are in graphs/crds/ is unknown: the files are a snapshot of
+# The newest release whose CRDs are in core/crds/ is unknown: the files are a snapshot of
 # upstream main (SOURCE.txt), which declares this version. Releases after it (1.6.x, 1.7.0
 # with its v1beta2) could not be obtained, so the snapshot validates every target release.
 SNAPSHOT_DECLARES = "1.5.0"
@@ -53,7 +53,7 @@ def schema_used(api_version: str | None, target_release: str | None) -> dict[str
         "summary": (f"{api_version} schema of the DynamoGraphDeployment CRD from {source['repository']} "
                     f"{source['ref']} at {source['commit'][:7]} ({source['date']}, declaring {source['declares']})"),
     }
-    from .dgd.versions import DynamoVersion
+    from core.facts import DynamoVersion
 
     try:
         target = DynamoVersion.parse(target_release) if target_release else None

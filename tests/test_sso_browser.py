@@ -5,7 +5,8 @@ role, a person in no mapped group is refused with a page naming their groups, a 
 away in the provider is gone at the next sign-in (and their API token with it), sign-out ends
 the provider's session too, and each failure users meet (a wrong client secret, a provider
 that is down, an expired or tampered ID token, a replayed callback) ends on a page that says
-so: never a 500, never a session."""
+so: never a 500, never a session. Also the authorization request itself: state, nonce and
+the PKCE S256 challenge (the provider refuses a request without one)."""
 
 from __future__ import annotations
 
@@ -272,3 +273,27 @@ def test_dynamo_cp_login_makes_a_token_in_the_browser_and_stores_it_privately(br
 
     token = ApiToken.objects.get(user__username="bob")
     assert token.name.startswith("dynamo-cp login laptop")
+
+
+def test_the_authorization_request_carries_state_nonce_and_a_pkce_challenge(live_server, sso, oidc_issuer):
+    import base64
+    import hashlib
+    from urllib.parse import parse_qs, urlsplit
+
+    from django.test import Client
+
+    client = Client()
+    response = client.get("/auth/oidc/login/?next=/graphs/")
+    assert response.status_code == 302
+    location = urlsplit(response["Location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == f"{oidc_issuer.url}/auth"  # from discovery
+    query = {k: v[0] for k, v in parse_qs(location.query).items()}
+    assert query["response_type"] == "code" and query["client_id"] == "cp"
+    assert query["scope"] == "openid email profile groups"
+    assert query["redirect_uri"] == "http://testserver/auth/oidc/callback/"
+    kept = client.session["oidc_states"][query["state"]]
+    assert kept["nonce"] == query["nonce"] and len(query["nonce"]) >= 32
+    assert query["code_challenge_method"] == "S256"
+    digest = hashlib.sha256(kept["code_verifier"].encode()).digest()
+    assert query["code_challenge"] == base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+    assert client.session["oidc_login_next"] == "/graphs/"

@@ -106,8 +106,8 @@ def discover(config: SsoConfig) -> Provider:
 
 class Client(OIDCAuthenticationBackend):
     """mozilla-django-oidc's protocol code, configured from discovery rather than settings. Not
-    an authentication backend of the project: accounts.sso calls ``exchange`` directly and
-    signs the person in with the project's own session backend."""
+    an authentication backend of the project: the callback (accounts/sso_views.py) calls
+    ``exchange`` directly and signs the person in with the project's own session backend."""
 
     def __init__(self, config: SsoConfig, provider: Provider):
         # The library's __init__ reads static endpoints from settings; ours come from discovery.
@@ -149,8 +149,12 @@ class Client(OIDCAuthenticationBackend):
             userinfo = self.get_userinfo(tokens.get("access_token"), id_token, claims)
         except SuspiciousOperation as exc:
             raise IdpError("token", f"the ID token was refused: {exc}") from None
+        except requests.HTTPError as exc:
+            raise IdpError("misconfigured", f"the userinfo endpoint answered HTTP {exc.response.status_code}") from None
         except requests.RequestException as exc:
             raise IdpError("unreachable", f"the identity provider stopped answering ({type(exc).__name__})") from None
+        except ValueError:
+            raise IdpError("misconfigured", "the userinfo endpoint did not answer JSON") from None
         return {**userinfo, **claims}, id_token
 
     def _verify_jws(self, payload, key):

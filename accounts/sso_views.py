@@ -120,7 +120,7 @@ def sso_callback(request):
         auth.logout(request)
         return render(request, "registration/sso_refused.html", {"result": result}, status=403)
     next_url = request.session.get("oidc_login_next") or ""
-    result.user._sso_sign_in = True  # accounts/signals.py: the SSO record above replaces auth.login's
+    result.user._sso_sign_in = True  # audit/receivers.py: the sso_signed_in record stands for auth.login
     auth.login(request, result.user, backend=SESSION_BACKEND)
     request.session.set_expiry(config.session_seconds)
     request.session["oidc_id_token"] = id_token

@@ -150,11 +150,11 @@ class Client(OIDCAuthenticationBackend):
         except SuspiciousOperation as exc:
             raise IdpError("token", f"the ID token was refused: {exc}") from None
         except requests.HTTPError as exc:
-            raise IdpError("misconfigured", f"the userinfo endpoint answered HTTP {exc.response.status_code}") from None
+            raise IdpError("misconfigured", f"{exc.response.url} answered HTTP {exc.response.status_code}") from None
         except requests.RequestException as exc:
             raise IdpError("unreachable", f"the identity provider stopped answering ({type(exc).__name__})") from None
         except ValueError:
-            raise IdpError("misconfigured", "the userinfo endpoint did not answer JSON") from None
+            raise IdpError("misconfigured", "the provider's keys or userinfo were not JSON") from None
         return {**userinfo, **claims}, id_token
 
     def _verify_jws(self, payload, key):

@@ -314,11 +314,14 @@ class OperationSerializer(serializers.ModelSerializer):
 
 
 class PodSerializer(serializers.ModelSerializer):
+    # What the pod's spec asks for /dev/shm, beside what it has (shm_bytes): the status snapshot's.
+    shm_requested_bytes = serializers.IntegerField(read_only=True, allow_null=True, required=False)
+
     class Meta:
         model = Pod
         fields = ["name", "service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
-                  "shm_bytes", "shm_source", "port", "reason", "message", "command", "args", "nixl_backend",
-                  "gpu_devices", "gpu_memory_bytes", "gpu_util", "updated_at"]
+                  "shm_bytes", "shm_source", "shm_requested_bytes", "port", "reason", "message", "command", "args",
+                  "nixl_backend", "gpu_devices", "gpu_memory_bytes", "gpu_util", "updated_at"]
 
 
 class EventSerializer(serializers.ModelSerializer):
@@ -335,6 +338,31 @@ class DeploymentSerializer(serializers.ModelSerializer):
         model = Deployment
         fields = ["runtime", "cluster", "namespace", "api_version", "revision", "replicas", "active", "state",
                   "message", "endpoint", "observed_at", "generation", "observed_generation"]
+
+
+class GraphStatusSerializer(serializers.Serializer):
+    """``GET /api/graphs/<name>/status/``: the status cache's snapshot of one graph
+    (graphs.operations.status_snapshot), pods and events through their serializers."""
+
+    graph = serializers.CharField()
+    simulation = serializers.JSONField(allow_null=True, help_text="Which services run Dynamo's mocker "
+                                       "instead of their engine, and why (null: none do).")
+    deployed = serializers.BooleanField()
+    runtime = serializers.CharField(allow_null=True)
+    cluster = serializers.CharField(allow_blank=True)
+    namespace = serializers.CharField(allow_blank=True)
+    revision = serializers.IntegerField(allow_null=True)
+    state = serializers.CharField()
+    message = serializers.CharField(allow_blank=True)
+    endpoint = serializers.CharField(allow_blank=True)
+    attach = serializers.JSONField(help_text="Local graphs: the Dynamo namespace, discovery store and "
+                                   "environment a Planner or any Dynamo tool needs to attach.")
+    replicas = serializers.DictField(child=serializers.IntegerField(), help_text="Desired replicas per pool.")
+    router_mode = serializers.CharField(allow_null=True)
+    observed_at = serializers.DateTimeField(allow_null=True)
+    age_seconds = serializers.FloatField(allow_null=True)
+    pods = PodSerializer(many=True)
+    events = EventSerializer(many=True)
 
 
 class ApplySerializer(serializers.Serializer):

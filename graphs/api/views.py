@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -46,6 +47,12 @@ DGD_BODY = {"application/yaml": {
 DYNAMO_VERSION_PARAMETER = OpenApiParameter(
     "dynamoVersion", {"type": "string", "pattern": s.DYNAMO_VERSION}, description="A Dynamo release, e.g. 1.6.1")
 RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int), DYNAMO_VERSION_PARAMETER]
+
+
+def _queued(op) -> Response:
+    """202 Accepted for a verb that queued an operation: the operation, and where to follow it."""
+    return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED,
+                    headers={"Location": reverse("api:operation-detail", args=[op.pk])})
 
 
 def _via(request) -> str:
@@ -226,7 +233,7 @@ class GraphViewSet(viewsets.ModelViewSet):
                                       revision_number=v.get("revision"), api_version=v["apiVersion"],
                                       dry_run=v["dry_run"], cluster=v["cluster"], namespace=v["namespace"],
                                       force=v["force"], recreate=v["recreate"], confirm=v["confirm"])
-        return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
+        return _queued(op)
 
     @extend_schema(request=s.ScaleSerializer, responses={202: s.OperationSerializer})
     @action(detail=True, methods=["post"])
@@ -238,7 +245,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         op = operations.graph_scale(graph=graph, user=request.user, via=_via(request),
                                       service=data.validated_data["service"],
                                       replicas=data.validated_data["replicas"], force=data.validated_data["force"])
-        return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
+        return _queued(op)
 
     @extend_schema(request=None, responses={202: s.OperationSerializer})
     @action(detail=True, methods=["post"])
@@ -246,14 +253,14 @@ class GraphViewSet(viewsets.ModelViewSet):
         """Stop everything the graph runs on its runtime (the graph definition stays)."""
         graph = self.get_object()
         op = operations.graph_undeploy(graph=graph, user=request.user, via=_via(request))
-        return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
+        return _queued(op)
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: s.GraphStatusSerializer})
     @action(detail=True, methods=["get"])
     def status(self, request, name=None):
         """The status cache: state, pods, recent events and how fresh they are."""
         graph = self.get_object()
-        return Response(operations.status_snapshot(graph))
+        return Response(s.GraphStatusSerializer(operations.status_snapshot(graph)).data)
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])

@@ -1,6 +1,6 @@
 """The audit of who signs in, who fails to, whose role changes (group membership, superuser and
 active flags), whichever way it happens (the login page, the admin, a shell), and of API tokens
-made and revoked (accounts.signals)."""
+made and revoked, and of single sign-ons, refused and failed ones included (accounts.signals)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.db.models.signals import m2m_changed, post_save, pre_save
 from django.dispatch import receiver
 
 from accounts.models import ApiToken
-from accounts.signals import token_created, token_revoked
+from accounts.signals import sso_failed, sso_refused, sso_signed_in, token_created, token_revoked
 
 from .services import audit_record
 
@@ -23,6 +23,8 @@ def _client(request) -> str:
 
 @receiver(user_logged_in)
 def _logged_in(sender, request, user, **kwargs):
+    if getattr(user, "_sso_sign_in", False):
+        return  # a single sign-on: _sso_signed_in below records it, with the role and the groups
     audit_record(actor=user, via="ui", action="auth.login", target_type="user", target=user.username,
                  message=f"from {_client(request)}")
 
@@ -79,3 +81,25 @@ def _token_created(sender, token, actor, via, **kwargs):
 def _token_revoked(sender, token, actor, via, **kwargs):
     audit_record(actor=actor, via=via, action="token.revoke", target_type="user", target=token.user.username,
                  before={"name": token.name, "prefix": token.prefix})
+
+
+def _from(client: str, text: str = "") -> str:
+    return f"{text} (from {client})" if text and client else (f"from {client}" if client else text)
+
+
+@receiver(sso_signed_in)
+def _sso_signed_in(sender, user, before, role, groups, client, **kwargs):
+    audit_record(actor=user, via="ui", action="auth.sso_login", target_type="user", target=user.username,
+                 before={"role": before}, after={"role": role, "groups": groups}, message=_from(client))
+
+
+@receiver(sso_refused)
+def _sso_refused(sender, user, who, reason, groups, issuer, subject, client, **kwargs):
+    audit_record(actor=user, via="ui", action="auth.sso_refused", target_type="user", target=who,
+                 after={"groups": groups, "issuer": issuer, "subject": subject}, message=_from(client, reason))
+
+
+@receiver(sso_failed)
+def _sso_failed(sender, kind, message, client, **kwargs):
+    audit_record(via="ui", action="auth.sso_failed", target_type="user", target="", after={"kind": kind},
+                 message=_from(client, message))

@@ -8,12 +8,11 @@ from pathlib import Path
 
 import dj_database_url
 
-from controlplane.environment import caches_from_url, env, env_bool, installation_secret_key, session_engine
+from controlplane.environment import caches_from_url, env, env_bool, installation_secret_key, session_engine, sso_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONTROLPLANE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
-
 
 # Production-safe by default: debug pages (settings, URL patterns, tracebacks) only when a
 # developer asks for them with DJANGO_DEBUG=1.
@@ -346,6 +345,7 @@ GPU_PRICE_CURRENCY = env("GPU_PRICE_CURRENCY", "USD")
 CACHE_URL = env("CACHE_URL")
 CACHES = caches_from_url(CACHE_URL)
 SESSION_ENGINE = session_engine(CACHE_URL)
+SSO, OIDC_LOCAL_LOGIN, OIDC_VERIFY_SSL = sso_env()  # single sign-on (OpenID Connect): accounts/sso_config.py
 
 # The playground (playground/): chats proxied to a graph's frontend. Limits are per user; the
 # counters live in the Django cache (per process with the default LocMem cache).

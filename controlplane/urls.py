@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.templatetags.static import static
 from django.urls import include, path
@@ -8,6 +7,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
+from accounts import sso_views
 from graphs.views import home
 
 
@@ -17,8 +17,8 @@ def healthz(request):
 
 urlpatterns = [
     path("", home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", sso_views.SignInView.as_view(), name="login"),
+    path("logout/", sso_views.sign_out, name="logout"),
     path("graphs/", include("graphs.urls")),
     path("playground/", include("playground.urls")),
     path("api/playground/", include("playground.api_urls")),

@@ -3,7 +3,8 @@
 #
 #   scripts/services.sh prometheus   Prometheus only: what `make up` needs for latency charts
 #   scripts/services.sh              everything the test suite needs (`make test`): PostgreSQL and
-#                                    Redis (started), Chromium and kubectl (Debian packages), Prometheus
+#                                    Redis (started), Chromium and kubectl (Debian packages), Prometheus,
+#                                    the OpenID Connect provider of the SSO tests (npm)
 #
 # Prometheus comes from Debian's package, unpacked into a prefix that needs no root:
 # $CONTROLPLANE_TOOLS_DIR (default var/tools), where metrics/localprom.py looks after PATH. A
@@ -70,6 +71,19 @@ ensure_debian_package() {  # ensure_debian_package COMMAND PACKAGE WHY
     || say "could not install $package: $why will fail" >&2
 }
 
+ensure_oidc_provider() {
+  local dir="$ROOT/tests/oidc_provider"
+  ensure_debian_package node nodejs "the single sign-on tests (tests/test_sso_browser.py)"
+  ensure_debian_package npm npm "the single sign-on tests (tests/test_sso_browser.py)"
+  if [ -f "$dir/node_modules/oidc-provider/package.json" ]; then
+    say "oidc-provider: $dir/node_modules/oidc-provider"
+    return 0
+  fi
+  say "installing oidc-provider from the npm registry into $dir/node_modules (npm ci)"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) \
+    || say "could not install oidc-provider: tests/test_sso_browser.py will fail" >&2
+}
+
 case "$WHAT" in
   prometheus)
     ensure_prometheus
@@ -98,6 +112,9 @@ case "$WHAT" in
     ensure_debian_package etcd etcd-server "tests/test_planner_local.py"
     # bench/pages_http.py loads the pages with wrk (a C load generator: no client-side queueing).
     ensure_debian_package wrk wrk "bench/pages_http.py"
+    # The SSO tests sign in against panva's oidc-provider (Node.js 20 or later), installed from
+    # the npm registry at the version tests/oidc_provider/package-lock.json pins.
+    ensure_oidc_provider
     ;;
   *)
     echo "usage: $0 [prometheus|all]" >&2

@@ -146,7 +146,8 @@ def normalized_rules(role: dict) -> dict[tuple, set[str]]:
 def settings_env_names() -> tuple[frozenset[str], frozenset[str]]:
     """(names read through settings.env / env_bool, which also accept NAME_FILE; names read
     straight from os.environ)."""
-    text = SETTINGS_PY.read_text()
+    # accounts/sso_config.py reads the OIDC_* variables for settings.py (settings.SSO).
+    text = SETTINGS_PY.read_text() + (REPO / "accounts" / "sso_config.py").read_text()
     via_env = frozenset(re.findall(r"\benv(?:_bool)?\(\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text))
     raw = frozenset(re.findall(r"os\.environ(?:\.get\(|\[)\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text))
     return via_env, raw
@@ -520,7 +521,8 @@ def _production_env(tmp_path: Path, objects) -> dict[str, str]:
     secrets = tmp_path / "secrets"
     secrets.mkdir()
     values = {"DJANGO_SECRET_KEY": "k" * 64, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-              "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15", "CACHE_URL": "", "METRICS_TOKEN": "m" * 32}
+              "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15", "CACHE_URL": "", "METRICS_TOKEN": "m" * 32,
+              "OIDC_CLIENT_SECRET": "o" * 40}
     for key, value in values.items():
         (secrets / key).write_text(value + "\n")
     for key, value in list(config.items()):
@@ -549,6 +551,12 @@ def test_rendered_configuration_boots_django(tmp_path):
     result = subprocess.run([sys.executable, "-c", f"import django; django.setup(); {probe}"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.split() == ["False", "True", "True", "True", "True"]
+    probe = ("from django.conf import settings as s; "
+             "print(s.SSO.client_id, s.SSO.client_secret == 'o' * 40, sorted(s.SSO.role_groups['operator']))")
+    result = subprocess.run([sys.executable, "-c", f"import django; django.setup(); {probe}"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.split() == ["dynamo-control-plane", "True", "['inference-oncall',", "'ml-platform']"]
+    assert "OIDC_CLIENT_SECRET" not in env  # only its file, from the mounted Secret
     # A Secret without the METRICS_TOKEN key still boots, with /metrics closed to all but loopback.
     Path(env["METRICS_TOKEN_FILE"]).unlink()
     result = subprocess.run([sys.executable, "-c", "import django; django.setup(); "

@@ -26,3 +26,7 @@ function scrollFollowed(root) {
 }
 document.addEventListener("htmx:afterSettle", (event) => scrollFollowed(event.detail.elt.parentElement || document));
 document.addEventListener("DOMContentLoaded", () => scrollFollowed(document));
+// A form that hands something over as soon as the page is shown (the token for dynamo-cp login).
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("form[data-autosubmit]").forEach((form) => form.submit());
+});

@@ -13,7 +13,6 @@ from django.utils import timezone
 from benchmarks import services, studies
 from benchmarks.models import BenchmarkRun, Recommendation, RunState, Study
 from benchmarks.profiles import resolve
-from controlplane.celery import app as celery_app
 from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
 from graphs.models import Deployment, GraphState, Operation
@@ -29,13 +28,6 @@ def _nothing_runs(monkeypatch, settings, tmp_path):
     monkeypatch.setattr(services, "_enqueue", lambda run: None)
     monkeypatch.setattr(studies, "_schedule", lambda study_id, now: None)
     settings.BENCHMARK_DIR = tmp_path / "benchmarks"
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
 
 
 def _graph(name="demo", state=GraphState.READY, endpoint="http://127.0.0.1:18999", deployed=True):

@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from benchmarks import aiperf, services
 from benchmarks.models import BenchmarkRun
-from controlplane.celery import app as celery_app
 from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
 from graphs.models import Deployment, GraphState
@@ -26,13 +25,6 @@ from graphs.runtimes.processes import allocate_ports, group_members, wait_until
 from tests.dynamo_fixtures import dynamo_graph  # noqa: F401
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
 
 
 @pytest.fixture

@@ -14,11 +14,9 @@ import httpx
 import pytest
 from django.urls import reverse
 
-from controlplane.celery import app as celery_app
 from core.catalog import build_spec
 from graphs import operations, services
 from graphs.models import Deployment, Pod
-from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import wait_until
 from metrics import localprom
 from tests.metrics_fixtures import fresh_cache, prometheus_server, use_prometheus  # noqa: F401
@@ -27,21 +25,6 @@ pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 
 # ~1,500 tokens: many 64-token KV blocks, so a repeat reuses most of the prompt.
 PROMPT = " ".join(f"word{i % 500}" for i in range(1500))
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
-
-
-@pytest.fixture
-def operator(tmp_path, settings):
-    settings.LOCAL_RUNTIME_DIR = tmp_path
-    op = LocalOperator(runtime_dir=tmp_path, port_min=26000, port_max=26999)
-    yield op
-    op.shutdown()
 
 
 def _converge(operator, graph, predicate, timeout=120):

@@ -14,25 +14,9 @@ from core.catalog import PoolFields, build_spec
 from core.errors import OperationRefused
 from graphs import operations, services
 from graphs.models import Deployment, Event, Operation, Pod
-from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import group_members, port_is_free, wait_until
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
-
-
-@pytest.fixture
-def operator(tmp_path, settings):
-    settings.LOCAL_RUNTIME_DIR = tmp_path
-    op = LocalOperator(runtime_dir=tmp_path, port_min=24000, port_max=24999)
-    yield op
-    op.shutdown()
 
 
 def _graph(name="e2e"):

@@ -205,11 +205,15 @@ class KubernetesRuntime:
         return held
 
     def _leave_foreign(self, body: dict, live: dict | None) -> list:
-        """Set the fields another manager owns to their live values, so that a plain apply leaves
-        them alone (it would otherwise fail with a conflict, or take them)."""
-        kept = ownership.foreign_fields(body, live)
-        for field_path, _ours, theirs, _who in kept:
-            ownership.set_path(body, field_path, copy.deepcopy(theirs))
+        """Leave out of the apply every field another manager owns (for a list-map item, all but its
+        key fields), so that a plain apply neither changes nor co-owns it: re-sending their live
+        value would make us a co-owner, and their next change would conflict with us. Returns the
+        fields whose live value differs from the revision's."""
+        kept = []
+        for found in ownership.foreign_fields(body, live, differing=False):
+            field_path, ours, theirs, _who = found
+            if ownership.leave_out(body, field_path) and theirs != ours:
+                kept.append(found)
         return kept
 
     def _server_side_apply(self, kube: KubeClient, path: str, body: dict, query: list, what: str,

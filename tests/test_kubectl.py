@@ -99,6 +99,7 @@ def test_a_second_field_manager_conflicts_with_kubectls_text_until_it_forces(kub
 
 def test_a_server_dry_run_and_a_diff_change_nothing(kube, kubectl):
     assert kubectl("apply", "--server-side", "--field-manager=alice", manifest=_dgd()).returncode == 0
+    kube.settle()  # the operator's status writes come after the apply
     before = kube.get("dgd", "k", namespace=NS)["metadata"]["resourceVersion"]
     dry = kubectl("apply", "--server-side", "--field-manager=alice", "--dry-run=server", manifest=_dgd(frontend=3))
     assert dry.returncode == 0, dry.stderr

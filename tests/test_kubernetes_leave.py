@@ -122,6 +122,7 @@ def test_a_count_the_adapters_operator_wrote_stays_the_operators_after_a_plain_a
     apply(graph)
     client.CustomObjectsApi(kube.api_client()).patch_namespaced_custom_object_scale(
         G, V, NS, "dynamographdeploymentscalingadapters", "g-decode", {"spec": {"replicas": 4}})
+    kube.settle()  # the operator copies the adapter's count into the DGD
     live = kube.get("dgd", "g", namespace=NS)
     assert _decode(live)["replicas"] == 4
     assert _managers_of(live, DECODE_REPLICAS) == ["dynamo-operator/Update"]

@@ -34,7 +34,7 @@ from clusters.kubernetes import (
 from clusters.resources import adapter_name, custom_path
 from clusters.selectors import cluster_named
 
-from ...dgd import ownership, topology
+from ...dgd import immutable, ownership, topology
 from ...dgd.render import V1ALPHA1
 from ...models import GraphState
 from ...specio import dump_yaml
@@ -125,10 +125,16 @@ class KubernetesRuntime:
             change = topology.change(topology.components(live), topology.components(body) or [])
             if change is not None and not recreate:
                 raise KubeFailure(f"{what}: {change.refusal(name, revision.number)}", status=422)
-            if change is not None and not dry_run:
+            fixed = immutable.changes(live, body)  # what else the operator's webhook refuses to change
+            if fixed and not recreate:
+                raise KubeFailure(f"{what}: {immutable.refusal(name, revision.number, fixed)}", status=422)
+            recreating = change is not None or bool(fixed)
+            if recreating and not dry_run:
                 self._delete_and_wait(kube, path, what)
-                warnings.append(f"deleted and recreated: the live DGD had {', '.join(change.live)}, "
-                                f"revision {revision.number} {change.describe()}")
+                what_changed = [f"revision {revision.number} {change.describe()}"] if change is not None else []
+                what_changed += [f"revision {revision.number} changes {f.describe()}" for f in fixed]
+                warnings.append(f"deleted and recreated: the live DGD had {', '.join(topology.components(live))}, "
+                                + "; ".join(what_changed))
                 live = None
             held = self._adapter_held(spec, body, live)
             kept = [] if force else self._leave_foreign(body, live)
@@ -136,7 +142,7 @@ class KubernetesRuntime:
             query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
             if dry_run:
                 query.append(("dryRun", "All"))
-            if change is not None and dry_run:
+            if recreating and dry_run:
                 after = body  # the server cannot preview a create over the live object: show the new one
             elif force:
                 after = self._server_side_apply(kube, path, body, [*query, ("force", "true")], what, api_version)

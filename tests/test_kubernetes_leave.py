@@ -12,7 +12,6 @@ The owners are read from ``metadata.managedFields`` directly (FieldsV1), not wit
 
 from __future__ import annotations
 
-
 import pytest
 from kubernetes import client
 
@@ -131,3 +130,15 @@ def test_a_count_the_adapters_operator_wrote_stays_the_operators_after_a_plain_a
     live = kube.get("dgd", "g", namespace=NS)
     assert _decode(live)["replicas"] == 4
     assert _managers_of(live, DECODE_REPLICAS) == ["dynamo-operator/Update"]
+
+
+def test_leaving_a_field_out_keeps_the_items_key_and_drops_what_it_empties():
+    from graphs.dgd import ownership
+
+    body = {"spec": {"components": [{"name": "decode", "replicas": 1,
+                                     "resources": {"limits": {"gpu": "1"}}}]}}
+    item = ("f:spec", "f:components", 'k:{"name":"decode"}')
+    assert ownership.leave_out(body, (*item, "f:replicas")) is True
+    assert ownership.leave_out(body, (*item, "f:resources", "f:limits", "f:gpu")) is True
+    assert ownership.leave_out(body, (*item, "f:name")) is False  # a key field names the item: it stays
+    assert body == {"spec": {"components": [{"name": "decode"}]}}

@@ -26,9 +26,10 @@ Fidelity notes (what is knowingly approximate):
   ignores ``$patch`` directives.
 * List ``continue`` reads the current state after the last key (no snapshot); a token older than
   ``expire_history()`` gives 410. ``resourceVersion``/``resourceVersionMatch`` on list are ignored.
-* Not evaluated: CEL ``x-kubernetes-validations``, ``format`` (int32 ranges, date-time; ``/scale`` does refuse counts beyond int32), core-kind
-  schemas (pods, events... are stored as sent). Pod/namespace deletion is immediate (no grace
-  period, no Terminating phase); garbage collection follows ownerReferences synchronously.
+* Not evaluated: CEL ``x-kubernetes-validations``, ``format`` (int32 ranges, date-time; ``/scale``
+  does refuse counts beyond int32), core-kind schemas (pods, events... are stored as sent).
+  Pod/namespace deletion is immediate (no grace period, no Terminating phase); garbage
+  collection follows ownerReferences synchronously.
 * Watches: ``timeoutSeconds`` ends the stream cleanly (default 1800 s); BOOKMARKs when
   ``allowWatchBookmarks`` (at the end, and every ``bookmark_interval`` s); ``end_watches()``
   closes all streams. No ``Table``/protobuf output (except ``/openapi/v2``), no aggregated discovery.

@@ -79,7 +79,10 @@ def test_a_plain_apply_leaves_another_appliers_count_to_it_alone_and_its_next_ch
     pool = next(p for p in api["pools"] if p["service"] == "decode")
     assert (pool["live"], pool["owner"], pool["owner_is"]) == (5, "ops", "ops")
     page = admin_client.get(f"/graphs/{graph.name}/").content.decode()
-    assert "ops" in page
+    row = page[page.index('<tr data-pool="decode">'):]
+    row = row[:row.index("</tr>")]
+    owned_by = row.rsplit("<td>", 1)[1]
+    assert owned_by.startswith("ops") and "control plane" not in owned_by
 
 
 def test_a_forced_apply_takes_the_field_and_leaves_the_other_manager_nothing(cluster, kube):

@@ -169,3 +169,23 @@ def test_the_planner_patching_the_dgd_itself_owns_the_count_until_a_forced_apply
                                           force=True))
     assert 'took .spec.components[name="decode"].replicas from OpenAPI-Generator (Update): 3 -> 1' in forced.result
     assert kube.get("dgd", "g", namespace=NS)["spec"]["components"][index]["replicas"] == 1
+
+
+def test_each_planner_decision_is_stamped_with_the_time_its_write_refreshed(cluster, kube, watcher, monkeypatch):
+    # The API server stamps a manager's managedFields entry each time its write changes a field
+    # (kubernetes/apimachinery eed236ceee2c19c2753a3d93ac0631dc20750454,
+    # pkg/util/managedfields/internal/managedfieldsupdater.go); the timeline takes that time.
+    from tests.k8s_emulator import apply as field_manager
+
+    graph = make_graph(adapter=True, planner=True)
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    planner = _planner_api(kube)
+    for stamp, count in (("2026-01-01T10:00:00Z", 3), ("2026-01-01T11:00:00Z", 2)):
+        monkeypatch.setattr(field_manager, "now", lambda stamp=stamp: stamp)
+        planner.patch_namespaced_custom_object_scale(G, V, NS, DGDSA, "g-decode", {"spec": {"replicas": count}})
+        kube.settle()
+        watcher.watch_once(timeout=1)
+    changes = list(ReplicaChange.objects.filter(graph=graph).order_by("at", "id"))
+    assert [(c.after, c.at.isoformat()) for c in changes] == [(3, "2026-01-01T10:00:00+00:00"),
+                                                              (2, "2026-01-01T11:00:00+00:00")]

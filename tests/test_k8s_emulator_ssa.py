@@ -150,3 +150,25 @@ def test_scale_refuses_a_count_that_does_not_fit_int32(kube):
     assert kube.get("dgdsa", "g-decode", namespace=NS)["spec"]["replicas"] == 1
     assert _call(kube, "PATCH", {"spec": {"replicas": 2**31 - 1}}, manager="hpa",
                  content_type="application/merge-patch+json", path=path)["spec"]["replicas"] == 2**31 - 1
+
+
+def test_a_conflict_across_versions_names_the_field_in_the_owners_version(kube):
+    # SMD merge/leaf_test.go "apply_update_apply_with_conflict_across_version" and merge/update.go
+    # (each manager's set is compared in its own version, after conversion).
+    alpha = {"apiVersion": f"{G}/v1alpha1", "kind": "DynamoGraphDeployment", "metadata": {"name": "g"},
+             "spec": {"backendFramework": "vllm", "services": {"decode": {
+                 "componentType": "worker", "replicas": 1, "extraPodSpec": {"mainContainer": {"image": IMAGE}}}}}}
+    _call(kube, "PATCH", alpha, manager="alice", content_type="application/apply-patch+yaml",
+          path=f"/apis/{G}/v1alpha1/namespaces/{NS}/{DGD}/g")
+    beta = {"apiVersion": f"{G}/{V}", "kind": "DynamoGraphDeployment", "metadata": {"name": "g"},
+            "spec": {"components": [{"name": "decode", "replicas": 2}]}}
+    with pytest.raises(ApiException) as err:
+        _apply(kube, beta, manager="bob")
+    assert json.loads(err.value.body)["message"] == (
+        'Apply failed with 1 conflict: conflict with "alice": .spec.services.decode.replicas')
+    obj = _apply(kube, beta, manager="bob", force=True)
+    assert obj["spec"]["components"][0]["replicas"] == 2
+    alice = _entry(obj, "alice")
+    assert alice["apiVersion"] == f"{G}/v1alpha1"
+    assert "f:replicas" not in json.dumps(alice["fieldsV1"])  # forced: alice lost it
+    assert "f:replicas" in json.dumps(_entry(obj, "bob")["fieldsV1"])

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from clusters.selectors import check_target
-from core.dgd import topology
+from core.dgd import immutable, topology
 from core.dgd.render import normalise_api_version, render
 from core.errors import OperationRefused, RuntimeFailure
 from core.findings import Severity
@@ -124,10 +124,17 @@ def _cluster_options(graph: Graph, deployment, revision, *, force: bool, recreat
     change = topology.change(live, [s.name for s in revision.graph_spec.services]) if live is not None else None
     if change is not None and not recreate:
         raise OperationRefused(change.refusal(graph.name, revision.number))
-    if change is not None and not dry_run and confirm != graph.name:
-        raise OperationRefused(f"{change.downtime(graph.name)} To go ahead, confirm with the graph's name "
-                               f"({graph.name}).")
-    return {**({"force": True} if force else {}), **({"recreate": True} if change is not None else {})}
+    fixed = []
+    if live is not None:  # the other fields the operator's webhook holds fixed (graphs/dgd/immutable.py)
+        fixed = immutable.changes(deployment.manifest, render(revision.graph_spec, deployment.api_version))
+    if fixed and not recreate:
+        raise OperationRefused(immutable.refusal(graph.name, revision.number, fixed))
+    recreating = change is not None or bool(fixed)
+    if recreating and not dry_run and confirm != graph.name:
+        downtime = change.downtime(graph.name) if change is not None else (
+            f"Deleting and recreating {graph.name} stops all of its pods until the new ones are ready.")
+        raise OperationRefused(f"{downtime} To go ahead, confirm with the graph's name ({graph.name}).")
+    return {**({"force": True} if force else {}), **({"recreate": True} if recreating else {})}
 
 
 def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, namespace: str) -> dict:

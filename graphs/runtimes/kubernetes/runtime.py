@@ -33,7 +33,7 @@ from clusters.kubernetes import (
 )
 from clusters.resources import adapter_name, custom_path
 from clusters.selectors import cluster_named
-from core.dgd import ownership, topology
+from core.dgd import immutable, ownership, topology
 from core.dgd.render import V1ALPHA1
 from core.specio import dump_yaml
 
@@ -125,10 +125,16 @@ class KubernetesRuntime:
             change = topology.change(topology.components(live), topology.components(body) or [])
             if change is not None and not recreate:
                 raise KubeFailure(f"{what}: {change.refusal(name, revision.number)}", status=422)
-            if change is not None and not dry_run:
+            fixed = immutable.changes(live, body)  # what else the operator's webhook refuses to change
+            if fixed and not recreate:
+                raise KubeFailure(f"{what}: {immutable.refusal(name, revision.number, fixed)}", status=422)
+            recreating = change is not None or bool(fixed)
+            if recreating and not dry_run:
                 self._delete_and_wait(kube, path, what)
-                warnings.append(f"deleted and recreated: the live DGD had {', '.join(change.live)}, "
-                                f"revision {revision.number} {change.describe()}")
+                what_changed = [f"revision {revision.number} {change.describe()}"] if change is not None else []
+                what_changed += [f"revision {revision.number} changes {f.describe()}" for f in fixed]
+                warnings.append(f"deleted and recreated: the live DGD had {', '.join(topology.components(live))}, "
+                                + "; ".join(what_changed))
                 live = None
             held = self._adapter_held(spec, body, live)
             kept = [] if force else self._leave_foreign(body, live)
@@ -136,7 +142,7 @@ class KubernetesRuntime:
             query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
             if dry_run:
                 query.append(("dryRun", "All"))
-            if change is not None and dry_run:
+            if recreating and dry_run:
                 after = body  # the server cannot preview a create over the live object: show the new one
             elif force:
                 after = self._server_side_apply(kube, path, body, [*query, ("force", "true")], what, api_version)
@@ -205,11 +211,15 @@ class KubernetesRuntime:
         return held
 
     def _leave_foreign(self, body: dict, live: dict | None) -> list:
-        """Set the fields another manager owns to their live values, so that a plain apply leaves
-        them alone (it would otherwise fail with a conflict, or take them)."""
-        kept = ownership.foreign_fields(body, live)
-        for field_path, _ours, theirs, _who in kept:
-            ownership.set_path(body, field_path, copy.deepcopy(theirs))
+        """Leave out of the apply every field another manager owns (for a list-map item, all but its
+        key fields), so that a plain apply neither changes nor co-owns it: re-sending their live
+        value would make us a co-owner, and their next change would conflict with us. Returns the
+        fields whose live value differs from the revision's."""
+        kept = []
+        for found in ownership.foreign_fields(body, live, differing=False):
+            field_path, ours, theirs, _who = found
+            if ownership.leave_out(body, field_path) and theirs != ours:
+                kept.append(found)
         return kept
 
     def _server_side_apply(self, kube: KubeClient, path: str, body: dict, query: list, what: str,

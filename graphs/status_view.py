@@ -10,7 +10,7 @@ from core.dgd import topology
 
 from . import fragments
 from .models import ACTIVE_STATES, Deployment, Graph, Operation, PlannerDecision, Pod
-from .status import POD_READINGS
+from .status_cache import POD_READINGS
 from .templatetags.graphs_extras import age
 
 

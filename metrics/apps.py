@@ -8,7 +8,7 @@ class MetricsConfig(AppConfig):
 
     def ready(self):
         # The graph page's pod table shows each pod's GPU use, read from Prometheus.
-        from graphs.status import POD_READINGS
+        from graphs.status_cache import POD_READINGS
 
         from .gpus import pod_gpu_usage
 

@@ -54,7 +54,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("base", "jobs", ("jobs",)),
     ("base", "clusters", ("clusters",)),
     ("graphs", "runtimes", ("graphs.runtimes",)),
-    ("graphs", "status cache", ("graphs.status",)),
+    ("graphs", "status cache", ("graphs.status_cache",)),
     ("graphs", "operations", ("graphs.operations",)),
     ("graphs", "graph store", ("graphs",)),
     ("features", "metrics", ("metrics",)),

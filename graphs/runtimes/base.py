@@ -89,7 +89,7 @@ class Runtime(Protocol):
     """``deployment`` is the graph's status-cache row (graphs.models.Deployment), locked by
     the caller for the duration of the call. A runtime sets the desired state on it (revision,
     manifest, replicas, generation) and never saves it: the operation does, in the same
-    transaction that finishes it. What a runtime observes goes to graphs.status."""
+    transaction that finishes it. What a runtime observes goes to graphs.status_cache."""
 
     kind: str
 

@@ -22,7 +22,7 @@ from core.dgd import ownership
 
 from ...models import Deployment, ReplicaChange
 from ...planner import services as planner_services
-from .status import parse_time
+from .observe import parse_time
 
 MAX_DRIFT = 200  # fields listed per graph; the count says how many there were
 

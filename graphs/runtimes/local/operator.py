@@ -28,7 +28,7 @@ from core.spec import GraphSpec, Service
 from ...engines import Host, local_engine, resolve_model, spec_model
 from ...models import Deployment, GraphState
 from ...planner import services as planner_services
-from ...status import observation_record
+from ...status_cache import observation_record
 from ..base import EventRecord, Observation, PodStatus, nixl_backend
 from ..processes import PortRangeExhausted, allocate_ports, group_members
 from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process_env

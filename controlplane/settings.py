@@ -297,8 +297,8 @@ OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
 # and the port range it hands out to graphs.
-# Web server processes (controlplane.serve --workers): one per core by default; `manage.py up` passes it on;
-# containers set WEB_CONCURRENCY, which controlplane.serve reads (deploy/kustomize/base/web.yaml).
+# Web server processes (uvicorn --workers): one per core by default; `manage.py up` passes it on;
+# containers set WEB_CONCURRENCY, which uvicorn reads itself (deploy/kustomize/base/web.yaml).
 WEB_WORKERS = max(1, int(env("WEB_WORKERS", env("WEB_CONCURRENCY", str(
     len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))))))
 
@@ -357,7 +357,6 @@ PLAYGROUND_IDLE_TIMEOUT = float(env("PLAYGROUND_IDLE_TIMEOUT", "60"))  # seconds
 PLAYGROUND_CONNECT_TIMEOUT = float(env("PLAYGROUND_CONNECT_TIMEOUT", "0.8"))  # a down frontend answers within 1 s
 PLAYGROUND_UPSTREAM_KEEPALIVE = env_bool("PLAYGROUND_UPSTREAM_KEEPALIVE", True)  # off: a connection per chat
 PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIONS", "256"))
-PLAYGROUND_NATIVE_RELAY = env_bool("PLAYGROUND_NATIVE_RELAY", True)  # bodies relayed by playground/relay.c
 # Seconds a successful admission (caller, role, graph endpoint) is remembered per process, so
 # that a chat costs no database query; 0 checks the database on every request.
 PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))

@@ -17,7 +17,6 @@ import pytest
 from playground.timing import server_breakdown, summarise
 from tests.playground_fixtures import (  # noqa: F401
     CHAT,
-    AsgiServer,
     RecordingRelay,
     _fresh_limits,
     asgi_server,
@@ -186,23 +185,9 @@ def test_an_error_from_the_frontend_is_relayed_with_its_status_in_openais_shape(
     assert error["code"] == 404 and error["param"] is None and isinstance(error["type"], str)
 
 
-@pytest.fixture
-def plain_uvicorn(django_db_setup):
-    """The entry point under uvicorn's own HTTP protocol (the relay then waits on ``receive``
-    for a client that goes away)."""
-    server = AsgiServer("controlplane.asgi:application", noticing=False).start()
-    yield server
-    server.stop()
-
-
 def test_a_client_that_goes_away_cancels_the_frontends_request_within_half_a_second(
         asgi_server, dynamo_graph, chat_graph, tokens):
     _client_goes_away(asgi_server, dynamo_graph, tokens)
-
-
-def test_under_uvicorns_own_protocol_a_client_that_goes_away_cancels_the_request_too(
-        plain_uvicorn, dynamo_graph, chat_graph, tokens):
-    _client_goes_away(plain_uvicorn, dynamo_graph, tokens)
 
 
 def _client_goes_away(asgi_server, dynamo_graph, tokens) -> None:

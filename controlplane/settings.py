@@ -360,6 +360,11 @@ PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIO
 # Seconds a successful admission (caller, role, graph endpoint) is remembered per process, so
 # that a chat costs no database query; 0 checks the database on every request.
 PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))
+# Kept conversations, per user: how many, how many bytes of prompts and turns in all, and how
+# many saves a minute (the page saves after every reply).
+PLAYGROUND_CONVERSATIONS_MAX = int(env("PLAYGROUND_CONVERSATIONS_MAX", "200"))
+PLAYGROUND_CONVERSATION_BYTES = int(env("PLAYGROUND_CONVERSATION_BYTES", str(20 * 1024 * 1024)))
+PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE = int(env("PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE", "30"))
 
 # The control plane's own metrics (GET /metrics, controlplane/telemetry): every process writes
 # its values under this folder (prometheus-client's multiprocess mode; `manage.py up` empties

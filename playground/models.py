@@ -39,6 +39,9 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200)
     system_prompt = models.TextField(blank=True)
     params = models.JSONField(default=dict)  # a ChatParams, read through .chat_params
+    # UTF-8 bytes of its prompt and turns, kept by services.conversation_save: what the per-user
+    # quota (PLAYGROUND_CONVERSATION_BYTES) adds up without reading every message.
+    size_bytes = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 

@@ -87,7 +87,14 @@ def _save(request, conversation: Conversation | None) -> JsonResponse:
         return _json_error(400, f"no graph named {data.graph!r}")
     if not may_chat_with(request.user, graph):
         return _json_error(403, "your role does not allow chatting with this graph")
-    conversation = services.conversation_save(owner=request.user, data=data, graph=graph, conversation=conversation)
+    try:
+        conversation = services.conversation_save(owner=request.user, data=data, graph=graph,
+                                                  conversation=conversation)
+    except services.QuotaExceeded as exc:
+        response = _json_error(exc.status, exc.message)
+        if exc.retry_after:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     return JsonResponse({
         "id": conversation.pk,
         "title": conversation.title,

@@ -344,3 +344,27 @@ def test_a_session_request_with_a_host_the_site_does_not_serve_is_refused_not_a_
                             headers={"Host": "evil.example", "X-CSRFToken": csrf, "Origin": "http://evil.example"})
     assert reply.status_code in (400, 403), reply.text
     assert reply.json()["error"]["type"] in ("invalid_host", "csrf_failed")
+
+
+def test_an_http_1_0_client_gets_a_body_it_can_read_without_chunked_framing(routed_server, dynamo_graph,
+                                                                          chat_graph, tokens):
+    """HTTP/1.0 has no chunked framing: the reply comes whole, with its length."""
+    import socket
+
+    body = json.dumps(chat_body(dynamo_graph.model, max_tokens=8, ignore_eos=True)).encode()
+    head = (f"POST {CHAT.format(graph='pg-test')} HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Token {tokens['operator']}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    raw = b""
+    with socket.create_connection(("127.0.0.1", routed_server.port), timeout=30) as sock:
+        sock.sendall(head + body)
+        while data := sock.recv(65536):
+            raw += data
+    status_and_headers, _, content = raw.partition(b"\r\n\r\n")
+    lines = status_and_headers.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    assert lines[0].split()[1] == "200"
+    assert "transfer-encoding" not in headers
+    assert int(headers["content-length"]) == len(content)
+    assert content.startswith(b"data: {") and content.endswith(b"data: [DONE]\n\n")
+    assert sum(1 for e in content.split(b"\n\n") if b'"content"' in e) >= 8

@@ -21,7 +21,7 @@ import re
 from django.conf import settings
 from django.http import parse_cookie
 
-from . import gateway
+from . import authorize, gateway
 
 PATH = re.compile(r"^/api/playground/([-a-zA-Z0-9_]+)/v1/(chat/completions|completions|models)$")
 OTHER = re.compile(r"^/api/playground/[^/]+/v1(/.*)?$")  # the rest of the OpenAI API: not served
@@ -29,6 +29,12 @@ OTHER = re.compile(r"^/api/playground/[^/]+/v1(/.*)?$")  # the rest of the OpenA
 
 def match(path: str) -> re.Match | None:
     return PATH.match(path)
+
+
+async def serve_authorize(scope, receive, send, found: re.Match) -> None:
+    """The gateways' authorization endpoint (playground.authorize): any method, no body read."""
+    headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+    await _send(send, await authorize.authorize(found.group(1), headers))
 
 
 async def not_served(scope, receive, send) -> bool:

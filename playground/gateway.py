@@ -98,7 +98,7 @@ async def release(subject: str) -> None:
 
 # --- who is asking -----------------------------------------------------------------------------
 
-async def _admit(call: Call) -> admission.Admission:
+async def admit(call: Call) -> admission.Admission:
     """Who is asking and where to (remembered for a few seconds), and the CSRF check for
     session callers. Raises ChatRefused."""
     authorization = call.headers.get("authorization")
@@ -242,7 +242,7 @@ async def _handle(call: Call) -> Reply:
     try:
         # Who may ask comes before what is asked: an anonymous or forged request learns
         # nothing about the body's validity.
-        admitted = await _admit(call)
+        admitted = await admit(call)
         payload = _parse(call.body, call.route) if method == "POST" else None
     except ChatRefused as exc:
         return error_reply(exc.status, exc.kind, exc.message)

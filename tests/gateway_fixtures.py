@@ -76,11 +76,14 @@ class NginxGateway:
 
     def pids(self) -> list[int]:
         """The master and its worker (for CPU accounting)."""
-        out = [self.proc.pid]
         children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
-        if children.exists():
-            out += [int(p) for p in children.read_text().split()]
-        return out
+        deadline = time.monotonic() + 5
+        while not children.read_text().split() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return [self.proc.pid, *(int(p) for p in children.read_text().split())]
+
+    def version(self) -> str:
+        return subprocess.run([self.binary, "-v"], capture_output=True, text=True, check=False).stderr.strip()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

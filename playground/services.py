@@ -11,9 +11,10 @@ from django.db.models import Sum
 
 from audit.services import audit_record
 from graphs.models import Graph
+from graphs.spec import DNS1123_SUBDOMAIN
 
 from . import admission, limits
-from .models import ApiLimit, Conversation, Message, PlaygroundPolicy
+from .models import ApiLimit, Conversation, GraphExposure, Message, PlaygroundPolicy
 from .schema import ConversationIn
 
 if TYPE_CHECKING:
@@ -148,3 +149,34 @@ def conversation_delete(*, conversation: Conversation, owner) -> None:
     if conversation.owner_id != owner.pk:
         raise PermissionError("only the owner may delete a conversation")
     conversation.delete()
+
+
+@transaction.atomic
+def exposure_set(*, graph: Graph, host: str, gateway_name: str = "", gateway_namespace: str = "",
+                 ingress_class: str = "", tls_secret: str = "", by=None, via: str = "ui") -> GraphExposure:
+    """Expose ``graph``'s OpenAI endpoint through its cluster's gateway on ``host`` (a Gateway
+    API Gateway, an ingress-nginx class, or both). Raises ValueError naming the field."""
+    values = {"host": host.strip().lower(), "gateway_name": gateway_name.strip(),
+              "gateway_namespace": gateway_namespace.strip(), "ingress_class": ingress_class.strip(),
+              "tls_secret": tls_secret.strip()}
+    for name, value in values.items():
+        if value and (len(value) > 253 or not DNS1123_SUBDOMAIN.match(value)):
+            raise ValueError(f"{name}: {value!r} is not a Kubernetes/DNS name (lower-case letters, digits, '-', '.')")
+    if not values["host"]:
+        raise ValueError("host: the hostname clients will call, e.g. llm.example.com")
+    if not values["gateway_name"] and not values["ingress_class"]:
+        raise ValueError("gateway_name: name a Gateway API Gateway, an ingress class, or both")
+    before = GraphExposure.objects.filter(graph=graph).values(*values).first()
+    exposure, _ = GraphExposure.objects.update_or_create(graph=graph, defaults={**values, "updated_by": by})
+    audit_record(actor=by, via=via, action="playground.exposure", target_type="graph", target=graph.name,
+                 before=before or {}, after=values)
+    return exposure
+
+
+@transaction.atomic
+def exposure_delete(*, graph: Graph, by=None, via: str = "ui") -> None:
+    before = GraphExposure.objects.filter(graph=graph).values("host").first()
+    if before:
+        GraphExposure.objects.filter(graph=graph).delete()
+        audit_record(actor=by, via=via, action="playground.exposure", target_type="graph", target=graph.name,
+                     before=before, after={})

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from playground.models import Conversation, PlaygroundPolicy
-from playground.timing import percentile, server_breakdown, summarise
 from tests.playground_fixtures import make_graph
+from tests.playground_timing import percentile, server_breakdown, summarise
 
 TIMING = {"ttft_ms": 31.5, "itl_mean_ms": 5.8, "itl_p90_ms": 6.4, "tokens_per_s": 171.2, "total_ms": 80.1,
           "chunks": 8, "prompt_tokens": 9, "completion_tokens": 8, "cached_tokens": 0, "finish_reason": "length",

@@ -14,7 +14,6 @@ import time
 import httpx
 import pytest
 
-from playground.timing import server_breakdown, summarise
 from tests.playground_fixtures import (  # noqa: F401
     CHAT,
     RecordingRelay,
@@ -31,6 +30,7 @@ from tests.playground_fixtures import (  # noqa: F401
     tokens,
     wait_for,
 )
+from tests.playground_timing import server_breakdown, summarise
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 

@@ -122,6 +122,8 @@ class GraphExposure(models.Model):
     gateway_namespace = models.CharField(max_length=63, blank=True)
     ingress_class = models.CharField(max_length=253, blank=True)  # "": no Ingress
     tls_secret = models.CharField(max_length=253, blank=True)
+    # Applied by the Kubernetes runtime beside the DGD with every apply of the graph.
+    apply_with_graph = models.BooleanField(default=False)
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
     updated_at = models.DateTimeField(auto_now=True)

@@ -11,6 +11,7 @@ from django.db.models import Sum
 
 from audit.services import audit_record
 from graphs.models import Graph
+from graphs.runtimes.kubernetes.gateway import gateway_objects
 from graphs.spec import DNS1123_SUBDOMAIN
 
 from . import admission, limits
@@ -151,9 +152,21 @@ def conversation_delete(*, conversation: Conversation, owner) -> None:
     conversation.delete()
 
 
+def exposure_objects(*, graph: Graph, dgd_name: str, namespace: str, spec, applied_only: bool = True) -> list[dict]:
+    """The objects exposing ``graph`` through its cluster's gateway ([] without an exposure, or,
+    with ``applied_only``, one not applied with the graph): what the runtime applies beside the DGD."""
+    exposure = GraphExposure.objects.filter(graph=graph).first()
+    if exposure is None or (applied_only and not exposure.apply_with_graph):
+        return []
+    frontend = next((s.name for s in spec.services if s.role == "frontend"), "Frontend")
+    return gateway_objects(graph=graph.name, dgd_name=dgd_name, namespace=namespace, frontend=frontend,
+                           exposure=exposure.options)
+
+
 @transaction.atomic
 def exposure_set(*, graph: Graph, host: str, gateway_name: str = "", gateway_namespace: str = "",
-                 ingress_class: str = "", tls_secret: str = "", by=None, via: str = "ui") -> GraphExposure:
+                 ingress_class: str = "", tls_secret: str = "", apply_with_graph: bool = False, by=None,
+                 via: str = "ui") -> GraphExposure:
     """Expose ``graph``'s OpenAI endpoint through its cluster's gateway on ``host`` (a Gateway
     API Gateway, an ingress-nginx class, or both). Raises ValueError naming the field."""
     values = {"host": host.strip().lower(), "gateway_name": gateway_name.strip(),
@@ -166,6 +179,7 @@ def exposure_set(*, graph: Graph, host: str, gateway_name: str = "", gateway_nam
         raise ValueError("host: the hostname clients will call, e.g. llm.example.com")
     if not values["gateway_name"] and not values["ingress_class"]:
         raise ValueError("gateway_name: name a Gateway API Gateway, an ingress class, or both")
+    values["apply_with_graph"] = bool(apply_with_graph)
     before = GraphExposure.objects.filter(graph=graph).values(*values).first()
     exposure, _ = GraphExposure.objects.update_or_create(graph=graph, defaults={**values, "updated_by": by})
     audit_record(actor=by, via=via, action="playground.exposure", target_type="graph", target=graph.name,

@@ -14,7 +14,6 @@ from pydantic import ValidationError
 from accounts.roles import Role, role_required, user_role
 from graphs import untrusted
 from graphs.models import Graph
-from graphs.runtimes.kubernetes.gateway import gateway_objects
 from graphs.untrusted import query_int
 
 from . import services
@@ -174,14 +173,13 @@ def api_limits(request):
         "default_streams": settings.PLAYGROUND_MAX_CONCURRENT_STREAMS}, status=status)
 
 
-def gateway_manifest(graph: Graph, exposure: GraphExposure) -> str:
+def gateway_manifest(graph: Graph) -> str:
     """The objects that expose ``graph`` through its cluster's gateway, as YAML for kubectl."""
     spec = graph.head.graph_spec
     deployment = getattr(graph, "deployment", None)
     namespace = (deployment.namespace if deployment and deployment.namespace else None) or spec.namespace or "default"
-    frontend = next((s.name for s in spec.services if s.role == "frontend"), "Frontend")
-    objects = gateway_objects(graph=graph.name, dgd_name=spec.dgd_name or spec.name, namespace=namespace,
-                              frontend=frontend, exposure=exposure.options)
+    objects = services.exposure_objects(graph=graph, dgd_name=spec.dgd_name or spec.name, namespace=namespace,
+                                        spec=spec, applied_only=False)
     return yaml.safe_dump_all(objects, sort_keys=False)
 
 
@@ -199,7 +197,8 @@ def exposure(request, graph: str):
     if request.method == "POST":
         fields = ("host", "gateway_name", "gateway_namespace", "ingress_class", "tls_secret")
         try:
-            services.exposure_set(graph=graph, by=request.user, **{f: request.POST.get(f, "") for f in fields})
+            services.exposure_set(graph=graph, by=request.user, **{f: request.POST.get(f, "") for f in fields},
+                                  apply_with_graph=bool(request.POST.get("apply_with_graph")))
             messages.success(request, f"{graph.name}'s endpoint is exposed through the cluster's gateway.")
             return redirect("playground:exposure", graph.name)
         except ValueError as exc:
@@ -208,4 +207,4 @@ def exposure(request, graph: str):
     found = GraphExposure.objects.filter(graph=graph).first()
     return render(request, "playground/exposure.html", {
         "graph": graph, "exposure": found, "form": request.POST if status == 400 else found,
-        "manifest": gateway_manifest(graph, found) if found else ""}, status=status)
+        "manifest": gateway_manifest(graph) if found else ""}, status=status)

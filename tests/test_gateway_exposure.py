@@ -14,6 +14,7 @@ from playground.models import GraphExposure
 from tests.playground_fixtures import make_graph
 
 pytestmark = pytest.mark.django_db
+pytest_plugins = ["tests.k8s_fixtures"]
 
 
 def render(**options):
@@ -98,3 +99,63 @@ def test_a_bad_exposure_is_refused_with_a_message_and_nothing_saved(client_for, 
     assert client_for("viewer").post(f"/playground/exposure/{graph.name}/",
                                      {"host": "llm.example.com", "gateway_name": "eg"}).status_code == 403
     assert not GraphExposure.objects.exists()
+
+
+# --- applied with the graph, on a cluster (the API emulator) --------------------------------------
+
+def _crd(group: str, version: str, kind: str, plural: str) -> dict:
+    """A CRD that serves ``kind`` as any object: what the gateway's own CRDs serve, for the emulator."""
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()},
+                     "versions": [{"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+GATEWAY_KINDS = [("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"),
+                 ("gateway.envoyproxy.io", "v1alpha1", "SecurityPolicy", "securitypolicies"),
+                 ("gateway.networking.k8s.io", "v1beta1", "ReferenceGrant", "referencegrants"),
+                 ("networking.k8s.io", "v1", "Ingress", "ingresses")]
+
+
+def test_an_exposure_applied_with_the_graph_lands_beside_the_dgd(cluster, kube):
+    from playground.services import exposure_set
+    from tests.k8s_helpers import NS, apply
+    from tests.k8s_helpers import make_graph as make_k8s_graph
+
+    for kind in GATEWAY_KINDS:
+        kube.install_crd(_crd(*kind))
+    kube.add_namespace("dynamo-control-plane")
+    graph = make_k8s_graph()
+    exposure_set(graph=graph, host="llm.example.com", gateway_name="eg", ingress_class="nginx",
+                 apply_with_graph=False)
+    assert apply(graph).state == "succeeded"
+    assert not kube.find_requests("PATCH", f"/apis/gateway.networking.k8s.io/v1/namespaces/{NS}/httproutes/g-openai")
+    exposure_set(graph=graph, host="llm.example.com", gateway_name="eg", ingress_class="nginx", apply_with_graph=True)
+    op = apply(graph)
+    assert op.state == "succeeded", op.result
+    route = kube.get("httproutes", "g-openai", namespace=NS)
+    assert route["spec"]["rules"][0]["backendRefs"] == [{"name": "g-frontend", "port": 8000}]
+    assert kube.get("securitypolicies", "g-openai", namespace=NS)["spec"]["extAuth"]["http"]["path"] == (
+        "/api/gateway/authorize/g")
+    assert kube.get("referencegrants", f"{NS}-g-authorize", namespace="dynamo-control-plane") is not None
+    assert kube.get("ingresses", "g-openai", namespace=NS)["spec"]["ingressClassName"] == "nginx"
+    # A server dry run of every object first (a kind the cluster lacks writes nothing), then the apply.
+    dry, real = kube.find_requests("PATCH", f"/apis/gateway.networking.k8s.io/v1/namespaces/{NS}/httproutes/g-openai")
+    assert (dry.param("dryRun"), real.param("dryRun")) == ("All", None)
+    assert (real.param("fieldManager"), real.param("force")) == ("dynamo-control-plane", "true")
+
+
+def test_a_cluster_without_the_gateway_api_fails_the_apply_and_says_what_to_do(cluster, kube):
+    from playground.services import exposure_set
+    from tests.k8s_helpers import NS, apply
+    from tests.k8s_helpers import make_graph as make_k8s_graph
+
+    graph = make_k8s_graph()
+    exposure_set(graph=graph, host="llm.example.com", gateway_name="eg", apply_with_graph=True)
+    op = apply(graph)
+    assert op.state == "failed"
+    assert "does not serve gateway.networking.k8s.io/v1 HTTPRoute" in op.result
+    assert "stop applying the graph's gateway objects" in op.result
+    assert kube.get("dgd", "g", namespace=NS) is None  # nothing half-written: not even the DGD

@@ -23,6 +23,7 @@ class Migration(migrations.Migration):
                 ('gateway_namespace', models.CharField(blank=True, max_length=63)),
                 ('ingress_class', models.CharField(blank=True, max_length=253)),
                 ('tls_secret', models.CharField(blank=True, max_length=253)),
+                ('apply_with_graph', models.BooleanField(default=False)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
                 ('graph', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='exposure', to='graphs.graph')),
                 ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),

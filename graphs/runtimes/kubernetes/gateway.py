@@ -17,9 +17,10 @@ for an nginx of your own, answers 429 from the control plane's ``x-auth-status``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from clusters.resources import service_name
+from clusters.resources import custom_path, service_name
 
 FRONTEND_PORT = 8000
 AUTHORIZE_PATH = "/api/gateway/authorize/{graph}"
@@ -96,3 +97,27 @@ def gateway_objects(*, graph: str, dgd_name: str, namespace: str, frontend: str,
             spec["tls"] = [{"hosts": [exposure.host], "secretName": exposure.tls_secret}]
         out.append({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": ingress_meta, "spec": spec})
     return out
+
+
+# Where each kind lives on the API server.
+PLURALS = {"HTTPRoute": "httproutes", "SecurityPolicy": "securitypolicies", "ReferenceGrant": "referencegrants",
+           "Ingress": "ingresses"}
+# Who says which objects go beside a graph's DGD: the playground registers its exposure at start
+# (playground.apps), so that this runtime applies them without importing a higher app.
+_providers: list[Callable[..., list[dict]]] = []
+
+
+def provide(objects: Callable[..., list[dict]]) -> None:
+    """Register ``objects(graph=, dgd_name=, namespace=, spec=)``: what to apply beside a DGD."""
+    if objects not in _providers:
+        _providers.append(objects)
+
+
+def objects_beside(*, graph, dgd_name: str, namespace: str, spec) -> list[dict]:
+    return [obj for objects in _providers for obj in objects(graph=graph, dgd_name=dgd_name, namespace=namespace,
+                                                             spec=spec)]
+
+
+def object_path(obj: dict) -> str:
+    meta = obj["metadata"]
+    return custom_path(obj["apiVersion"], PLURALS[obj["kind"]], meta["namespace"], meta["name"])

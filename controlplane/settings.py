@@ -296,8 +296,7 @@ OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
 # and the port range it hands out to graphs.
-# Web server processes (controlplane.serve --workers): one per core by default; `manage.py up` passes it on;
-# containers set WEB_CONCURRENCY, which controlplane.serve reads (deploy/kustomize/base/web.yaml).
+# Web processes (uvicorn --workers): one per core by default; containers set WEB_CONCURRENCY.
 WEB_WORKERS = max(1, int(env("WEB_WORKERS", env("WEB_CONCURRENCY", str(
     len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))))))
 
@@ -347,8 +346,7 @@ CACHES = caches_from_url(CACHE_URL)
 SESSION_ENGINE = session_engine(CACHE_URL)
 SSO, OIDC_LOCAL_LOGIN, OIDC_VERIFY_SSL = sso_env()  # single sign-on (OpenID Connect): accounts/sso_config.py
 
-# The playground (playground/): chats proxied to a graph's frontend. Limits are per user; the
-# counters live in the Django cache (per process with the default LocMem cache).
+# The playground (playground/): chats relayed to a graph's frontend; limits' counters in the cache.
 PLAYGROUND_RATE_PER_MINUTE = int(env("PLAYGROUND_RATE_PER_MINUTE", "60"))
 PLAYGROUND_MAX_CONCURRENT_STREAMS = int(env("PLAYGROUND_MAX_CONCURRENT_STREAMS", "4"))
 PLAYGROUND_MAX_PROMPT_BYTES = int(env("PLAYGROUND_MAX_PROMPT_BYTES", str(256 * 1024)))  # the request body
@@ -357,10 +355,12 @@ PLAYGROUND_IDLE_TIMEOUT = float(env("PLAYGROUND_IDLE_TIMEOUT", "60"))  # seconds
 PLAYGROUND_CONNECT_TIMEOUT = float(env("PLAYGROUND_CONNECT_TIMEOUT", "0.8"))  # a down frontend answers within 1 s
 PLAYGROUND_UPSTREAM_KEEPALIVE = env_bool("PLAYGROUND_UPSTREAM_KEEPALIVE", True)  # off: a connection per chat
 PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIONS", "256"))
-PLAYGROUND_NATIVE_RELAY = env_bool("PLAYGROUND_NATIVE_RELAY", True)  # bodies relayed by playground/relay.c
-# Seconds a successful admission (caller, role, graph endpoint) is remembered per process, so
-# that a chat costs no database query; 0 checks the database on every request.
+# Seconds an admission (caller, role, endpoint) is remembered per process (0: query every request).
 PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))
+# Kept conversations per user: how many, their bytes in all, saves a minute (one per reply).
+PLAYGROUND_CONVERSATIONS_MAX = int(env("PLAYGROUND_CONVERSATIONS_MAX", "200"))
+PLAYGROUND_CONVERSATION_BYTES = int(env("PLAYGROUND_CONVERSATION_BYTES", str(20 * 1024 * 1024)))
+PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE = int(env("PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE", "30"))
 
 # The control plane's own metrics (GET /metrics, controlplane/telemetry): every process writes
 # its values under this folder (prometheus-client's multiprocess mode; `manage.py up` empties

@@ -39,6 +39,7 @@ class ChatTarget:
     state: str
     # Why the graph's replies come from Dynamo's mocker ("" when a real engine answers).
     simulated: str = ""
+    gateway_url: str = ""  # the OpenAI base URL through the cluster's gateway, when exposed there
 
     @property
     def url(self) -> str:
@@ -97,15 +98,16 @@ def chat_graphs(user) -> list[ChatTarget]:
     role = user_role(user)
     out = []
     for graph in Graph.objects.select_related("head", "deployment", "deployment__revision",
-                                              "playground_policy").order_by("name"):
+                                              "playground_policy", "exposure").order_by("name"):
         if not _serving(graph) or not may_chat(role, getattr(graph, "playground_policy", None)):
             continue
         try:
             base = frontend_base(graph.deployment.endpoint)
         except BadEndpoint:
             continue
+        exposure = getattr(graph, "exposure", None)
         out.append(ChatTarget(graph.pk, graph.name, _model(graph), base, graph.deployment.state,
-                              _simulated(graph)))
+                              _simulated(graph), exposure.options.url() if exposure else ""))
     return out
 
 

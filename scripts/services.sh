@@ -2,6 +2,7 @@
 # Provision what the product and its tests need on this machine, saying what it does:
 #
 #   scripts/services.sh prometheus   Prometheus only: what `make up` needs for latency charts
+#   scripts/services.sh nginx        Debian's nginx only, unpacked into the same prefix
 #   scripts/services.sh              everything the test suite needs (`make test`): PostgreSQL and
 #                                    Redis (started), Chromium and kubectl (Debian packages), Prometheus,
 #                                    the OpenID Connect provider of the SSO tests (npm)
@@ -58,6 +59,26 @@ ensure_prometheus() {
   rm -rf "$tmp"
   say "installed $("$TOOLS_DIR/usr/bin/prometheus" --version 2>&1 | head -n1)"
   say "prometheus: $TOOLS_DIR/usr/bin/prometheus, promtool: $TOOLS_DIR/usr/bin/promtool"
+}
+
+ensure_nginx() {  # Debian's nginx, unpacked like prometheus (no root, no service started)
+  if [ -x "$TOOLS_DIR/usr/sbin/nginx" ]; then
+    say "nginx: $TOOLS_DIR/usr/sbin/nginx"
+    return 0
+  fi
+  say "installing Debian's nginx into $TOOLS_DIR (the gateway tests and bench/proxy.py's nginx arm)"
+  local tmp
+  tmp="$(mktemp -d)"
+  chmod 755 "$tmp"
+  if ! command -v dpkg-deb >/dev/null 2>&1 || ! apt_fetch nginx "$tmp"; then
+    rm -rf "$tmp"
+    say "could not download Debian's nginx package: tests/test_gateway_nginx.py will fail" >&2
+    return 1
+  fi
+  mkdir -p "$TOOLS_DIR"
+  dpkg-deb -x "$tmp"/nginx_*.deb "$TOOLS_DIR"
+  rm -rf "$tmp"
+  say "installed $("$TOOLS_DIR/usr/sbin/nginx" -v 2>&1)"
 }
 
 ensure_debian_package() {  # ensure_debian_package COMMAND PACKAGE WHY
@@ -127,6 +148,9 @@ case "$WHAT" in
   prometheus)
     ensure_prometheus
     ;;
+  nginx)
+    ensure_nginx
+    ;;
   all)
     if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
       say "starting PostgreSQL"
@@ -157,9 +181,11 @@ case "$WHAT" in
     # The SSO tests sign in against panva's oidc-provider (Node.js 20 or later), installed from
     # the npm registry at the version tests/oidc_provider/package-lock.json pins.
     ensure_oidc_provider
+    # The gateway path (deploy/gateway/nginx.conf) is tested and measured with Debian's nginx.
+    ensure_nginx || true
     ;;
   *)
-    echo "usage: $0 [prometheus|all]" >&2
+    echo "usage: $0 [prometheus|nginx|all]" >&2
     exit 2
     ;;
 esac

@@ -382,7 +382,7 @@ def test_the_entry_points_lifespan_closes_the_pooled_upstream_connections_at_shu
         for kind in ("lifespan.startup", "lifespan.shutdown"):
             inbox.put_nowait({"type": kind})
         await application({"type": "lifespan", "asgi": {"version": "3.0"}}, inbox.get, send)
-        assert upstream._pool is None
+        assert upstream._session is None
         return sent
 
     assert asyncio.run(run()) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]

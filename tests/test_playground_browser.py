@@ -16,7 +16,6 @@ import time
 import pytest
 
 from playground.models import Conversation
-from playground.timing import summarise
 from tests.conftest import PASSWORD
 from tests.playground_fixtures import (  # noqa: F401
     _fresh_limits,
@@ -28,6 +27,7 @@ from tests.playground_fixtures import (  # noqa: F401
     tokens,
     wait_for,
 )
+from tests.playground_timing import summarise
 
 pytestmark = [pytest.mark.browser, pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 

@@ -14,10 +14,8 @@ import time
 import httpx
 import pytest
 
-from playground.timing import server_breakdown, summarise
 from tests.playground_fixtures import (  # noqa: F401
     CHAT,
-    AsgiServer,
     RecordingRelay,
     _fresh_limits,
     asgi_server,
@@ -32,6 +30,7 @@ from tests.playground_fixtures import (  # noqa: F401
     tokens,
     wait_for,
 )
+from tests.playground_timing import server_breakdown, summarise
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 
@@ -186,23 +185,9 @@ def test_an_error_from_the_frontend_is_relayed_with_its_status_in_openais_shape(
     assert error["code"] == 404 and error["param"] is None and isinstance(error["type"], str)
 
 
-@pytest.fixture
-def plain_uvicorn(django_db_setup):
-    """The entry point under uvicorn's own HTTP protocol (the relay then waits on ``receive``
-    for a client that goes away)."""
-    server = AsgiServer("controlplane.asgi:application", noticing=False).start()
-    yield server
-    server.stop()
-
-
 def test_a_client_that_goes_away_cancels_the_frontends_request_within_half_a_second(
         asgi_server, dynamo_graph, chat_graph, tokens):
     _client_goes_away(asgi_server, dynamo_graph, tokens)
-
-
-def test_under_uvicorns_own_protocol_a_client_that_goes_away_cancels_the_request_too(
-        plain_uvicorn, dynamo_graph, chat_graph, tokens):
-    _client_goes_away(plain_uvicorn, dynamo_graph, tokens)
 
 
 def _client_goes_away(asgi_server, dynamo_graph, tokens) -> None:
@@ -359,3 +344,27 @@ def test_a_session_request_with_a_host_the_site_does_not_serve_is_refused_not_a_
                             headers={"Host": "evil.example", "X-CSRFToken": csrf, "Origin": "http://evil.example"})
     assert reply.status_code in (400, 403), reply.text
     assert reply.json()["error"]["type"] in ("invalid_host", "csrf_failed")
+
+
+def test_an_http_1_0_client_gets_a_body_it_can_read_without_chunked_framing(routed_server, dynamo_graph,
+                                                                          chat_graph, tokens):
+    """HTTP/1.0 has no chunked framing: the reply comes whole, with its length."""
+    import socket
+
+    body = json.dumps(chat_body(dynamo_graph.model, max_tokens=8, ignore_eos=True)).encode()
+    head = (f"POST {CHAT.format(graph='pg-test')} HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Token {tokens['operator']}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    raw = b""
+    with socket.create_connection(("127.0.0.1", routed_server.port), timeout=30) as sock:
+        sock.sendall(head + body)
+        while data := sock.recv(65536):
+            raw += data
+    status_and_headers, _, content = raw.partition(b"\r\n\r\n")
+    lines = status_and_headers.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    assert lines[0].split()[1] == "200"
+    assert "transfer-encoding" not in headers
+    assert int(headers["content-length"]) == len(content)
+    assert content.startswith(b"data: {") and content.endswith(b"data: [DONE]\n\n")
+    assert sum(1 for e in content.split(b"\n\n") if b'"content"' in e) >= 8

@@ -59,7 +59,7 @@ def test_every_metric_the_dashboard_uses_is_exposed(routed_server, world):
     instruments.stream_opened()  # a process's gauge file exists once it has counted a stream
     instruments.stream_closed()
     instruments.count_request("models", 200)  # and a labelled counter's series once it has counted
-    instruments.count_relayed("python")
+    instruments.count_authorization("unknown", 401)
     from metrics import prometheus
 
     # One Prometheus query (to a port where nothing listens) so that its series exist.

@@ -39,6 +39,7 @@ from core.specio import dump_yaml
 
 from ...models import GraphState
 from ..base import ApplyResult, Target
+from . import gateway
 
 _CONFLICT_WITH = re.compile(r'conflict with "([^"]+)"')
 _NOISE_METADATA = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink")
@@ -120,7 +121,10 @@ class KubernetesRuntime:
         path = custom_path(api_version, DGD, namespace, name)
         what = f"apply DynamoGraphDeployment {namespace}/{name} ({api_version}) on cluster {target.cluster}"
         warnings: list[str] = []
+        beside = gateway.objects_beside(graph=deployment.graph, dgd_name=name, namespace=namespace, spec=spec)
         with connect(target.cluster) as kube:
+            for obj in beside:  # a server dry run first: a kind the cluster lacks writes nothing at all
+                self._apply_beside(kube, obj, [("fieldManager", FIELD_MANAGER), ("dryRun", "All")], target.cluster)
             live = kube.get(path, what=what)
             change = topology.change(topology.components(live), topology.components(body) or [])
             if change is not None and not recreate:
@@ -148,6 +152,9 @@ class KubernetesRuntime:
                 after = self._server_side_apply(kube, path, body, [*query, ("force", "true")], what, api_version)
             else:
                 after = self._server_side_apply(kube, path, body, query, what, api_version)
+            # What goes beside the DGD (its endpoint through the cluster's gateway, when asked).
+            for obj in beside:
+                self._apply_beside(kube, obj, query, target.cluster)
         diff = live_diff(live, after, live_label=f"live {target.cluster}/{namespace}/{name}",
                          after_label=f"revision {revision.number}" + (" (server dry run)" if dry_run else ""))
         warnings += [f"{component} keeps its live {count} replicas: its scaling adapter owns the count (the Dynamo "
@@ -221,6 +228,19 @@ class KubernetesRuntime:
             if ownership.leave_out(body, field_path) and theirs != ours:
                 kept.append(found)
         return kept
+
+    def _apply_beside(self, kube: KubeClient, obj: dict, query: list, cluster: str) -> None:
+        """Server-side apply an object of ours beside the DGD (ours alone: force)."""
+        what = f"apply {obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']} on cluster {cluster}"
+        try:
+            kube.call("PATCH", gateway.object_path(obj), what=what, query=[*query, ("force", "true")], body=obj,
+                      content_type=APPLY_PATCH)
+        except KubeFailure as exc:
+            if exc.status != 404:
+                raise
+            raise KubeFailure(f"{exc}. Cluster {cluster} does not serve {obj['apiVersion']} {obj['kind']} (or the "
+                              f"namespace does not exist): install it, or stop applying the graph's gateway objects "
+                              "with it on its Gateway page", status=404) from None
 
     def _server_side_apply(self, kube: KubeClient, path: str, body: dict, query: list, what: str,
                            api_version: str) -> dict:

@@ -1,6 +1,6 @@
-"""The arithmetic behind the numbers under every reply, from the arrival times of its SSE
-events. ``static/js/playground.js`` does the same in the browser (``summarise``); the tests
-feed both the same input.
+"""The arithmetic behind the numbers under every playground reply, from the arrival times of its
+SSE events, as the tests expect it: ``static/js/playground-stream.js`` computes them in the
+browser (``summarise``), and the tests feed both the same input.
 
 Definitions (times in ms, measured by the client):
 * TTFT: request sent → first event that carries content.
@@ -14,8 +14,7 @@ The frontend's own ``nvext.timing.ttft_ms`` is queue + prefill on the prefill wo
 disaggregated graph the first token a client sees comes later: after the hand-off to the
 decode worker (about 50 ms with the 1.6.1 mocker here, fresh connection or not). The
 dynamo-offline notes also report a ~35 ms first-token stall on reused connections (Nagle;
-ai-dynamo/dynamo#14643); bench/proxy.py's direct and direct-fresh arms show whether it is
-there."""
+ai-dynamo/dynamo#14643)."""
 
 from __future__ import annotations
 

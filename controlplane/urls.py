@@ -21,7 +21,6 @@ urlpatterns = [
     path("logout/", sso_views.sign_out, name="logout"),
     path("graphs/", include("graphs.urls")),
     path("playground/", include("playground.urls")),
-    path("api/playground/", include("playground.api_urls")),
     path("metrics/", include("metrics.urls")),
     path("benchmarks/", include("benchmarks.urls")),
     path("clusters/", include("clusters.urls")),

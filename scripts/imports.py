@@ -39,7 +39,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
         "audit.views", "audit.urls", "audit.admin")),
     ("interfaces", "API", (
         "graphs.api", "clusters.api", "benchmarks.api", "metrics.api", "accounts.api", "audit.api",
-        "playground.api_urls")),
+        "playground.api")),
     ("interfaces", "CLIs", (
         "graphs.management", "benchmarks.management", "metrics.management", "dynamo_cp")),
     ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks")),

@@ -15,5 +15,5 @@ def openai_endpoint(context, graph) -> str:
     exposure = GraphExposure.objects.filter(graph=graph).first()
     if exposure is not None:
         return exposure.options.url()
-    return context["request"].build_absolute_uri(reverse("playground-api:models", args=[graph.name])).removesuffix(
+    return context["request"].build_absolute_uri(reverse("api:playground-models", args=[graph.name])).removesuffix(
         "/models")

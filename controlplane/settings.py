@@ -398,3 +398,9 @@ LOGGING = {
     "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"},
                 "httpx": {"level": "WARNING"}},
 }
+
+# Git repositories holding graphs (repos/): each is synced every REPOS_SYNC_SECONDS (a push
+# webhook syncs at once); their bare mirrors live under VAR_DIR/repos.
+INSTALLED_APPS += ["repos"]
+CELERY_BEAT_SCHEDULE["repos-sync"] = {"task": "repos.tasks.repositories_sync",
+                                      "schedule": float(env("REPOS_SYNC_SECONDS", "60"))}

@@ -29,6 +29,8 @@ urlpatterns = [
     path("clusters/", include("clusters.urls")),
     path("api/", include("clusters.api_urls")),
     path("api/", include("graphs.api.urls")),
+    path("repos/", include("repos.urls")),
+    path("api/", include("repos.api.urls")),
     # The schema describes the API, not its data: readable without a login, like any public spec.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     # The split view serves its init script as a file: no inline script under the CSP.

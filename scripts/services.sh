@@ -98,6 +98,8 @@ case "$WHAT" in
     ensure_debian_package etcd etcd-server "tests/test_planner_local.py"
     # bench/pages_http.py loads the pages with wrk (a C load generator: no client-side queueing).
     ensure_debian_package wrk wrk "bench/pages_http.py"
+    # Git repositories (repos/): the product runs git; the tests serve repositories with git daemon.
+    ensure_debian_package git git "repository sync and its tests"
     ;;
   *)
     echo "usage: $0 [prometheus|all]" >&2

@@ -1,0 +1,149 @@
+"""Every write to repositories goes through these functions (the sync and the export, the two
+directions between Git and the product, live in repos/sync.py and repos/export.py).
+
+Views, the API, the CLI, tasks and the revision signal call them; none saves a model itself."""
+
+from __future__ import annotations
+
+import re
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from audit.services import audit_record
+from graphs.errors import Refused
+from jobs.dispatch import enqueue
+
+from .git import Auth, Mirror
+from .models import Export, GraphLink, LinkState, Mode, Repository
+
+if TYPE_CHECKING:
+    from accounts.roles import Actor
+    from graphs.models import Revision
+
+
+class RepositoryRefused(Refused):
+    """A repository registration or change that cannot be made as asked."""
+
+    status = 400
+
+
+class RepositoryConflict(Refused):
+    """The name is taken, or the repository holds graphs that would be orphaned."""
+
+
+URL_SCHEMES = ("https://", "http://", "ssh://", "git://", "file://")
+SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")  # git@github.com:org/repo.git
+BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)[A-Za-z0-9._/-]{1,200}(?<![/.])$")
+EDITABLE = ("url", "branch", "path", "mode", "username", "password", "ssh_key", "webhook_secret")
+SECRET_FIELDS = ("password", "ssh_key", "webhook_secret")
+
+# Set while the sync stores revisions it read from Git: those are not sent back as commits.
+importing_from_git: ContextVar[bool] = ContextVar("importing_from_git", default=False)
+
+
+def _check(*, url: str, branch: str, path: str, mode: str) -> dict:
+    url = url.strip()
+    if not (url.startswith(URL_SCHEMES) or SCP_LIKE.match(url)) or any(c.isspace() for c in url):
+        raise RepositoryRefused(f"url {url[:200]!r} is not a Git URL: use https://, ssh://, git@host:path or file://")
+    if re.match(r"^https?://[^/@]*:[^/@]*@", url):
+        raise RepositoryRefused("url: put the password or token in the password field, not in the URL "
+                                "(a URL is shown on pages; the password never is)")
+    if not BRANCH.match(branch or ""):
+        raise RepositoryRefused(f"branch {branch[:200]!r} is not a valid branch name")
+    path = (path or "").strip().strip("/")
+    if path and (".." in path.split("/") or path.startswith(".git") or "\\" in path or "\x00" in path):
+        raise RepositoryRefused(f"path {path[:200]!r} must be a folder inside the repository")
+    if mode not in Mode.values:
+        raise RepositoryRefused(f"mode {mode!r} is not one of {', '.join(Mode.values)}")
+    return {"url": url, "branch": branch, "path": path, "mode": mode}
+
+
+def _public(repo: Repository) -> dict:
+    """What the audit log records of a repository: never a credential."""
+    return {"url": repo.url, "branch": repo.branch, "path": repo.path, "mode": repo.mode,
+            **{f"{f}_set": bool(getattr(repo, f)) for f in (*SECRET_FIELDS, "username")}}
+
+
+@transaction.atomic
+def repository_create(*, name: str, url: str, branch: str = "main", path: str = "", mode: str = Mode.DIRECT,
+                      username: str = "", password: str = "", ssh_key: str = "", webhook_secret: str = "",
+                      user: Actor = None, via: str = "ui") -> Repository:
+    fields = _check(url=url, branch=branch, path=path, mode=mode)
+    if Repository.objects.filter(name=name).exists():
+        raise RepositoryConflict(f"a repository named {name!r} is already registered")
+    try:
+        with transaction.atomic():
+            repo = Repository.objects.create(name=name, username=username, password=password, ssh_key=ssh_key,
+                                             webhook_secret=webhook_secret, created_by=user, **fields)
+    except IntegrityError:
+        raise RepositoryConflict(f"a repository named {name!r} is already registered") from None
+    audit_record(actor=user, via=via, action="repository.create", target_type="repository", target=name,
+                 after=_public(repo))
+    return repo
+
+
+@transaction.atomic
+def repository_update(*, repository: Repository, user: Actor = None, via: str = "ui", **changes) -> Repository:
+    """Change what was given; a credential left out (or blank) keeps its stored value. The
+    branch, path and URL can change only while no graph is linked (the links name files there)."""
+    repo = Repository.objects.select_for_update().get(pk=repository.pk)
+    before = _public(repo)
+    changes = {k: v for k, v in changes.items() if k in EDITABLE and v is not None}
+    for secret in SECRET_FIELDS:
+        if changes.get(secret) == "":
+            changes.pop(secret)
+    where = {k: changes.get(k, getattr(repo, k)) for k in ("url", "branch", "path", "mode")}
+    fields = _check(**where)
+    moved = [k for k in ("url", "branch", "path") if fields[k] != getattr(repo, k)]
+    if moved and repo.links.exists():
+        raise RepositoryConflict(f"{repo.name} holds {repo.links.count()} linked graph file(s): "
+                                 f"{', '.join(moved)} cannot change; register another repository instead")
+    for key, value in {**changes, **fields}.items():
+        setattr(repo, key, value)
+    repo.save()
+    audit_record(actor=user, via=via, action="repository.update", target_type="repository", target=repo.name,
+                 before=before, after=_public(repo))
+    return repo
+
+
+@transaction.atomic
+def repository_delete(*, repository: Repository, user: Actor = None, via: str = "ui") -> None:
+    """Forget a repository. Its graphs stay, with their revisions and the commits recorded on them."""
+    audit_record(actor=user, via=via, action="repository.delete", target_type="repository",
+                 target=repository.name, before=_public(repository))
+    repository.delete()
+
+
+def mirror_for(repo: Repository) -> Mirror:
+    folder = Path(settings.VAR_DIR) / "repos" / f"{repo.pk}.git"
+    return Mirror(folder, repo.url, repo.branch, Auth(repo.username, repo.password, repo.ssh_key))
+
+
+def repository_sync_later(repository: Repository) -> None:
+    enqueue("repos.tasks.repository_sync", repository.pk)
+
+
+def export_record(*, revision: Revision) -> Export | None:
+    """Called for every new revision (repos/signals.py): one made in the product for a graph
+    kept in Git is recorded for export, in the revision's own transaction, and exported once
+    that commits. Revisions the sync itself stores are Git's already."""
+    if importing_from_git.get():
+        return None
+    link = GraphLink.objects.filter(graph_id=revision.graph_id).select_related("repository").first()
+    if link is None:
+        return None
+    export = Export.objects.create(revision=revision, repository=link.repository, base_blob=link.blob,
+                                   base_commit=link.commit, requested_by=revision.created_by)
+    enqueue("repos.tasks.repository_export", link.repository_id)
+    return export
+
+
+def link_state_counts(repo: Repository) -> dict[str, int]:
+    counts = {state: 0 for state in LinkState.values}
+    for state in repo.links.values_list("state", flat=True):
+        counts[state] += 1
+    return counts

@@ -52,7 +52,7 @@ def test_the_argo_cd_snippet_ignores_replicas_of_the_components_list_and_respect
 
 @pytest.mark.django_db
 def test_the_flux_patch_removes_the_replicas_of_the_scaled_pools_only():
-    graph, revision, _ = graph_import(obj=load_yaml(manifest("alpha"), max_bytes=1 << 20))
+    _graph, revision, _ = graph_import(obj=load_yaml(manifest("alpha"), max_bytes=1 << 20))
     spec = revision.graph_spec
     assert scaled_pools(spec) == [(1, "worker")]  # no adapter: every pool but the frontend
     adapted = spec.model_copy(update={"services": [spec.services[0].model_copy(update={"scaling_adapter": True}),

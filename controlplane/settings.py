@@ -14,7 +14,6 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONTROLPLANE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-
 # Production-safe by default: debug pages (settings, URL patterns, tracebacks) only when a
 # developer asks for them with DJANGO_DEBUG=1.
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -47,6 +46,7 @@ INSTALLED_APPS = [
     "playground",
     "metrics",
     "benchmarks",
+    "repos",  # Git repositories holding graphs: synced every REPOS_SYNC_SECONDS and on push webhooks
 ]
 
 MIDDLEWARE = [
@@ -195,8 +195,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 # Uploads and pasted manifests are capped: a DGD is a few KB; 1 MB leaves ample room.
 MAX_MANIFEST_BYTES = int(env("MAX_MANIFEST_BYTES", str(1024 * 1024)))
-DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -271,6 +270,7 @@ CELERY_BEAT_SCHEDULE = {
     "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
     "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
     "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
+    "repos-sync": {"task": "repos.tasks.repositories_sync", "schedule": float(env("REPOS_SYNC_SECONDS", "60"))},
 }
 
 # Kubernetes clusters (clusters/, clusters/kubernetes.py). Timeouts are (connect, read)
@@ -398,9 +398,3 @@ LOGGING = {
     "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"},
                 "httpx": {"level": "WARNING"}},
 }
-
-# Git repositories holding graphs (repos/): each is synced every REPOS_SYNC_SECONDS (a push
-# webhook syncs at once); their bare mirrors live under VAR_DIR/repos.
-INSTALLED_APPS += ["repos"]
-CELERY_BEAT_SCHEDULE["repos-sync"] = {"task": "repos.tasks.repositories_sync",
-                                      "schedule": float(env("REPOS_SYNC_SECONDS", "60"))}

@@ -5,6 +5,7 @@ taken as arguments: a command line shows up in shell history and in ``ps``."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 from . import exits
@@ -21,9 +22,8 @@ def add_parsers(sub, common) -> None:
     verbs.add_parser("list", help="list repositories and their last sync", parents=[common])
     # Here --url is the repository's: the control plane's comes from DYNAMO_CP_URL, the config
     # file, or --url before the command (`dynamo-cp --url https://cp repos add NAME --url …`).
-    from .main import common_options  # a copy of its own: "resolve" edits the copy's --url, not the shared one
-
-    p = verbs.add_parser("add", help="register a repository (admin)", parents=[common_options()],
+    # A copy of the shared options: "resolve" then replaces the copy's --url, not everyone's.
+    p = verbs.add_parser("add", help="register a repository (admin)", parents=[copy.deepcopy(common)],
                          conflict_handler="resolve")
     p.add_argument("name")
     p.add_argument("--url", dest="repo_url", required=True,

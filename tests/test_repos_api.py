@@ -240,3 +240,12 @@ def test_dynamo_cp_repos_add_sync_status_and_list(live_server, users, pushed, tm
     listed = json.loads(_cli(live_server, admin, tmp_path, "repos", "list", "-o", "json").stdout)
     assert [(r["name"], r["graphs"], r["state"]) for r in listed] == [("fleet", 2, "ok")]
     assert "tok-abc" not in json.dumps(listed)
+
+
+def test_the_periodic_task_is_scheduled_and_syncs_every_repository(pushed, settings):
+    celery_app.loader.import_default_modules()
+    task = settings.CELERY_BEAT_SCHEDULE["repos-sync"]["task"]
+    assert task in celery_app.tasks
+    services.repository_create(name="fleet", url=pushed.url)
+    assert celery_app.tasks[task].apply().get() == 1
+    assert Graph.objects.get(name="alpha").head.git_commit.message == "add alpha"

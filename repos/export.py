@@ -53,7 +53,7 @@ def repository_export(*, repository: Repository) -> list[Export]:
     reach Git in the order they were made."""
     done = []
     with transaction.atomic():
-        repo = Repository.objects.select_for_update().get(pk=repository.pk)
+        repo = Repository.objects.select_for_update(no_key=True).get(pk=repository.pk)
         waiting = list(Export.objects.filter(repository=repo, state__in=[ExportState.PENDING, ExportState.FAILED])
                        .select_related("revision__graph", "revision__created_by", "requested_by")
                        .order_by("revision__graph_id", "revision__number"))
@@ -103,10 +103,14 @@ def _export_one(repo: Repository, mirror: Mirror, export: Export) -> None:
                                                     author_name=author_name, author_email=author_email)
             mirror.push(commit, branch)
         except GitError as exc:
+            error = str(exc)
             if exc.rejected and not propose:
-                mirror.fetch()  # someone pushed in between: look again at what Git holds now
-                continue
-            _finish(export, ExportState.FAILED, error=str(exc))
+                try:
+                    mirror.fetch()  # someone pushed in between: look again at what Git holds now
+                    continue
+                except GitError as again:
+                    error = str(again)
+            _finish(export, ExportState.FAILED, error=error)
             return
         if propose:
             _finish(export, ExportState.PROPOSED, branch=branch, commit=commit)

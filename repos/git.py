@@ -85,9 +85,8 @@ class Mirror:
                 raise GitError("the git binary is not installed (scripts/services.sh installs it)") from None
         if check and done.returncode != 0:
             text = done.stderr.decode("utf-8", "replace").strip()
-            for secret in (self.auth.password, self.auth.username):
-                if secret:
-                    text = text.replace(secret, "***")
+            if self.auth.password:  # git never prints it; a URL typed with it inside could
+                text = text.replace(self.auth.password, "***")
             lines = [line for line in text.splitlines() if line.strip()][-4:]
             rejected = any(m in text for m in ("non-fast-forward", "[rejected]", "fetch first", "stale info"))
             raise GitError(f"git {args[0]}: " + (" ".join(lines) or f"exit status {done.returncode}"),
@@ -125,8 +124,8 @@ class Mirror:
     def remote_ref(self) -> str:
         return f"refs/remotes/origin/{self.branch}"
 
-    def fetch(self) -> str | None:
-        """Bring the branch up to date; its commit, or None when the remote branch is empty."""
+    def fetch(self) -> str:
+        """Bring the branch up to date; its commit."""
         if not (self.path / "HEAD").exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
             subprocess.run(["git", "init", "--bare", "-q", str(self.path)], check=True, capture_output=True,
@@ -134,13 +133,16 @@ class Mirror:
         self._run("config", "remote.origin.url", self.url)
         done = self._run("fetch", "--quiet", "--prune", "--no-tags", "origin",
                          f"+refs/heads/{self.branch}:{self.remote_ref}", remote=True, check=False)
+        if done.returncode != 0 and "couldn't find remote ref" in done.stderr.decode("utf-8", "replace"):
+            raise GitError(f"the repository has no branch {self.branch!r} (an empty repository has none "
+                           "until its first push)")
         if done.returncode != 0:
-            text = done.stderr.decode("utf-8", "replace")
-            if "couldn't find remote ref" in text:
-                return None  # a new, empty repository: the first push creates the branch
             self._run("fetch", "--quiet", "--no-tags", "origin",
                       f"+refs/heads/{self.branch}:{self.remote_ref}", remote=True)
-        return self.tip()
+        tip = self.tip()
+        if tip is None:
+            raise GitError(f"the fetch brought no branch {self.branch!r}")
+        return tip
 
     def tip(self) -> str | None:
         done = self._run("rev-parse", "--verify", "--quiet", self.remote_ref + "^{commit}", check=False)

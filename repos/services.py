@@ -90,7 +90,7 @@ def repository_create(*, name: str, url: str, branch: str = "main", path: str = 
 def repository_update(*, repository: Repository, user: Actor = None, via: str = "ui", **changes) -> Repository:
     """Change what was given; a credential left out (or blank) keeps its stored value. The
     branch, path and URL can change only while no graph is linked (the links name files there)."""
-    repo = Repository.objects.select_for_update().get(pk=repository.pk)
+    repo = Repository.objects.select_for_update(no_key=True).get(pk=repository.pk)
     before = _public(repo)
     changes = {k: v for k, v in changes.items() if k in EDITABLE and v is not None}
     for secret in SECRET_FIELDS:

@@ -3,7 +3,9 @@ its graph, through the same lossless importer and validation as an uploaded mani
 
 A sync holds its repository's row lock from fetch to the last revision, so a webhook, the
 periodic task and a command arriving together sync once each, in turn, and the second finds
-nothing new. Each file is imported in its own savepoint: a file that does not validate is
+nothing new. The lock is FOR NO KEY UPDATE: a revision saved meanwhile records its export
+with a foreign key to the repository (FOR KEY SHARE), and must not wait on the sync while
+holding its graph's lock, which the sync needs (tests/test_repos_concurrency.py found it). Each file is imported in its own savepoint: a file that does not validate is
 refused (its findings and commit recorded on the link) while the others go on."""
 
 from __future__ import annotations
@@ -56,14 +58,13 @@ def repository_sync(*, repository: Repository, via: str = "system") -> SyncResul
     """Fetch the branch and bring every linked graph up to its tip. Git failing (unreachable,
     credentials refused) is recorded on the repository, not raised: the periodic task retries."""
     with transaction.atomic():
-        repo = Repository.objects.select_for_update().get(pk=repository.pk)
+        repo = Repository.objects.select_for_update(no_key=True).get(pk=repository.pk)
         mirror = mirror_for(repo)
         result = SyncResult()
         try:
             tip = mirror.fetch()
             result.commit = tip
-            if tip is not None:
-                _bring_up_to(repo, mirror, tip, result)
+            _bring_up_to(repo, mirror, tip, result)
         except GitError as exc:
             result.error = str(exc)
         now = timezone.now()

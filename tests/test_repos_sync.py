@@ -179,7 +179,11 @@ def test_an_unreachable_repository_is_recorded_not_raised(tmp_path):
     assert repo.state == SyncState.FAILED and repo.error == result.error
 
 
-def test_an_empty_repository_syncs_to_nothing(remote):
+def test_an_empty_repository_or_a_wrong_branch_is_an_error_that_names_the_branch(remote):
     repo = _repo(remote.url)
-    result = repository_sync(repository=repo)
-    assert result.error == "" and result.commit is None
+    assert "no branch 'main'" in repository_sync(repository=repo).error
+    remote.write("alpha.yaml", manifest("alpha"))
+    remote.commit("add alpha")
+    remote.push()
+    other = _repo(remote.url, name="other", branch="production")
+    assert "no branch 'production'" in repository_sync(repository=other).error

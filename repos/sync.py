@@ -6,7 +6,8 @@ periodic task and a command arriving together sync once each, in turn, and the s
 nothing new. The lock is FOR NO KEY UPDATE: a revision saved meanwhile records its export
 with a foreign key to the repository (FOR KEY SHARE), and must not wait on the sync while
 holding its graph's lock, which the sync needs (tests/test_repos_concurrency.py found it).
-Each file is imported in its own savepoint: a file that does not validate is refused (its findings and commit recorded on the link) while the others go on."""
+Each file is imported in its own savepoint: a file that does not validate is refused (its
+findings and commit recorded on the link) while the others go on."""
 
 from __future__ import annotations
 

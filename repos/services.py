@@ -18,7 +18,7 @@ from graphs.errors import Refused
 from jobs.dispatch import enqueue
 
 from .git import Auth, Mirror
-from .models import Export, GraphLink, LinkState, Mode, Repository
+from .models import Direction, Export, ExportState, GraphLink, LinkState, Mode, Repository
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
@@ -138,6 +138,36 @@ def export_record(*, revision: Revision) -> Export | None:
         return None
     export = Export.objects.create(revision=revision, repository=link.repository, base_blob=link.blob,
                                    base_commit=link.commit, requested_by=revision.created_by)
+    enqueue("repos.tasks.repository_export", link.repository_id)
+    return export
+
+
+class NothingToCommit(Refused):
+    """The graph's latest revision is in Git already, or the graph is not kept in a repository."""
+
+
+@transaction.atomic
+def graph_commit(*, graph, user: Actor = None, via: str = "ui") -> Export:
+    """Apply, where a GitOps tool applies from Git: the graph's latest revision as a commit. A
+    revision made here is exported when it is saved; this sends one that is not in Git yet (made
+    before the graph was linked, or whose push failed) and answers the export that carries it."""
+    link = GraphLink.objects.filter(graph=graph).select_related("repository").first()
+    if link is None:
+        raise NothingToCommit(f"{graph.name} is not kept in a Git repository: register the repository that "
+                              "holds its manifest (repositories page, or dynamo-cp repos add) and sync it")
+    head = graph.head
+    came_from = getattr(head, "git_commit", None)
+    if came_from is not None and came_from.direction == Direction.FROM_GIT:
+        raise NothingToCommit(f"revision {head.number} of {graph.name} came from Git ({came_from.sha[:12]}): "
+                              "it is there already")
+    export = Export.objects.filter(revision=head).first()
+    if export is None:
+        export = Export.objects.create(revision=head, repository=link.repository, base_blob=link.blob,
+                                       base_commit=link.commit, requested_by=user)
+    elif export.state == ExportState.FAILED:
+        Export.objects.filter(pk=export.pk).update(state=ExportState.PENDING, error="")
+    audit_record(actor=user, via=via, action="graph.commit", target_type="graph", target=graph.name,
+                 after={"revision": head.number, "repository": link.repository.name, "path": link.path})
     enqueue("repos.tasks.repository_export", link.repository_id)
     return export
 

@@ -9,6 +9,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from accounts.roles import Role, role_required, user_role
+from graphs.models import Graph
 
 from . import services
 from .forms import RepositoryForm
@@ -75,6 +76,23 @@ def repository_delete(request, name: str):
     services.repository_delete(repository=repo, user=request.user)
     messages.success(request, f"Repository {name} removed; its graphs and their revisions stay.")
     return redirect("repos:list")
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def graph_commit(request, graph: str):
+    """The graph page's "Commit to Git": apply where Argo CD or Flux applies from Git."""
+    target = get_object_or_404(Graph.objects.select_related("head"), name=graph)
+    try:
+        export = services.graph_commit(graph=target, user=request.user)
+    except services.Refused as exc:
+        messages.error(request, str(exc))
+    else:
+        export.refresh_from_db()
+        messages.success(request, f"Revision {target.head.number} of {target.name} to Git: "
+                                  f"{export.get_state_display().lower()}"
+                                  + (f" on {export.branch}" if export.branch else "") + ".")
+    return redirect("graphs:detail", target.name)
 
 
 @role_required(Role.VIEWER)

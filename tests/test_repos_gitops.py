@@ -15,6 +15,8 @@ from repos.gitops import argocd_ignore_differences, flux_patch, scaled_pools
 
 from .git_fixtures import manifest
 
+pytest_plugins = ["tests.git_fixtures"]
+
 
 def _live(labels=None, annotations=None) -> dict:
     return {"apiVersion": "nvidia.com/v1beta1", "kind": "DynamoGraphDeployment",
@@ -79,3 +81,35 @@ def test_the_watcher_records_the_gitops_owner_and_the_graph_page_says_so(client_
     assert dep.ownership["gitops"]["tool"] == "Argo CD"
     page = client_for("viewer").get(f"/graphs/{Graph.objects.get().name}/").content.decode()
     assert "Argo CD</strong> applies this graph from Git" in page and "Scaling a pool" in page
+
+
+@pytest.mark.django_db
+def test_commit_to_git_sends_the_latest_revision_or_says_why_not(api_for, client_for, remote, settings, tmp_path,
+                                                                users):
+    from graphs.services import graph_update
+    from repos import services
+    from repos.models import Export
+    from repos.sync import repository_sync
+
+    settings.VAR_DIR = tmp_path / "var"
+    remote.write("alpha.yaml", manifest("alpha"))
+    remote.commit("add alpha")
+    remote.push()
+    graph_import(obj=load_yaml(manifest("lonely"), max_bytes=1 << 20))
+    refused = api_for("operator").post("/api/repos/commit/", {"graph": "lonely"}, format="json")
+    assert refused.status_code == 409 and "not kept in a Git repository" in refused.json()["detail"]
+    repo = services.repository_create(name="fleet", url=remote.url)
+    repository_sync(repository=repo)
+    already = api_for("operator").post("/api/repos/commit/", {"graph": "alpha"}, format="json")
+    assert already.status_code == 409 and "came from Git" in already.json()["detail"]
+    # A revision whose export was lost (recorded before the link, say): Commit to Git sends it.
+    graph = Graph.objects.get(name="alpha")
+    spec = graph.head.graph_spec
+    pools = list(spec.services)
+    pools[1] = pools[1].model_copy(update={"replicas": 6})
+    graph_update(graph=graph, spec=spec.model_copy(update={"services": pools}), message="six")
+    Export.objects.all().delete()
+    page = client_for("operator").post("/repos/commit/alpha/", follow=True).content.decode()
+    assert "Revision 2 of alpha to Git" in page
+    assert Export.objects.get().revision.number == 2
+    assert api_for("viewer").post("/api/repos/commit/", {"graph": "alpha"}, format="json").status_code == 403

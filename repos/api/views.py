@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.roles import Role
+from graphs.models import Graph
 
 from .. import services
 from ..models import Repository
@@ -78,6 +79,23 @@ class RepositoryViewSet(viewsets.ModelViewSet):
         repo = self.get_object()
         page = self.paginate_queryset(repo.exports.select_related("revision__graph").order_by("-id"))
         return self.get_paginated_response(s.ExportSerializer(page, many=True).data)
+
+
+class CommitSerializer(s.serializers.Serializer):
+    graph = s.serializers.RegexField(s.NAME, max_length=63)
+
+
+@extend_schema(request=CommitSerializer, responses={202: s.ExportSerializer})
+class GraphCommitView(APIView):
+    """Apply where a GitOps tool applies from Git: the graph's latest revision as a commit."""
+
+    def post(self, request):
+        data = CommitSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        graph = get_object_or_404(Graph, name=data.validated_data["graph"])
+        export = services.graph_commit(graph=graph, user=request.user, via=_via(request))
+        export.refresh_from_db()
+        return Response(s.ExportSerializer(export).data, status=status.HTTP_202_ACCEPTED)
 
 
 class WebhookView(APIView):

@@ -74,6 +74,8 @@ class Mirror:
         base_env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
                          "HOME": str(self.path.parent)})
         base_env.update(env or {})
+        # ssh never asks (no terminal here): a host key is recorded on first contact, a changed one refused.
+        base_env["GIT_SSH_COMMAND"] = self._ssh()
         with self._credentials(remote) as cred_env:
             base_env.update(cred_env)
             try:
@@ -110,11 +112,13 @@ class Mirror:
                 key = Path(tmp) / "key"
                 key.write_text(self.auth.ssh_key.strip() + "\n")
                 key.chmod(stat.S_IRUSR | stat.S_IWUSR)
-                # accept-new: the first contact records the host key; a changed one is refused.
-                env["GIT_SSH_COMMAND"] = (f"ssh -i {key} -o IdentitiesOnly=yes -o BatchMode=yes "
-                                          f"-o StrictHostKeyChecking=accept-new "
-                                          f"-o UserKnownHostsFile={self.path.parent / 'known_hosts'}")
+                env["GIT_SSH_COMMAND"] = self._ssh(f"-i {key} -o IdentitiesOnly=yes")
             yield env
+
+    def _ssh(self, extra: str = "") -> str:
+        known = self.path.parent / "known_hosts"
+        return (f"ssh {extra} -o BatchMode=yes -o StrictHostKeyChecking=accept-new "
+                f"-o UserKnownHostsFile={known}").replace("  ", " ")
 
     def _out(self, *args: str, **kw) -> str:
         return self._run(*args, **kw).stdout.decode("utf-8", "replace")

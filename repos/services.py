@@ -35,9 +35,17 @@ class RepositoryConflict(Refused):
     """The name is taken, or the repository holds graphs that would be orphaned."""
 
 
-URL_SCHEMES = ("https://", "http://", "ssh://", "git://", "file://")
-SCP_LIKE = re.compile(r"^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")  # git@github.com:org/repo.git
-BRANCH = re.compile(r"^(?!/)(?!.*//)(?!.*\.\.)(?!.*@\{)[A-Za-z0-9._/-]{1,200}(?<![/.])$")
+# What the API's schema states (repos/api/serializers.py uses these patterns), so a request the
+# schema admits is never refused here. A URL: https, http, ssh or git with at most a user name
+# before the host (a password there would show on pages: it goes in the password field), file://,
+# or scp-like user@host:path. Branches and folders: names of letters, digits, '_', '-' and
+# inner dots, joined by '/' (no '..', no leading dot: not .git, not outside the repository).
+_HOST = r"[A-Za-z0-9._~%+-]+"
+URL_PATTERN = (rf"^((https?|ssh|git)://({_HOST}@)?{_HOST}(:[0-9]+)?(/[!-~]*)?"
+               r"|file:///[!-~]*|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[!-~]+)$")  # [!-~]: printable ASCII
+_NAME = r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*"
+BRANCH_PATTERN = rf"^{_NAME}(/{_NAME})*$"
+PATH_PATTERN = rf"^/?{_NAME}(/{_NAME})*/?$"  # or empty: the repository's root
 EDITABLE = ("url", "branch", "path", "mode", "username", "password", "ssh_key", "webhook_secret")
 SECRET_FIELDS = ("password", "ssh_key", "webhook_secret")
 
@@ -47,19 +55,18 @@ importing_from_git: ContextVar[bool] = ContextVar("importing_from_git", default=
 
 def _check(*, url: str, branch: str, path: str, mode: str) -> dict:
     url = url.strip()
-    if not (url.startswith(URL_SCHEMES) or SCP_LIKE.match(url)) or any(c.isspace() for c in url):
-        raise RepositoryRefused(f"url {url[:200]!r} is not a Git URL: use https://, ssh://, git@host:path or file://")
     if re.match(r"^https?://[^/@]*:[^/@]*@", url):
         raise RepositoryRefused("url: put the password or token in the password field, not in the URL "
                                 "(a URL is shown on pages; the password never is)")
-    if not BRANCH.match(branch or ""):
+    if not re.match(URL_PATTERN, url):
+        raise RepositoryRefused(f"url {url[:200]!r} is not a Git URL: use https://, ssh://, git@host:path or file://")
+    if not re.match(BRANCH_PATTERN, branch or ""):
         raise RepositoryRefused(f"branch {branch[:200]!r} is not a valid branch name")
-    path = (path or "").strip().strip("/")
-    if path and (".." in path.split("/") or path.startswith(".git") or "\\" in path or "\x00" in path):
-        raise RepositoryRefused(f"path {path[:200]!r} must be a folder inside the repository")
+    if path and not re.match(PATH_PATTERN, path):
+        raise RepositoryRefused(f"path {path[:200]!r} must be a folder inside the repository (names joined by '/')")
     if mode not in Mode.values:
         raise RepositoryRefused(f"mode {mode!r} is not one of {', '.join(Mode.values)}")
-    return {"url": url, "branch": branch, "path": path, "mode": mode}
+    return {"url": url, "branch": branch, "path": (path or "").strip("/"), "mode": mode}
 
 
 def _public(repo: Repository) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from ..models import Export, GraphLink, Mode, Repository, RevisionCommit
+from ..services import BRANCH_PATTERN, PATH_PATTERN, URL_PATTERN
 
 NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
@@ -13,9 +14,13 @@ NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 class RepositorySerializer(serializers.ModelSerializer):
     name = serializers.RegexField(NAME, max_length=63, error_messages={
         "invalid": "must be lower-case letters, digits and '-'"})
-    url = serializers.CharField(max_length=500)
-    branch = serializers.CharField(max_length=200, default="main")
-    path = serializers.CharField(max_length=500, default="", allow_blank=True)
+    url = serializers.RegexField(URL_PATTERN, max_length=500, error_messages={
+        "invalid": "is not a Git URL: use https://, ssh://, git@host:path or file:// (a password goes in the "
+                   "password field, not in the URL)"})
+    branch = serializers.RegexField(BRANCH_PATTERN, max_length=200, default="main", error_messages={
+        "invalid": "is not a valid branch name"})
+    path = serializers.RegexField(PATH_PATTERN, max_length=500, default="", allow_blank=True, error_messages={
+        "invalid": "must be a folder inside the repository (names joined by '/', no '..')"})
     mode = serializers.ChoiceField(choices=Mode.choices, default=Mode.DIRECT)
     username = serializers.CharField(max_length=200, write_only=True, required=False, allow_blank=True)
     password = serializers.CharField(max_length=4096, write_only=True, required=False, allow_blank=True,

@@ -48,7 +48,8 @@ class RepositoryViewSet(viewsets.ModelViewSet):
     def perform_update(self, serializer):
         d = serializer.validated_data
         if "name" in d and d["name"] != serializer.instance.name:
-            raise services.RepositoryRefused("a repository cannot be renamed")
+            raise services.RepositoryConflict(f"this repository is {serializer.instance.name!r}; a repository "
+                                              "cannot be renamed (register another one)")
         serializer.instance = services.repository_update(
             repository=serializer.instance, user=self.request.user, via=_via(self.request),
             **{k: d[k] for k in _SETTABLE if k in d})

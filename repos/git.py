@@ -189,6 +189,9 @@ class Mirror:
         done = self._run("rev-parse", "--verify", "--quiet", f"{sha}:{path}", check=False)
         return done.stdout.decode().strip() or None
 
+    def blob_size(self, blob: str) -> int:
+        return int(self._out("cat-file", "-s", blob).strip())
+
     def read_blob(self, blob: str) -> bytes:
         return self._run("cat-file", "blob", blob).stdout
 

@@ -91,7 +91,8 @@ class RevisionCommit(models.Model):
     """The Git commit behind one revision, either way."""
 
     revision = models.OneToOneField("graphs.Revision", on_delete=models.CASCADE, related_name="git_commit")
-    repository = models.ForeignKey(Repository, on_delete=models.CASCADE, related_name="+")
+    # SET_NULL: a repository removed leaves its graphs' history as it was, commits included.
+    repository = models.ForeignKey(Repository, null=True, on_delete=models.SET_NULL, related_name="+")
     direction = models.CharField(max_length=10, choices=Direction.choices)
     path = models.CharField(max_length=1000)
     sha = models.CharField(max_length=40)

@@ -6,6 +6,7 @@ Views, the API, the CLI, tasks and the revision signal call them; none saves a m
 from __future__ import annotations
 
 import re
+import shutil
 from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -122,7 +123,9 @@ def repository_delete(*, repository: Repository, user: Actor = None, via: str = 
     """Forget a repository. Its graphs stay, with their revisions and the commits recorded on them."""
     audit_record(actor=user, via=via, action="repository.delete", target_type="repository",
                  target=repository.name, before=_public(repository))
+    mirror = mirror_for(repository).path
     repository.delete()
+    transaction.on_commit(lambda: shutil.rmtree(mirror, ignore_errors=True))
 
 
 def mirror_for(repo: Repository) -> Mirror:

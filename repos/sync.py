@@ -135,6 +135,10 @@ def _import(repo: Repository, mirror: Mirror, path: str, blob: str, commit: Comm
         return  # the product's own export, or a commit that put back what is stored
     where = f"{path} at {commit.sha[:12]}"
     try:
+        size = mirror.blob_size(blob)
+        if size > settings.MAX_MANIFEST_BYTES:  # refused before it is read into memory
+            raise ManifestError.single("", f"the file is {size:,} bytes; a manifest may have at most "
+                                           f"{settings.MAX_MANIFEST_BYTES:,}", "too_large")
         data = mirror.read_blob(blob)
         obj = load_yaml(data, max_bytes=settings.MAX_MANIFEST_BYTES)
         report = validate_manifest(obj)

@@ -187,3 +187,29 @@ def test_an_empty_repository_or_a_wrong_branch_is_an_error_that_names_the_branch
     remote.push()
     other = _repo(remote.url, name="other", branch="production")
     assert "no branch 'production'" in repository_sync(repository=other).error
+
+
+def test_a_file_larger_than_a_manifest_may_be_is_refused_unread(remote, settings):
+    settings.MAX_MANIFEST_BYTES = 4096
+    remote.write("huge.yaml", manifest("huge") + "#" * 8192 + "\n")
+    remote.commit("a big file")
+    remote.push()
+    result = repository_sync(repository=_repo(remote.url))
+    assert result.refused[0]["findings"][0]["code"] == "too_large"
+    assert not Graph.objects.exists()
+
+
+def test_removing_a_repository_keeps_its_graphs_and_drops_its_mirror(remote, django_capture_on_commit_callbacks):
+    remote.write("alpha.yaml", manifest("alpha"))
+    remote.commit("add alpha")
+    remote.push()
+    repo = _repo(remote.url)
+    repository_sync(repository=repo)
+    mirror = services.mirror_for(repo).path
+    assert mirror.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.repository_delete(repository=repo)
+    assert not mirror.exists()
+    graph = Graph.objects.get(name="alpha")
+    assert graph.revisions.count() == 1
+    assert graph.head.git_commit.repository is None and graph.head.git_commit.message == "add alpha"

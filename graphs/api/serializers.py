@@ -87,7 +87,8 @@ class RevisionSerializer(serializers.ModelSerializer):
         commit = getattr(obj, "git_commit", None)
         if commit is None:
             return None
-        return {"repository": commit.repository.name, "direction": commit.direction, "sha": commit.sha,
+        return {"repository": commit.repository.name if commit.repository_id else None,
+                "direction": commit.direction, "sha": commit.sha,
                 "branch": commit.branch, "path": commit.path, "author_name": commit.author_name,
                 "author_email": commit.author_email, "message": commit.message, "committed_at": commit.committed_at}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from ..models import Export, GraphLink, Mode, Repository, RevisionCommit
+from ..models import Export, GraphLink, Mode, Repository
 from ..services import BRANCH_PATTERN, PATH_PATTERN, URL_PATTERN
 
 NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -69,14 +69,3 @@ class ExportSerializer(serializers.ModelSerializer):
         model = Export
         fields = ["id", "graph", "revision", "state", "branch", "commit", "error", "base_commit", "merged_text",
                   "base_text", "ours_text", "theirs_text", "created_at", "finished_at"]
-
-
-class RevisionCommitSerializer(serializers.ModelSerializer):
-    """The commit behind a revision, shown with the revision (graphs' API)."""
-
-    repository = serializers.SlugRelatedField(slug_field="name", read_only=True)
-
-    class Meta:
-        model = RevisionCommit
-        fields = ["repository", "direction", "path", "sha", "branch", "author_name", "author_email", "message",
-                  "committed_at"]

@@ -110,8 +110,9 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
         # Applying over a GitOps tool's object is reverted at its next sync: the change goes to Git.
         raise OperationRefused(
             f"{gitops['tool']} applies {graph.name} from Git ({gitops['evidence']}): apply means commit to Git "
-            f"(Commit to Git on the graph page, POST /api/repos/commit/); a revision saved for a graph kept in a "
-            f"repository is committed at once, and {gitops['tool']} applies it. Scaling a pool stays live.")
+            f"(Commit to Git on the graph page, POST /api/repos/<repository>/commit/); a revision saved for a "
+            f"graph kept in a repository is committed at once, and {gitops['tool']} applies it. "
+            f"Scaling a pool stays live.")
     target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
     options = {}
     if runtime == "kubernetes":

@@ -157,7 +157,7 @@ class NothingToCommit(Refused):
 
 
 @transaction.atomic
-def graph_commit(*, graph, user: Actor = None, via: str = "ui") -> Export:
+def graph_commit(*, graph, repository: Repository | None = None, user: Actor = None, via: str = "ui") -> Export:
     """Apply, where a GitOps tool applies from Git: the graph's latest revision as a commit. A
     revision made here is exported when it is saved; this sends one that is not in Git yet (made
     before the graph was linked, or whose push failed) and answers the export that carries it."""
@@ -165,6 +165,8 @@ def graph_commit(*, graph, user: Actor = None, via: str = "ui") -> Export:
     if link is None:
         raise NothingToCommit(f"{graph.name} is not kept in a Git repository: register the repository that "
                               "holds its manifest (repositories page, or dynamo-cp repos add) and sync it")
+    if repository is not None and link.repository_id != repository.pk:
+        raise NothingToCommit(f"{graph.name} is kept in {link.repository.name}, not in {repository.name}")
     head = graph.head
     came_from = getattr(head, "git_commit", None)
     if came_from is not None and came_from.direction == Direction.FROM_GIT:

@@ -80,11 +80,12 @@ def repository_delete(request, name: str):
 
 @role_required(Role.OPERATOR)
 @require_POST
-def graph_commit(request, graph: str):
+def graph_commit(request, name: str, graph: str):
     """The graph page's "Commit to Git": apply where Argo CD or Flux applies from Git."""
+    repo = get_object_or_404(Repository, name=name)
     target = get_object_or_404(Graph.objects.select_related("head"), name=graph)
     try:
-        export = services.graph_commit(graph=target, user=request.user)
+        export = services.graph_commit(graph=target, repository=repo, user=request.user)
     except services.Refused as exc:
         messages.error(request, str(exc))
     else:

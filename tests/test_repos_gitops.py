@@ -96,11 +96,11 @@ def test_commit_to_git_sends_the_latest_revision_or_says_why_not(api_for, client
     remote.commit("add alpha")
     remote.push()
     graph_import(obj=load_yaml(manifest("lonely"), max_bytes=1 << 20))
-    refused = api_for("operator").post("/api/repos/commit/", {"graph": "lonely"}, format="json")
-    assert refused.status_code == 409 and "not kept in a Git repository" in refused.json()["detail"]
     repo = services.repository_create(name="fleet", url=remote.url)
+    refused = api_for("operator").post("/api/repos/fleet/commit/", {"graph": "lonely"}, format="json")
+    assert refused.status_code == 409 and "not kept in a Git repository" in refused.json()["detail"]
     repository_sync(repository=repo)
-    already = api_for("operator").post("/api/repos/commit/", {"graph": "alpha"}, format="json")
+    already = api_for("operator").post("/api/repos/fleet/commit/", {"graph": "alpha"}, format="json")
     assert already.status_code == 409 and "came from Git" in already.json()["detail"]
     # A revision whose export was lost (recorded before the link, say): Commit to Git sends it.
     graph = Graph.objects.get(name="alpha")
@@ -109,7 +109,11 @@ def test_commit_to_git_sends_the_latest_revision_or_says_why_not(api_for, client
     pools[1] = pools[1].model_copy(update={"replicas": 6})
     graph_update(graph=graph, spec=spec.model_copy(update={"services": pools}), message="six")
     Export.objects.all().delete()
-    page = client_for("operator").post("/repos/commit/alpha/", follow=True).content.decode()
+    Deployment.objects.create(graph=graph, runtime="kubernetes", namespace="dynamo", revision=graph.head, active=True,
+                              ownership={"gitops": gitops_owner(_live({"kustomize.toolkit.fluxcd.io/name": "g"}))})
+    card = client_for("operator").get("/graphs/alpha/").content.decode()
+    assert "<strong>Flux</strong> applies this graph from Git" in card and 'action="/repos/fleet/commit/alpha/"' in card
+    page = client_for("operator").post("/repos/fleet/commit/alpha/", follow=True).content.decode()
     assert "Revision 2 of alpha to Git" in page
     assert Export.objects.get().revision.number == 2
-    assert api_for("viewer").post("/api/repos/commit/", {"graph": "alpha"}, format="json").status_code == 403
+    assert api_for("viewer").post("/api/repos/fleet/commit/", {"graph": "alpha"}, format="json").status_code == 403

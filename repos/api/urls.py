@@ -1,7 +1,7 @@
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
-from .views import GraphCommitView, RepositoryViewSet, WebhookView
+from .views import RepositoryViewSet, WebhookView
 
 app_name = "repos-api"
 router = SimpleRouter()  # no API root view: graphs.api.urls owns /api/
@@ -9,6 +9,5 @@ router.register("repos", RepositoryViewSet, basename="repository")
 
 urlpatterns = [
     path("repos/<slug:name>/webhook/", WebhookView.as_view(), name="webhook"),
-    path("repos/commit/", GraphCommitView.as_view(), name="commit"),
     path("", include(router.urls)),
 ]

@@ -29,6 +29,10 @@ def _via(request) -> str:
     return "cli" if request.headers.get("X-Controlplane-Client") == "cli" else "api"
 
 
+class CommitSerializer(s.serializers.Serializer):
+    graph = s.serializers.RegexField(s.NAME, max_length=63)
+
+
 class RepositoryViewSet(viewsets.ModelViewSet):
     """Git repositories whose folder of manifests holds graphs, one per file."""
 
@@ -37,7 +41,8 @@ class RepositoryViewSet(viewsets.ModelViewSet):
     lookup_field = "name"
     lookup_value_regex = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
     required_roles = {"create": Role.ADMIN, "update": Role.ADMIN, "partial_update": Role.ADMIN,
-                      "destroy": Role.ADMIN, "sync": Role.OPERATOR}
+                      "destroy": Role.ADMIN, "sync": Role.OPERATOR,
+                      "commit": Role.OPERATOR}
 
     def perform_create(self, serializer):
         d = serializer.validated_data
@@ -65,6 +70,18 @@ class RepositoryViewSet(viewsets.ModelViewSet):
         result = repository_sync(repository=repo, via=_via(request))
         return Response(result.as_dict(), status=status.HTTP_502_BAD_GATEWAY if result.error else status.HTTP_200_OK)
 
+    @extend_schema(request=CommitSerializer, responses={202: s.ExportSerializer})
+    @action(detail=True, methods=["post"])
+    def commit(self, request, name=None):
+        """Apply where a GitOps tool applies from Git: a graph's latest revision as a commit."""
+        repo = self.get_object()
+        data = CommitSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        graph = get_object_or_404(Graph, name=data.validated_data["graph"])
+        export = services.graph_commit(graph=graph, repository=repo, user=request.user, via=_via(request))
+        export.refresh_from_db()
+        return Response(s.ExportSerializer(export).data, status=status.HTTP_202_ACCEPTED)
+
     @extend_schema(responses={200: s.LinkSerializer(many=True)})
     @action(detail=True, methods=["get"])
     def links(self, request, name=None):
@@ -80,23 +97,6 @@ class RepositoryViewSet(viewsets.ModelViewSet):
         repo = self.get_object()
         page = self.paginate_queryset(repo.exports.select_related("revision__graph").order_by("-id"))
         return self.get_paginated_response(s.ExportSerializer(page, many=True).data)
-
-
-class CommitSerializer(s.serializers.Serializer):
-    graph = s.serializers.RegexField(s.NAME, max_length=63)
-
-
-@extend_schema(request=CommitSerializer, responses={202: s.ExportSerializer})
-class GraphCommitView(APIView):
-    """Apply where a GitOps tool applies from Git: the graph's latest revision as a commit."""
-
-    def post(self, request):
-        data = CommitSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        graph = get_object_or_404(Graph, name=data.validated_data["graph"])
-        export = services.graph_commit(graph=graph, user=request.user, via=_via(request))
-        export.refresh_from_db()
-        return Response(s.ExportSerializer(export).data, status=status.HTTP_202_ACCEPTED)
 
 
 class WebhookView(APIView):

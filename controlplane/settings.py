@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "playground",
     "metrics",
     "benchmarks",
+    "repos",  # Git repositories holding graphs: synced every REPOS_SYNC_SECONDS and on push webhooks
 ]
 
 MIDDLEWARE = [
@@ -194,8 +195,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 # Uploads and pasted manifests are capped: a DGD is a few KB; 1 MB leaves ample room.
 MAX_MANIFEST_BYTES = int(env("MAX_MANIFEST_BYTES", str(1024 * 1024)))
-DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -270,6 +270,7 @@ CELERY_BEAT_SCHEDULE = {
     "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
     "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
     "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
+    "repos-sync": {"task": "repos.tasks.repositories_sync", "schedule": float(env("REPOS_SYNC_SECONDS", "60"))},
 }
 
 # Kubernetes clusters (clusters/, clusters/kubernetes.py). Timeouts are (connect, read)

@@ -25,6 +25,7 @@ urlpatterns = [
     path("benchmarks/", include("benchmarks.urls")),
     path("clusters/", include("clusters.urls")),
     path("api/", include("controlplane.api_urls")),
+    path("repos/", include("repos.urls")),
     # The schema describes the API, not its data: readable without a login, like any public spec.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     # The split view serves its init script as a file: no inline script under the CSP.

@@ -105,6 +105,14 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment and deployment.active and deployment.runtime != runtime:
         raise OperationRefused(f"{graph.name} runs on the {deployment.runtime} runtime; delete it there first")
+    gitops = (deployment.ownership or {}).get("gitops") if deployment and runtime == "kubernetes" else None
+    if gitops and not dry_run:
+        # Applying over a GitOps tool's object is reverted at its next sync: the change goes to Git.
+        raise OperationRefused(
+            f"{gitops['tool']} applies {graph.name} from Git ({gitops['evidence']}): apply means commit to Git "
+            f"(Commit to Git on the graph page, POST /api/repos/<repository>/commit/); a revision saved for a "
+            f"graph kept in a repository is committed at once, and {gitops['tool']} applies it. "
+            f"Scaling a pool stays live.")
     target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
     options = {}
     if runtime == "kubernetes":

@@ -295,7 +295,7 @@ def pod_log(request, name: str, pod: str):
 @require_safe
 def revision_list(request, name: str):
     graph = get_object_or_404(Graph, name=name)
-    revisions = graph.revisions.select_related("created_by").order_by("-number")
+    revisions = graph.revisions.select_related("created_by", "git_commit").order_by("-number")
     diff, old, new = "", None, None
     api_version = _api_version(request)
     if request.GET.get("from") and request.GET.get("to"):

@@ -36,13 +36,14 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
         "clusters.urls", "clusters.templatetags", "clusters.admin", "benchmarks.views", "benchmarks.forms",
         "benchmarks.urls", "benchmarks.admin", "metrics.views", "metrics.forms", "metrics.urls", "metrics.admin",
         "playground.views", "playground.forms", "playground.urls", "playground.admin", "playground.asgi",
-        "audit.views", "audit.urls", "audit.admin")),
+        "audit.views", "audit.urls", "audit.admin", "repos.views", "repos.forms", "repos.urls", "repos.templatetags")),
     ("interfaces", "API", (
         "graphs.api", "clusters.api", "benchmarks.api", "metrics.api", "accounts.api", "audit.api",
-        "playground.api")),
+        "playground.api", "repos.api")),
     ("interfaces", "CLIs", (
-        "graphs.management", "benchmarks.management", "metrics.management", "dynamo_cp")),
-    ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks")),
+        "graphs.management", "benchmarks.management", "metrics.management", "dynamo_cp",
+        "repos.management")),
+    ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks", "repos.tasks")),
     ("wiring", "controlplane", ("controlplane",)),
     ("core", "definition", (
         "core.facts", "core.spec", "core.specio", "core.schema", "core.catalog", "core.findings", "core.errors",
@@ -60,6 +61,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("features", "metrics", ("metrics",)),
     ("features", "playground", ("playground",)),
     ("features", "benchmarks", ("benchmarks",)),
+    ("features", "repos", ("repos",)),
 ]
 
 
@@ -74,7 +76,8 @@ def rank_of(component: str) -> int:
 
 # The order of the boxes, left to right in the drawing.
 FLOW = ["definition", "manifest", "operations", "runtimes", "status cache", "pages", "API", "graph store",
-        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "playground", "benchmarks"]
+        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "playground", "benchmarks",
+        "repos"]
 
 
 def product_modules(root: Path) -> dict[str, Path]:

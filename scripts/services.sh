@@ -183,6 +183,8 @@ case "$WHAT" in
     ensure_oidc_provider
     # The gateway path (deploy/gateway/nginx.conf) is tested and measured with Debian's nginx.
     ensure_nginx || true
+    # Git repositories (repos/): the product runs git; the tests serve repositories with git daemon.
+    ensure_debian_package git git "repository sync and its tests"
     ;;
   *)
     echo "usage: $0 [prometheus|nginx|all]" >&2

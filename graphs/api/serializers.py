@@ -75,15 +75,27 @@ class SpecField(serializers.JSONField):
 
 class RevisionSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    git = serializers.SerializerMethodField()
 
     class Meta:
         model = Revision
-        fields = ["number", "message", "source_api_version", "created_by", "created_at", "spec"]
+        fields = ["number", "message", "source_api_version", "created_by", "created_at", "git", "spec"]
+
+    def get_git(self, obj) -> dict | None:
+        """The Git commit the revision came from or became (repos' RevisionCommit), else null.
+        Read through the reverse relation: graphs never import repos, which sits above them."""
+        commit = getattr(obj, "git_commit", None)
+        if commit is None:
+            return None
+        return {"repository": commit.repository.name if commit.repository_id else None,
+                "direction": commit.direction, "sha": commit.sha,
+                "branch": commit.branch, "path": commit.path, "author_name": commit.author_name,
+                "author_email": commit.author_email, "message": commit.message, "committed_at": commit.committed_at}
 
 
 class RevisionSummarySerializer(RevisionSerializer):
     class Meta(RevisionSerializer.Meta):
-        fields = ["number", "message", "source_api_version", "created_by", "created_at"]
+        fields = ["number", "message", "source_api_version", "created_by", "created_at", "git"]
 
 
 class GraphListSerializer(serializers.ListSerializer):

@@ -156,14 +156,16 @@ class GraphViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["get"])
     def revisions(self, request, name=None):
         graph = self.get_object()
-        page = self.paginate_queryset(graph.revisions.select_related("created_by").order_by("-number"))
+        rows = graph.revisions.select_related("created_by", "git_commit__repository").order_by("-number")
+        page = self.paginate_queryset(rows)
         return self.get_paginated_response(s.RevisionSummarySerializer(page, many=True).data)
 
     @extend_schema(responses={200: s.RevisionSerializer})
     @action(detail=True, methods=["get"], url_path=r"revisions/(?P<number>[0-9]+)")
     def revision(self, request, name=None, number=None):
         graph = self.get_object()
-        revision = get_object_or_404(Revision.objects.select_related("created_by"), graph=graph, number=int(number))
+        rows = Revision.objects.select_related("created_by", "git_commit__repository")
+        revision = get_object_or_404(rows, graph=graph, number=int(number))
         return Response(s.RevisionSerializer(revision).data)
 
     @extend_schema(parameters=[OpenApiParameter("from_revision", int, required=True),

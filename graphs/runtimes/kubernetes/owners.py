@@ -19,6 +19,7 @@ import datetime as dt
 from django.utils import timezone
 
 from core.dgd import ownership
+from core.dgd.gitops import gitops_owner
 
 from ...models import Deployment, ReplicaChange
 from ...planner import services as planner_services
@@ -44,7 +45,9 @@ def record_ownership(dep: Deployment, dgd: dict | None, adapters: dict[str, dict
     view = {"pools": [p.as_dict() for p in pools],
             "drift": [d.as_dict() for d in shown[:MAX_DRIFT]], "drift_count": len(shown),
             "ignored": [d.as_dict() for d in ignored[:MAX_DRIFT]], "ignored_count": len(ignored),
-            "generation": (dgd.get("metadata") or {}).get("generation")}
+            "generation": (dgd.get("metadata") or {}).get("generation"),
+            # Argo CD or Flux applies this DGD from Git: apply then means commit (graphs.operations).
+            "gitops": gitops_owner(dgd)}
     if view != dep.ownership:
         Deployment.objects.filter(pk=dep.pk).update(ownership=view)
         dep.ownership = view

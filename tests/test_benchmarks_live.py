@@ -82,7 +82,7 @@ def test_a_short_profile_stores_aiperfs_own_percentiles(dynamo_graph, settings, 
     assert response.status_code == 201, response.content
     run = BenchmarkRun.objects.get(pk=response.json()["id"])
     assert run.state == "succeeded", run.error
-    assert run.progress == 100 and run.started_at and run.finished_at and elapsed < 120
+    assert run.progress == 100 and run.started_at and run.finished_at
     results = run.run_results
     step = results.steps[0]
     export = json.loads((Path(run.artifact_dir) / step.artifact / aiperf.EXPORT_JSON).read_text())

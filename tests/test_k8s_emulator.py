@@ -808,6 +808,8 @@ def test_converted_views_are_valid_in_their_version(kube, co):
         co.create_namespaced_custom_object(G, BETA, NS, DGD, load(template))
     res = kube.resolve("dgd")
     for version in (ALPHA, BETA):
-        for item in co.list_namespaced_custom_object(G, version, NS, DGD)["items"]:
+        items = co.list_namespaced_custom_object(G, version, NS, DGD)["items"]
+        assert len(items) == len(TEMPLATES) + 1, version  # the seed and every template, in each version
+        for item in items:
             found = res.schema(version).normalize(copy.deepcopy(item))
             assert found.unknown == [] and res.schema(version).validate(item) == [], item["metadata"]["name"]

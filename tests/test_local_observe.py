@@ -1,14 +1,13 @@
 """What a local worker really has: /dev/shm from the worker process's own mount namespace,
 GPUs through NVML (and "no GPU" where there is none, as on this host), and each GPU worker's
 own GPUs, refused when the host has too few. The NVML readings and the assignment were also
-run on an H200 against a PyTorch process: bench/gpu_probe.py, bench/results/gpu-nvml-h200.json."""
+run on an H200 against a PyTorch process: bench/gpu_probe.py checks what that run saw
+(bench/results/gpu-nvml-h200.json; `python3 bench/gpu_probe.py --check FILE` re-checks a file)."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +23,6 @@ from graphs.runtimes.local.tinymodel import ensure_model_dir
 from graphs.runtimes.processes import wait_until
 
 MI, GI = 2**20, 2**30
-RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu-nvml-h200.json"
 
 
 @pytest.fixture
@@ -99,19 +97,6 @@ def test_more_gpu_workers_than_gpus_are_refused_all_or_nothing():
         assign_gpus([("a", 1), ("b", 1), ("c", 1)], 2)
     with pytest.raises(GpuShortage, match="1 are used by other graphs"):
         assign_gpus([("x", 2)], 2, taken={"a": [0]})
-
-
-def test_the_h200_run_saw_its_stand_in_worker_through_nvml():
-    result = json.loads(RESULTS.read_text())
-    assert result["probe"]["count"] == 1 and result["probe"]["names"] == ["NVIDIA H200"]
-    assert result["worker_env"]["CUDA_VISIBLE_DEVICES"] == "0"
-    worker = result["worker_reported"]
-    assert worker["device_count"] == 1 and f"GPU-{worker['uuid']}" == result["nvml_uuids"][0]
-    samples = result["usage_samples"]
-    assert all(s["pids"] == [worker["pid"]] and s["devices"] == [0] for s in samples)
-    assert all(s["memory_bytes"] >= 4 * GI for s in samples)  # the 4 GiB it holds, plus its CUDA context
-    assert max(s["util_percent"] for s in samples) > 50
-    assert "the host has 1" in result["assign_refused"]
 
 
 @pytest.mark.django_db

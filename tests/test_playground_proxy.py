@@ -139,7 +139,7 @@ def test_nvext_on_a_streamed_reply_workers_on_every_chunk_timing_only_on_the_fin
         reading = read_sse(client, asgi_server.url + CHAT.format(graph="pg-test"), body, headers=auth(tokens))
     chunks = [json.loads(e) for e in reading.events[:-1]]
     *content, finish, usage = chunks
-    assert all("worker_id" in c["nvext"] and "timing" not in c["nvext"] for c in content)
+    assert content and all("worker_id" in c["nvext"] and "timing" not in c["nvext"] for c in content)
     assert finish["choices"][0]["finish_reason"] == "length"
     assert set(finish["nvext"]["timing"]) >= {"request_received_ms", "prefill_wait_time_ms", "prefill_time_ms",
                                               "ttft_ms", "total_time_ms", "kv_transfer_estimated_latency_ms"}

@@ -122,3 +122,16 @@ def test_the_operator_refuses_a_graph_with_more_gpu_workers_than_the_host_has(tm
         assert finding.severity == "error" and "lower the replicas" in finding.detail
     finally:
         op.shutdown()
+
+
+def test_the_kv_transfer_backend_is_read_from_the_workers_log():
+    """The seed's check (`Backend UCX was instantiated` in a worker's log), which
+    tests/test_kv_routing_live.py sees on running workers; here without Dynamo."""
+    from graphs.runtimes.base import nixl_backend
+
+    ucx = "2026-01-01 INFO nixl_connector: Backend UCX was instantiated\n"
+    assert nixl_backend("vllm", "loading weights\n" + ucx) == "UCX"
+    assert nixl_backend("vllm", ucx + ucx + "Backend GDS was instantiated\n") == "UCX+GDS"  # each once, in order
+    assert nixl_backend("vllm", "NIXL agent created\n") == "NIXL (backend not logged)"
+    assert nixl_backend("vllm", "loading weights\n") == ""  # not up yet: nothing claimed
+    assert nixl_backend("mocker", "") == nixl_backend("mocker", ucx) == "simulated"  # the mocker only models it

@@ -230,7 +230,7 @@ def test_the_local_operator_starts_the_frontend_in_the_graphs_router_mode(tmp_pa
 
 
 @pytest.mark.django_db
-def test_the_status_api_and_the_cli_name_the_graphs_router_mode(api_for):
+def test_the_status_api_the_graph_page_and_the_cli_name_the_graphs_router_mode(api_for, client_for):
     import io
 
     from django.core.management import call_command
@@ -241,6 +241,8 @@ def test_the_status_api_and_the_cli_name_the_graphs_router_mode(api_for):
     graph = graph_create(spec=build_spec(template="mocker-agg-kv", name="kvg", model="m", backend="mocker"))
     Deployment.objects.create(graph=graph, revision=graph.head, runtime="local", active=True, state="ready")
     assert api_for("viewer").get("/api/graphs/kvg/status/").json()["router_mode"] == "kv"
+    page = client_for("viewer").get("/graphs/kvg/").content.decode()
+    assert '<strong id="router-mode">kv</strong>' in page
     out = io.StringIO()
     call_command("graphs", "status", "kvg", stdout=out)
     assert "router: kv" in out.getvalue().splitlines()

@@ -41,6 +41,11 @@ def provenance() -> dict:
         changed = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=normal").splitlines()
                    if not line[3:].startswith("bench/results/")]
     except (OSError, subprocess.CalledProcessError):
+        # A copy of the tree without its .git (a remote machine): the caller, who copied it from
+        # a checkout, names that checkout's commit and whether it was clean, and the file says so.
+        if os.environ.get("BENCH_COMMIT"):
+            return {"commit": os.environ["BENCH_COMMIT"], "clean_tree": os.environ.get("BENCH_CLEAN_TREE") == "1",
+                    "commit_source": "BENCH_COMMIT, BENCH_CLEAN_TREE: given by the checkout this copy came from"}
         return {"commit": "", "clean_tree": False, "changed_files": ["(not a git checkout)"]}
     out = {"commit": commit, "clean_tree": not changed}
     if changed:

@@ -97,6 +97,12 @@ def one(objects, kind: str, name: str) -> dict:
     return found[0]
 
 
+def present(items: list, what: str) -> list:
+    """``items``, which must not be empty: a check run over nothing proves nothing."""
+    assert items, f"rendered no {what}"
+    return items
+
+
 def pod_specs(objects) -> list[tuple[dict, dict]]:
     """(workload, pod spec) for every Deployment and StatefulSet."""
     return [(o, o["spec"]["template"]["spec"]) for o in of_kind(objects, "Deployment", "StatefulSet")]
@@ -247,7 +253,7 @@ def test_references_resolve(overlay):
     for container in [c for _w, s in pod_specs(objects) for c in containers(s)]:
         for source in container.get("envFrom") or []:
             config_map(objects, source["configMapRef"]["name"])
-    for service in of_kind(objects, "Service"):
+    for service in present(of_kind(objects, "Service"), "Service"):
         selector = service["spec"]["selector"]
         targets = [s for w, s in pod_specs(objects)
                    if selector.items() <= w["spec"]["template"]["metadata"]["labels"].items()]
@@ -255,7 +261,7 @@ def test_references_resolve(overlay):
         for port in service["spec"]["ports"]:
             names = {p.get("name") for s in targets for c in s["containers"] for p in c.get("ports") or []}
             assert port["targetPort"] in names, f"Service {service['metadata']['name']}: no port {port['targetPort']}"
-    for pdb in of_kind(objects, "PodDisruptionBudget"):
+    for pdb in present(of_kind(objects, "PodDisruptionBudget"), "PodDisruptionBudget"):
         wanted = pdb["spec"]["selector"]["matchLabels"].items()
         assert any(wanted <= w["spec"]["template"]["metadata"]["labels"].items() for w, _ in pod_specs(objects))
     for ingress in of_kind(objects, "Ingress"):
@@ -269,7 +275,7 @@ def test_references_resolve(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_rbac_has_no_wildcards(overlay):
-    for role in of_kind(render(overlay), "Role", "ClusterRole"):
+    for role in present(of_kind(render(overlay), "Role", "ClusterRole"), "Role or ClusterRole"):
         assert "aggregationRule" not in role
         for rule in role.get("rules") or []:
             for field in ("verbs", "resources", "apiGroups", "resourceNames", "nonResourceURLs"):
@@ -282,7 +288,7 @@ def test_rbac_has_no_wildcards(overlay):
 def test_rbac_never_reads_secrets(overlay):
     """Create the Hugging Face token Secret, or patch/update that one Secret by name: never get,
     list, watch or delete any Secret, anywhere."""
-    for role in of_kind(render(overlay), "Role", "ClusterRole"):
+    for role in present(of_kind(render(overlay), "Role", "ClusterRole"), "Role or ClusterRole"):
         for rule in role.get("rules") or []:
             if "secrets" not in (rule.get("resources") or []):
                 continue
@@ -329,14 +335,14 @@ def test_bindings_tie_the_roles_to_the_control_planes_service_account(overlay):
     account = one(objects, "ServiceAccount", SERVICE_ACCOUNT)
     subject = {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": account["metadata"]["namespace"]}
     bound: set[tuple] = set()
-    for binding in of_kind(objects, "RoleBinding", "ClusterRoleBinding"):
+    for binding in present(of_kind(objects, "RoleBinding", "ClusterRoleBinding"), "RoleBinding"):
         assert binding["subjects"] == [subject], binding["metadata"]
         ref = binding["roleRef"]
         namespace = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
         assert any(r["kind"] == ref["kind"] and r["metadata"]["name"] == ref["name"]
                    and r["metadata"].get("namespace") == namespace for r in objects), f"{ref} not rendered"
         bound.add((ref["kind"], namespace, ref["name"]))
-    for role in of_kind(objects, "Role", "ClusterRole"):
+    for role in present(of_kind(objects, "Role", "ClusterRole"), "Role or ClusterRole"):
         assert (role["kind"], role["metadata"].get("namespace"), role["metadata"]["name"]) in bound
     graph_namespaces = {r["metadata"]["namespace"] for r in of_kind(objects, "Role")}
     assert account["metadata"]["namespace"] not in graph_namespaces, "graphs run outside the control plane's namespace"
@@ -346,7 +352,7 @@ def test_bindings_tie_the_roles_to_the_control_planes_service_account(overlay):
 def test_only_the_processes_that_call_the_cluster_get_a_token(overlay):
     objects = render(overlay)
     assert one(objects, "ServiceAccount", SERVICE_ACCOUNT).get("automountServiceAccountToken") is False
-    for workload, spec in pod_specs(objects):
+    for workload, spec in present(pod_specs(objects), "Deployment or StatefulSet"):
         name = workload["metadata"]["name"]
         if name in ("web", "worker", "operator"):
             assert spec["serviceAccountName"] == SERVICE_ACCOUNT and spec["automountServiceAccountToken"] is True
@@ -359,7 +365,7 @@ def test_only_the_processes_that_call_the_cluster_get_a_token(overlay):
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_container_is_locked_down_and_sized(overlay):
-    for workload, spec in pod_specs(render(overlay)):
+    for workload, spec in present(pod_specs(render(overlay)), "Deployment or StatefulSet"):
         pod = spec.get("securityContext") or {}
         volumes = {v["name"]: v for v in spec.get("volumes") or []}
         for container in containers(spec):
@@ -414,7 +420,7 @@ def test_exactly_one_beat_and_one_operator(overlay):
     every cluster's status twice."""
     objects = render(overlay)
     beats = []
-    for workload, _spec, container in ours(objects):
+    for workload, _spec, container in present(ours(objects), "container of our image"):
         command = container["command"]
         if "celery" in command and ("beat" in command or "-B" in command or "--beat" in command):
             beats.append(workload)
@@ -489,7 +495,7 @@ def test_dockerfile_cmd_is_the_web_command():
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_env_names_are_settings_the_product_reads(overlay):
     objects = render(overlay)
-    for workload, _spec, container in ours(objects):
+    for workload, _spec, container in present(ours(objects), "container of our image"):
         for name in container_env(objects, container):
             assert read_by_settings(name), (f"{workload['metadata']['name']}/{container['name']}: "
                                             f"{name} is not read by controlplane/settings.py")
@@ -498,7 +504,7 @@ def test_env_names_are_settings_the_product_reads(overlay):
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_secrets_come_from_mounted_files(overlay):
     objects = render(overlay)
-    for workload, spec, container in ours(objects):
+    for workload, spec, container in present(ours(objects), "container of our image"):
         env = container_env(objects, container)
         for secret in ("DJANGO_SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "METRICS_TOKEN"):
             assert secret not in env, f"{secret} in plain configuration"
@@ -612,7 +618,7 @@ def test_dockerfile_builds_a_slim_non_root_image():
     argv = json.loads(healthcheck.split(" CMD ", 1)[1])  # exec form: no shell in the way
     assert argv[:2] == ["python", "-c"] and "/healthz" in argv[2]
     compile(argv[2], "HEALTHCHECK", "exec")
-    for workload, spec, _container in ours(render("example")):
+    for workload, spec, _container in present(ours(render("example")), "container of our image"):
         context = spec["securityContext"]
         assert (context["runAsUser"], context["runAsGroup"]) == (int(uid), int(gid)), workload["metadata"]["name"]
     mounts = {m["mountPath"] for _w, _s, c in ours(render("example")) for m in c["volumeMounts"]}

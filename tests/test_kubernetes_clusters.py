@@ -146,6 +146,7 @@ def _secret_value(kube, name="hf-token-secret", key="HF_TOKEN"):
 
 def _assert_nowhere(bodies: list[bytes], caplog) -> None:
     encoded = base64.b64encode(CANARY.encode()).decode()
+    assert bodies, "no request bodies to search"
     for needle in (CANARY, encoded):
         for body in bodies:
             assert needle.encode() not in body

@@ -115,8 +115,8 @@ def test_a_field_another_manager_owns_is_left_alone_and_named_unless_forced(clus
     assert op.state == "succeeded", op.result
     assert 'left .spec.components[name="decode"].replicas at 5 (revision: 1): owned by kubectl (Apply)' in op.result
     assert "apply with force to take it" in op.result
-    assert all(r.param("force") is None for r in kube.find_requests("PATCH", dgd_path()) if r.param("fieldManager")
-               == "dynamo-control-plane")
+    ours = [r for r in kube.find_requests("PATCH", dgd_path()) if r.param("fieldManager") == "dynamo-control-plane"]
+    assert ours and all(r.param("force") is None for r in ours)
     assert _dgd(kube)["spec"]["components"][2]["replicas"] == 5
     assert Deployment.objects.get(graph=graph).desired_replicas(graph.head.graph_spec)["decode"] == 5
     forced = run(operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,

@@ -80,8 +80,8 @@ def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
     operations.graph_undeploy(graph=graph, via="api")
     _converge(operator, graph, lambda dep, pods: dep.state == "not_deployed" and not pods)
     assert operator.supervisor.names() == []
-    assert all(not group_members(g) for g in groups)
-    assert all(port_is_free(p) for p in ports)
+    assert groups and all(not group_members(g) for g in groups)
+    assert ports and all(port_is_free(p) for p in ports)
     kinds = list(Operation.objects.filter(graph=graph).order_by("created_at").values_list("kind", "state"))
     assert kinds == [("apply", "succeeded"), ("scale", "succeeded"), ("scale", "succeeded"),
                      ("delete", "succeeded")]

@@ -520,6 +520,7 @@ def test_the_golden_v1beta1_workers_use_the_v1beta1_spelling_of_roles_gpus_shm_a
 
 def test_the_golden_mocker_asks_for_no_gpu_and_aggregated_vllm_has_one_worker_pool():
     mocker = load(golden_path("mocker-disagg", "1.6.1", V1BETA1))
+    assert len(mocker["spec"]["components"]) == 3  # frontend, prefill, decode
     for component in mocker["spec"]["components"]:
         assert "resources" not in component["podTemplate"]["spec"]["containers"][0]
     assert golden_container("mocker-disagg", "1.6.1", V1BETA1, "prefill")["args"][-2:] == [

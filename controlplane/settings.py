@@ -47,6 +47,7 @@ INSTALLED_APPS = [
     "playground",
     "metrics",
     "benchmarks",
+    "sizing",
 ]
 
 MIDDLEWARE = [
@@ -271,6 +272,7 @@ CELERY_BEAT_SCHEDULE = {
     "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
     "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
     "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
+    "sizing-reconcile": {"task": "sizing.tasks.sizing_reconcile", "schedule": 30.0},
 }
 
 # Kubernetes clusters (clusters/, clusters/kubernetes.py). Timeouts are (connect, read)
@@ -398,3 +400,7 @@ LOGGING = {
     "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"},
                 "httpx": {"level": "WARNING"}},
 }
+
+# Sizing (sizing/): AIConfigurator's estimates keep their generated artefacts (a DGD per ranked
+# configuration) and the mocker profile data written from them here.
+SIZING_DIR = Path(env("SIZING_DIR", str(VAR_DIR / "sizing")))

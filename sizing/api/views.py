@@ -1,0 +1,75 @@
+"""The sizing API: AIConfigurator's support matrix, estimates (ask, list, retrieve), two
+estimates compared, and a graph made from one ranked configuration. Every write calls the same
+service as the page; bad input is a 400 naming the field."""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import aic, configurations, services
+from ..models import Estimate
+from .serializers import (
+    CompareQuerySerializer,
+    EstimateRequestSerializer,
+    EstimateSerializer,
+    GraphFromEstimateSerializer,
+)
+
+
+class SupportView(APIView):
+    """What AIConfigurator supports, from its own support matrix: models, systems, backends,
+    each system's backends with their database versions, and each model's system/backend pairs."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        return Response(aic.support_matrix())
+
+
+class EstimateViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                      viewsets.GenericViewSet):
+    """AIConfigurator estimates. POST the inputs: the answer comes from a stored estimate of the
+    same inputs when there is one (``cached``: true, 200), else a new estimate is recorded (201)
+    and runs as a job: follow ``state`` and ``progress``."""
+
+    serializer_class = EstimateSerializer
+    queryset = Estimate.objects.select_related("requested_by")
+
+    @extend_schema(request=EstimateRequestSerializer, responses={200: EstimateSerializer, 201: EstimateSerializer})
+    def create(self, request, *args, **kwargs):
+        body = EstimateRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        estimate, cached = services.estimate_request(inputs=body.inputs(), user=request.user, via="api",
+                                                     fresh=body.validated_data["fresh"])
+        estimate.refresh_from_db()
+        return Response(EstimateSerializer(estimate, context={"cached": cached}).data,
+                        status=status.HTTP_200_OK if cached else status.HTTP_201_CREATED)
+
+    @extend_schema(request=GraphFromEstimateSerializer, responses={201: dict})
+    @action(detail=True, methods=["post"])
+    def graph(self, request, pk=None):
+        """Make a graph from ranked configuration ``rank`` of experiment ``mode``: AIConfigurator's
+        generated DGD through the importer, for the chosen Dynamo release, with its findings."""
+        body = GraphFromEstimateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        d = body.validated_data
+        made = configurations.graph_from_estimate(estimate=self.get_object(), name=d["name"], rank=d["rank"],
+                                                  mode=d.get("mode"), dynamo_version=d.get("dynamo_version"),
+                                                  user=request.user, via="api")
+        return Response(made.as_dict(), status=status.HTTP_201_CREATED)
+
+
+class CompareView(APIView):
+    """Two estimates side by side: the inputs that differ, each one's choice and best configuration."""
+
+    @extend_schema(parameters=[CompareQuerySerializer], responses={200: dict})
+    def get(self, request):
+        q = CompareQuerySerializer(data=request.query_params)
+        q.is_valid(raise_exception=True)
+        a = get_object_or_404(Estimate, pk=q.validated_data["a"])
+        b = get_object_or_404(Estimate, pk=q.validated_data["b"])
+        return Response(services.estimates_compare(a, b))

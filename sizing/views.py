@@ -1,0 +1,1 @@
+"""Sizing pages (htmx): a placeholder until the page lands."""

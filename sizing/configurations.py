@@ -18,6 +18,7 @@ import yaml
 
 from graphs import services as graph_services
 from graphs.dgd.versions import LATEST, DynamoVersion, version_from_image
+from graphs.engines import ESTIMATE_ANNOTATION, TIMING_ANNOTATION
 
 from .models import Estimate
 from .services import SizingRefused
@@ -25,10 +26,6 @@ from .services import SizingRefused
 if TYPE_CHECKING:
     from accounts.roles import Actor
 
-# Kept in the graph's metadata (the importer keeps every annotation): the estimate, experiment
-# and rank it was made from, and the words every screen shows for its mocker timing.
-ESTIMATE_ANNOTATION = "sizing.dynamo-cp.nvidia.com/estimate"
-TIMING_ANNOTATION = "sizing.dynamo-cp.nvidia.com/timed-by"
 
 
 @dataclass

@@ -66,5 +66,5 @@ class Estimate(Job):
     @property
     def title(self) -> str:
         i = self.inputs
-        return (f"{i['model']} on {i['total_gpus']}× {i['system']} ({i['backend']}), ISL {i['isl']} / OSL {i['osl']}, "
-                f"TTFT ≤ {i['ttft']:g} ms, ITL ≤ {i['tpot']:g} ms")
+        return (f"{i['model']} on {i['total_gpus']} GPUs of {i['system']} ({i['backend']}), "
+                f"ISL {i['isl']} / OSL {i['osl']}, TTFT ≤ {i['ttft']:g} ms, ITL ≤ {i['tpot']:g} ms")

@@ -28,25 +28,16 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from graphs.engines import PROFILE_FILE
+from graphs.engines import profile_dir as _profile_dir
+
 from .models import Estimate
 
-PROFILE_FILE = "perf_data.npz"
 KV_POINTS = 24  # rows of the decode table: the mocker looks its step time up by binary search
 
 
 def profile_dir(estimate_id: int, mode: str, rank: int) -> Path:
-    return Path(settings.SIZING_DIR) / "estimates" / str(estimate_id) / "mocker" / f"{mode}-{rank}"
-
-
-def profile_path(annotation: str | None) -> Path | None:
-    """The profile data of a graph made from a configuration (its estimate annotation,
-    ``<id>/<mode>/<rank>``), if it was written; None for any other graph."""
-    try:
-        estimate_id, mode, rank = (annotation or "").split("/")
-        path = profile_dir(int(estimate_id), mode, int(rank)) / PROFILE_FILE
-    except ValueError:
-        return None
-    return path if mode in ("agg", "disagg") and path.is_file() else None
+    return _profile_dir(Path(settings.SIZING_DIR), estimate_id, mode, rank)
 
 
 def _pools(configuration: dict[str, Any], mode: str) -> tuple[dict[str, int], dict[str, int], int]:

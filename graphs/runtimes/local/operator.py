@@ -22,7 +22,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from ...dgd.commandline import flag_value, tokens
-from ...engines import Host, local_engine, resolve_model, spec_model
+from ...engines import Host, local_engine, resolve_model, spec_model, timed_profile
 from ...models import Deployment, GraphState
 from ...planner import services as planner_services
 from ...planner.settings import PlannerSettingsError
@@ -285,7 +285,8 @@ class LocalOperator:
                     argv = build_process_argv(
                         kind=kind, python=self.python, model_path=model_path, model_name=model_name, mode=mode,
                         bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
-                        speedup_ratio=float(speedup) if speedup else None, extra_args=extra)
+                        speedup_ratio=float(speedup) if speedup else None, extra_args=extra,
+                        profile_data=timed_profile(spec, settings.SIZING_DIR) if kind == "mocker" else None)
                     env = build_process_env(discovery_dir=discovery, system_port=port, hub_offline=offline)
                     gpus = (service.gpus or 1) if kind == "vllm" else 0
                 self.model_names[name] = model_name

@@ -26,6 +26,7 @@ urlpatterns = [
     path("benchmarks/", include("benchmarks.urls")),
     path("api/benchmarks/", include("benchmarks.api.urls")),
     path("api/metrics/", include("metrics.api.urls")),
+    path("sizing/", include("sizing.urls")),
     path("api/sizing/", include("sizing.api.urls")),
     path("clusters/", include("clusters.urls")),
     path("api/", include("clusters.api_urls")),

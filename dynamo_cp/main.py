@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import benchmarks, config, exits, graphs, operations
+from . import benchmarks, config, exits, graphs, operations, sizing
 from .client import Client
 from .exits import CliError
 from .output import FORMATS, emit, say
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     graphs.add_parsers(sub, common)
     operations.add_parsers(sub, common)
     benchmarks.add_parsers(sub, common)
+    sizing.add_parsers(sub, common)
     cfg = sub.add_parser("config", help="the config file", parents=[common])
     verbs = cfg.add_subparsers(dest="verb", required=True, metavar="VERB")
     p = verbs.add_parser("set", help="write url and/or token to the config file (mode 0600)", parents=[common])
@@ -66,7 +67,7 @@ def do_config(args) -> int:
     return exits.OK
 
 
-COMMANDS = {"graphs": graphs.run, "operations": operations.run, "benchmarks": benchmarks.run}
+COMMANDS = {"graphs": graphs.run, "operations": operations.run, "benchmarks": benchmarks.run, "sizing": sizing.run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -179,3 +179,33 @@ def test_adapting_a_manifest_moves_only_dynamo_images():
     images = [s["extraPodSpec"]["mainContainer"]["image"] for s in out["spec"]["services"].values()]
     assert images == ["nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1", "example/tool:latest"]
     assert yaml.safe_dump(obj).count("1.3.0") == 1  # the input is untouched
+
+
+def test_the_sizing_pages_ask_follow_show_and_make_a_graph(client_for):
+    viewer, operator = client_for("viewer"), client_for("operator")
+    page = viewer.get("/sizing/")
+    assert page.status_code == 200 and b"h200_sxm" in page.content and b"Qwen/Qwen3-32B" in page.content
+    assert viewer.post("/sizing/", {**QWEN}).status_code == 403
+    asked = operator.post("/sizing/", QWEN)
+    assert asked.status_code == 302
+    detail = operator.get(asked["Location"])
+    estimate = Estimate.objects.get()
+    html = detail.content.decode()
+    assert estimate.state == "succeeded"
+    assert 'id="pareto-data"' in html and 'id="configurations-disagg"' in html and 'id="configurations-agg"' in html
+    assert f"{estimate.result['best_throughputs']['disagg']:.2f} tokens/s/GPU" in html
+    assert estimate.perf_db_version in html and estimate.result["comparison"] in html
+    # The status fragment stops htmx's polling (286) once the estimate is finished.
+    fragment = operator.get(asked["Location"] + "?fragment=status", HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 286
+    # The same inputs again: answered from the stored estimate, and the page says so.
+    again = operator.post("/sizing/", QWEN, follow=True)
+    assert Estimate.objects.count() == 1 and f"Answered from estimate #{estimate.pk}" in again.content.decode()
+    refused = operator.post(f"/sizing/estimates/{estimate.pk}/graph/",
+                            {"name": "paged", "mode": "agg", "rank": 42, "dynamo_version": "1.6.1"})
+    assert refused.status_code == 400 and "no rank 42" in refused.content.decode()
+    made = operator.post(f"/sizing/estimates/{estimate.pk}/graph/",
+                         {"name": "paged", "mode": "agg", "rank": 1, "dynamo_version": "1.6.1"})
+    assert made.status_code == 302 and made["Location"].endswith("/graphs/paged/")
+    bad = operator.post("/sizing/", {**QWEN, "system": "nope"})
+    assert bad.status_code == 400 and b"system" in bad.content

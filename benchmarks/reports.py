@@ -15,6 +15,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from graphs.engines import MOCKER_LABEL
+from sizing.predictions import prediction, versus
 
 from .models import BenchmarkRun
 from .schema import Step
@@ -87,6 +88,18 @@ def to_csv(runs: list[BenchmarkRun]) -> str:
     for row in rows(runs):
         writer.writerow(["" if row[key] is None else row[key] for key, _title in COLUMNS])
     return out.getvalue()
+
+
+def predicted(runs: list[BenchmarkRun]) -> list[dict]:
+    """For runs of graphs made from an AIConfigurator configuration: what it predicted beside
+    what the run simulated at its headline load point, with the relative differences."""
+    out = []
+    for run in runs:
+        step = run.run_results.headline
+        pred = prediction(run.revision.graph_spec) if run.revision is not None and step is not None else None
+        if pred is not None:
+            out.append({"run": run.pk, **versus(pred, step.model_dump(mode="json"))})
+    return out
 
 
 def series(runs: list[BenchmarkRun]) -> list[dict]:

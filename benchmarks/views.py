@@ -164,7 +164,8 @@ def compare(request):
     runs = _selected(request)
     ids = ",".join(str(r.pk) for r in runs)
     return render(request, "benchmarks/compare.html", {"runs": runs, "ids": ids, "rows": reports.rows(runs),
-                                                       "columns": reports.COLUMNS, "chart_json": _chart_json(runs)})
+                                                       "columns": reports.COLUMNS, "chart_json": _chart_json(runs),
+                                                       "predicted": reports.predicted(runs)})
 
 
 @role_required(Role.VIEWER)

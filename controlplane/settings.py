@@ -46,8 +46,7 @@ INSTALLED_APPS = [
     "clusters",
     "playground",
     "metrics",
-    "benchmarks",
-    "sizing",
+    "benchmarks", "sizing",
 ]
 
 MIDDLEWARE = [
@@ -272,7 +271,6 @@ CELERY_BEAT_SCHEDULE = {
     "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
     "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
     "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
-    "sizing-reconcile": {"task": "sizing.tasks.sizing_reconcile", "schedule": 30.0},
 }
 
 # Kubernetes clusters (clusters/, clusters/kubernetes.py). Timeouts are (connect, read)
@@ -377,11 +375,11 @@ METRICS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
 METRICS_TOKEN = (env("METRICS_TOKEN", "") if not os.environ.get("METRICS_TOKEN_FILE")
                  or Path(os.environ["METRICS_TOKEN_FILE"]).is_file() else "")
 
-# Benchmarks (benchmarks/): aiperf runs against a graph's own frontend. Every run is bounded in
-# time (BENCHMARK_DEFAULT_SECONDS unless the request says otherwise, never past
-# BENCHMARK_MAX_SECONDS); at most BENCHMARK_MAX_RUNNING runs at once on this host, since a
-# load generator competing with another one measures neither. Artifacts live in BENCHMARK_DIR.
+# Benchmarks (benchmarks/): aiperf runs against a graph's own frontend, bounded in time (BENCHMARK_DEFAULT_SECONDS
+# unless asked otherwise, never past BENCHMARK_MAX_SECONDS); BENCHMARK_MAX_RUNNING at once, since two load generators
+# measure neither. Artifacts in BENCHMARK_DIR; AIConfigurator's DGDs and mocker profiles made from them in SIZING_DIR.
 BENCHMARK_DIR = Path(env("BENCHMARK_DIR", str(VAR_DIR / "benchmarks")))
+SIZING_DIR = Path(env("SIZING_DIR", str(VAR_DIR / "sizing")))
 BENCHMARK_AIPERF = env("BENCHMARK_AIPERF", "")  # the aiperf executable; empty: this Python's -m aiperf
 BENCHMARK_DEFAULT_SECONDS = int(env("BENCHMARK_DEFAULT_SECONDS", "300"))
 BENCHMARK_MAX_SECONDS = int(env("BENCHMARK_MAX_SECONDS", "1800"))
@@ -400,7 +398,3 @@ LOGGING = {
     "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"},
                 "httpx": {"level": "WARNING"}},
 }
-
-# Sizing (sizing/): AIConfigurator's estimates keep their generated artefacts (a DGD per ranked
-# configuration) and the mocker profile data written from them here.
-SIZING_DIR = Path(env("SIZING_DIR", str(VAR_DIR / "sizing")))

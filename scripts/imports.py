@@ -32,12 +32,14 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
         "clusters.urls", "clusters.templatetags", "clusters.admin", "benchmarks.views", "benchmarks.forms",
         "benchmarks.urls", "benchmarks.admin", "metrics.views", "metrics.forms", "metrics.urls", "metrics.admin",
         "playground.views", "playground.forms", "playground.urls", "playground.admin", "playground.asgi",
-        "audit.views", "audit.urls", "audit.admin")),
+        "audit.views", "audit.urls", "audit.admin", "sizing.views", "sizing.forms", "sizing.urls",
+        "sizing.templatetags")),
     ("interfaces", "API", (
-        "graphs.api", "clusters.api", "clusters.api_urls", "benchmarks.api", "metrics.api", "playground.api_urls")),
+        "graphs.api", "clusters.api", "clusters.api_urls", "benchmarks.api", "metrics.api", "playground.api_urls",
+        "sizing.api")),
     ("interfaces", "CLIs", (
         "graphs.management", "benchmarks.management", "metrics.management", "accounts.cli", "dynamo_cp")),
-    ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks")),
+    ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks", "sizing.tasks")),
     ("wiring", "controlplane", ("controlplane",)),
     ("core", "definition", (
         "graphs.spec", "graphs.specio", "graphs.schema", "graphs.catalog", "graphs.findings", "graphs.errors",
@@ -54,13 +56,14 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("graphs", "graph store", ("graphs",)),
     ("features", "metrics", ("metrics",)),
     ("features", "playground", ("playground",)),
+    ("features", "sizing", ("sizing",)),
     ("features", "benchmarks", ("benchmarks",)),
 ]
 
 
 # The flow of a graph, left to right in the drawing.
 FLOW = ["definition", "manifest", "operations", "runtimes", "status cache", "pages", "API", "graph store",
-        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "playground", "benchmarks"]
+        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "playground", "sizing", "benchmarks"]
 
 
 def product_modules(root: Path) -> dict[str, Path]:

@@ -10,8 +10,3 @@ from . import services
 @shared_task(acks_late=True, reject_on_worker_lost=True, time_limit=600)
 def estimate_execute(estimate_id: int) -> str:
     return services.estimate_execute(estimate_id)
-
-
-@shared_task
-def sizing_reconcile() -> dict:
-    return services.estimates_reconcile()

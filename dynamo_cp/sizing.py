@@ -32,6 +32,12 @@ def add_parsers(sub, common) -> None:
     p.add_argument("--rank", type=int, default=1)
     p.add_argument("--mode", choices=["agg", "disagg"], help="the experiment (default: the one chosen)")
     p.add_argument("--dynamo-version", help="the Dynamo release (default: the latest known)")
+    p = verbs.add_parser("dgdr", help="an estimate's inputs as a DynamoGraphDeploymentRequest (YAML)",
+                         parents=[common])
+    p.add_argument("id", type=int)
+    p.add_argument("name")
+    p.add_argument("--namespace")
+    p.add_argument("--dynamo-version")
 
 
 def _num(value, digits=2):
@@ -70,6 +76,11 @@ def _show(e: dict) -> str:
 def run(args, client: Client) -> int:
     if args.verb == "show":
         emit(client.get(f"/api/sizing/estimates/{args.id}/"), args.output, _show)
+        return exits.OK
+    if args.verb == "dgdr":
+        query = {"name": args.name, "namespace": args.namespace, "dynamo_version": args.dynamo_version}
+        answer = client.get(f"/api/sizing/estimates/{args.id}/dgdr/", params={k: v for k, v in query.items() if v})
+        emit(answer["manifest"], args.output if args.output != "table" else "yaml", str)
         return exits.OK
     if args.verb == "create":
         body = {"name": args.name, "rank": args.rank}

@@ -209,3 +209,29 @@ def test_the_sizing_pages_ask_follow_show_and_make_a_graph(client_for):
     assert made.status_code == 302 and made["Location"].endswith("/graphs/paged/")
     bad = operator.post("/sizing/", {**QWEN, "system": "nope"})
     assert bad.status_code == 400 and b"system" in bad.content
+
+
+def test_an_estimates_inputs_render_as_a_dgdr_the_crd_accepts(api_for):
+    from graphs.schema import validator_for
+    from sizing import dgdr
+
+    inputs = aic.Inputs(model="Qwen/Qwen3-32B", system="h200_sxm", total_gpus=8, isl=4000, osl=500, ttft=600,
+                        tpot=20, backend="vllm")
+    estimate = Estimate.objects.create(inputs=inputs.as_dict(), input_key="k", state="succeeded")
+    body = api_for("viewer").get(f"{ESTIMATES}{estimate.pk}/dgdr/", {"name": "qwen-dgdr", "namespace": "llm"}).json()
+    manifest = body["manifest"]
+    assert body["errors"] == []
+    assert list(validator_for(dgdr.API_VERSION, dgdr.CRD).iter_errors(manifest)) == []
+    assert manifest["apiVersion"] == "nvidia.com/v1beta1" and manifest["kind"] == "DynamoGraphDeploymentRequest"
+    assert manifest["metadata"] == {"name": "qwen-dgdr", "namespace": "llm"}
+    spec = manifest["spec"]
+    assert (spec["model"], spec["backend"], spec["searchStrategy"]) == ("Qwen/Qwen3-32B", "vllm", "rapid")
+    assert spec["hardware"] == {"totalGpus": 8, "gpuSku": "h200_sxm"}
+    assert spec["sla"] == {"ttft": 600, "itl": 20} and spec["workload"] == {"isl": 4000, "osl": 500}
+    assert spec["image"].endswith("/dynamo-planner:1.6.1")
+    # A system the CRD has no SKU name for is left to the operator's discovery.
+    assert "gpuSku" not in dgdr.render(aic.Inputs(**{**inputs.as_dict(), "system": "b300_sxm"}), name="x")[
+        "spec"]["hardware"]
+    assert dgdr.schema_errors({**manifest, "spec": {**spec, "searchStrategy": "exhaustive"}})
+    bad = api_for("viewer").get(f"{ESTIMATES}{estimate.pk}/dgdr/", {"name": "Not A Name"})
+    assert bad.status_code == 400 and "name" in bad.json()

@@ -59,3 +59,9 @@ class GraphFromEstimateSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["agg", "disagg"], required=False,
                                    help_text="the experiment; default: the one AIConfigurator chose")
     dynamo_version = serializers.CharField(max_length=20, required=False)
+
+
+class DgdrQuerySerializer(serializers.Serializer):
+    name = serializers.SlugField(max_length=63)
+    namespace = serializers.SlugField(max_length=63, required=False)
+    dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False)

@@ -11,10 +11,11 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import aic, configurations, services
+from .. import aic, configurations, dgdr, services
 from ..models import Estimate
 from .serializers import (
     CompareQuerySerializer,
+    DgdrQuerySerializer,
     EstimateRequestSerializer,
     EstimateSerializer,
     GraphFromEstimateSerializer,
@@ -61,6 +62,19 @@ class EstimateViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Ret
                                                   mode=d.get("mode"), dynamo_version=d.get("dynamo_version"),
                                                   user=request.user, via="api")
         return Response(made.as_dict(), status=status.HTTP_201_CREATED)
+
+
+    @extend_schema(parameters=[DgdrQuerySerializer], responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def dgdr(self, request, pk=None):
+        """The estimate's inputs as a DynamoGraphDeploymentRequest (nvidia.com/v1beta1) for the
+        operator's profiler on a cluster, with the DGDR CRD's verdict on it (``errors``)."""
+        q = DgdrQuerySerializer(data=request.query_params)
+        q.is_valid(raise_exception=True)
+        d = q.validated_data
+        obj = dgdr.render(self.get_object().estimate_inputs, name=d["name"], namespace=d.get("namespace") or None,
+                          dynamo_version=d.get("dynamo_version") or None)
+        return Response({"manifest": obj, "errors": dgdr.schema_errors(obj)})
 
 
 class CompareView(APIView):

@@ -49,6 +49,12 @@ class Inputs:
     backend: str = "vllm"
     backend_version: str | None = None  # None: the database AIConfigurator calls latest
 
+    def __post_init__(self) -> None:
+        # One spelling per value (600 and 600.0 are one target): the cache key is these fields.
+        for name, kind in (("total_gpus", int), ("isl", int), ("osl", int), ("ttft", float), ("tpot", float)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
+        object.__setattr__(self, "backend_version", self.backend_version or None)
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -17,7 +17,7 @@ import yaml
 
 from controlplane.celery import app as celery_app
 from graphs.models import Graph
-from sizing import aic, timing
+from sizing import aic, services, timing
 from sizing.models import Estimate
 
 # Transactional: a recorded estimate runs (eagerly, in this process) when its request commits.
@@ -91,6 +91,9 @@ def test_the_same_inputs_are_answered_from_the_stored_estimate(api_for):
     fresh = api.post(ESTIMATES, {**QWEN, "fresh": True}, format="json")
     assert fresh.status_code == 201 and fresh.json()["id"] != first.json()["id"]
     assert Estimate.objects.count() == 2
+    # 600 and 600.0 are the same target: one cache key.
+    assert services.input_key(aic.Inputs("m", "s", 8, 10, 10, 600, 20)) == services.input_key(
+        aic.Inputs("m", "s", 8.0, 10, 10, 600.0, 20.0, backend_version=""))
 
 
 @pytest.mark.parametrize(("change", "field"), [

@@ -3,6 +3,7 @@ that the same inputs are answered from the row and any two answers can be compar
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 from jobs.models import Job
@@ -68,3 +69,28 @@ class Estimate(Job):
         i = self.inputs
         return (f"{i['model']} on {i['total_gpus']} GPUs of {i['system']} ({i['backend']}), "
                 f"ISL {i['isl']} / OSL {i['osl']}, TTFT ≤ {i['ttft']:g} ms, ITL ≤ {i['tpot']:g} ms")
+
+
+class DeploymentRequest(models.Model):
+    """An estimate's inputs put to a cluster's Dynamo operator as a DynamoGraphDeploymentRequest:
+    where it was applied, what its status last said, and the graph its DGD was adopted as."""
+
+    estimate = models.ForeignKey(Estimate, on_delete=models.PROTECT, related_name="deployment_requests")
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.CASCADE, related_name="+")
+    namespace = models.CharField(max_length=63)
+    name = models.CharField(max_length=63)
+    manifest = models.JSONField()  # the DGDR as applied
+    phase = models.CharField(max_length=20, blank=True)  # the operator's status.phase, as last read
+    message = models.TextField(blank=True)  # the operator's own words: its latest condition, or why it failed
+    last_status = models.JSONField(default=dict)  # status as last read, every field kept
+    read_at = models.DateTimeField(null=True, blank=True)
+    graph = models.ForeignKey("graphs.Graph", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "namespace", "name"], name="one_dgdr_per_name")]
+
+    def __str__(self) -> str:
+        return f"DGDR {self.namespace}/{self.name} on {self.cluster_id} ({self.phase or 'not read'})"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from clusters.models import Cluster
+
 from ..aic import Inputs
-from ..models import Estimate
+from ..models import DeploymentRequest, Estimate
 
 MAX_GPUS = 4096
 MAX_TOKENS = 1_000_000
@@ -65,3 +67,27 @@ class DgdrQuerySerializer(serializers.Serializer):
     name = serializers.SlugField(max_length=63)
     namespace = serializers.SlugField(max_length=63, required=False)
     dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False)
+
+
+class DgdrApplySerializer(serializers.Serializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
+    namespace = serializers.SlugField(max_length=63)
+    name = serializers.SlugField(max_length=63)
+    dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False)
+    auto_apply = serializers.BooleanField(default=False, help_text=(
+        "let the operator create the DGD (default: the control plane adopts it as a graph and applies it)"))
+
+
+class DeploymentRequestSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    graph = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = DeploymentRequest
+        fields = ("id", "estimate", "cluster", "namespace", "name", "phase", "message", "last_status", "read_at",
+                  "graph", "manifest", "created_at")
+        read_only_fields = fields
+
+
+class AdoptSerializer(serializers.Serializer):
+    graph = serializers.SlugField(max_length=63, help_text="the graph to create, or to add a revision to")

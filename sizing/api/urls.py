@@ -6,6 +6,7 @@ from . import views
 app_name = "sizing-api"
 router = SimpleRouter()
 router.register("estimates", views.EstimateViewSet, basename="estimate")
+router.register("requests", views.DeploymentRequestViewSet, basename="request")
 
 urlpatterns = [
     path("support/", views.SupportView.as_view(), name="support"),

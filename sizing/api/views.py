@@ -11,10 +11,13 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .. import aic, configurations, dgdr, services
-from ..models import Estimate
+from .. import aic, clusters, configurations, dgdr, services
+from ..models import DeploymentRequest, Estimate
 from .serializers import (
+    AdoptSerializer,
     CompareQuerySerializer,
+    DeploymentRequestSerializer,
+    DgdrApplySerializer,
     DgdrQuerySerializer,
     EstimateRequestSerializer,
     EstimateSerializer,
@@ -64,17 +67,50 @@ class EstimateViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Ret
         return Response(made.as_dict(), status=status.HTTP_201_CREATED)
 
 
-    @extend_schema(parameters=[DgdrQuerySerializer], responses={200: dict})
-    @action(detail=True, methods=["get"])
+    @extend_schema(parameters=[DgdrQuerySerializer], responses={200: dict}, methods=["GET"])
+    @extend_schema(request=DgdrApplySerializer, responses={201: DeploymentRequestSerializer}, methods=["POST"])
+    @action(detail=True, methods=["get", "post"])
     def dgdr(self, request, pk=None):
-        """The estimate's inputs as a DynamoGraphDeploymentRequest (nvidia.com/v1beta1) for the
-        operator's profiler on a cluster, with the DGDR CRD's verdict on it (``errors``)."""
+        """GET: the estimate's inputs as a DynamoGraphDeploymentRequest (nvidia.com/v1beta1) for the
+        operator's profiler on a cluster, with the DGDR CRD's verdict on it (``errors``). POST:
+        apply it to a registered cluster (server-side apply) and follow it under
+        /api/sizing/requests/."""
+        if request.method == "POST":
+            body = DgdrApplySerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+            d = body.validated_data
+            req = clusters.dgdr_apply(estimate=self.get_object(), cluster=d["cluster"], namespace=d["namespace"],
+                                      name=d["name"], dynamo_version=d.get("dynamo_version"),
+                                      auto_apply=d["auto_apply"], user=request.user, via="api")
+            return Response(DeploymentRequestSerializer(req).data, status=status.HTTP_201_CREATED)
         q = DgdrQuerySerializer(data=request.query_params)
         q.is_valid(raise_exception=True)
         d = q.validated_data
         obj = dgdr.render(self.get_object().estimate_inputs, name=d["name"], namespace=d.get("namespace") or None,
                           dynamo_version=d.get("dynamo_version") or None)
         return Response({"manifest": obj, "errors": dgdr.schema_errors(obj)})
+
+
+class DeploymentRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """DGDRs applied from estimates. Retrieving one reads its status from the cluster (the
+    operator's phase and message, the whole status kept); ``adopt`` imports the DGD the
+    profiler chose as a graph revision."""
+
+    serializer_class = DeploymentRequestSerializer
+    queryset = DeploymentRequest.objects.select_related("cluster", "graph")
+
+    def retrieve(self, request, *args, **kwargs):
+        return Response(DeploymentRequestSerializer(clusters.dgdr_refresh(self.get_object())).data)
+
+    @extend_schema(request=AdoptSerializer, responses={201: dict})
+    @action(detail=True, methods=["post"])
+    def adopt(self, request, pk=None):
+        body = AdoptSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        graph, revision, report = clusters.dgdr_adopt(req=self.get_object(), graph_name=body.validated_data["graph"],
+                                                      user=request.user, via="api")
+        return Response({"graph": graph.name, "revision": revision.number,
+                         "findings": [f.as_dict() for f in report.findings]}, status=status.HTTP_201_CREATED)
 
 
 class CompareView(APIView):

@@ -36,6 +36,7 @@ from collections import deque
 from typing import Any
 
 from . import webhook
+from .dgdr import DgdrController
 from .fixtures import COMPONENT_LABEL, DGD_LABEL, build_pod, now
 
 DGD = ("nvidia.com", "dynamographdeployments")
@@ -57,9 +58,11 @@ class FakeOperator:
         self.fail_reconcile: dict[str, str] = {}  # DGD name -> the error its reconcile returns
         self.queue: deque[tuple[str, str]] = deque()
         self.busy = False
+        self.dgdr = DgdrController(emu)  # reacts only where the DGDR CRD is served
 
     # -- triggers ---------------------------------------------------------------------------------
     def on_change(self, key: tuple[str, str], obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
+        self.dgdr.on_change(key, obj, old)
         current = obj or old or {}
         meta = current.get("metadata") or {}
         if key == DGD:

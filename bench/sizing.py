@@ -147,7 +147,8 @@ def main() -> dict:
                                   "repeats": CACHED_REPEATS},
                 "graph": made.as_dict(), "make_graph_s": round(make_s, 2), "apply_to_serving_s": round(serve_s, 2),
                 "benchmarks": {label: {"run": run.pk, "state": run.state, "error": run.error[:2000],
-                                       "params": run.params, "headline": run.run_results.headline.model_dump(mode="json")
+                                       "params": run.params,
+                                       "headline": run.run_results.headline.model_dump(mode="json")
                                        if run.run_results.headline else None} for label, run in runs.items()},
                 "predicted_vs_simulated": compared,
             })

@@ -104,7 +104,19 @@ def test_the_same_inputs_are_answered_from_the_stored_estimate(api_for):
 def test_inputs_outside_aiconfigurators_support_matrix_are_refused_naming_the_field(api_for, change, field):
     response = api_for("operator").post(ESTIMATES, {**QWEN, **change}, format="json")
     assert response.status_code == 400
-    assert response.json()["detail"].startswith(f"{field}:")
+    assert list(response.json()) == [field] and str(change[field]) in response.json()[field][0]
+    assert Estimate.objects.count() == 0
+
+
+def test_a_model_the_matrix_lists_but_not_on_that_system_is_refused_naming_it(api_for):
+    matrix = aic.support_matrix()
+    model, system, backend = next(
+        (m, sys_name, b) for m, pairs in matrix["model_support"].items() for sys_name, backends in
+        matrix["versions"].items() for b in backends if f"{sys_name}/{b}" not in pairs)
+    response = api_for("operator").post(ESTIMATES, {**QWEN, "model": model, "system": system, "backend": backend},
+                                        format="json")
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith(f"model: AIConfigurator's support matrix lists {model} on")
     assert Estimate.objects.count() == 0
 
 

@@ -50,6 +50,6 @@ def test_estimate_then_create_a_graph_from_its_best_configuration(sized):
 def test_refusals_name_the_field_and_exit_non_zero(sized):
     bad = sized("sizing", "estimate", *ARGS[:2], "--system", "h999_sxm", *ARGS[4:], "-q")
     assert bad.returncode != exits.OK
-    assert "system: 'h999_sxm' is not in AIConfigurator's support matrix" in err(bad)
+    assert "system" in err(bad) and "h999_sxm" in err(bad) and "not a valid choice" in err(bad)
     missing = sized("sizing", "create", "x", "--estimate", "999999")
     assert missing.returncode != exits.OK and "999999" not in out(missing)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from rest_framework import serializers
+from rest_framework.exceptions import NotFound
 
 from clusters.models import Cluster
 
-from ..aic import Inputs
+from ..aic import Inputs, support_matrix
 from ..models import DeploymentRequest, Estimate
 
 MAX_GPUS = 4096
@@ -18,14 +19,14 @@ class EstimateRequestSerializer(serializers.Serializer):
     AIConfigurator's TPOT. Whether the model, system and backend are supported is AIConfigurator's
     support matrix's to say (the service refuses, naming the field)."""
 
-    model = serializers.CharField(max_length=200)
-    system = serializers.CharField(max_length=60)
+    model = serializers.ChoiceField(choices=support_matrix()["models"])
+    system = serializers.ChoiceField(choices=support_matrix()["systems"])
     gpus = serializers.IntegerField(min_value=1, max_value=MAX_GPUS)
     isl = serializers.IntegerField(min_value=1, max_value=MAX_TOKENS)
     osl = serializers.IntegerField(min_value=1, max_value=MAX_TOKENS)
     ttft = serializers.FloatField(min_value=0.001, max_value=3_600_000)
     itl = serializers.FloatField(min_value=0.001, max_value=3_600_000)
-    backend = serializers.CharField(max_length=20, default="vllm")
+    backend = serializers.ChoiceField(choices=support_matrix()["backends"], default="vllm")
     backend_version = serializers.CharField(max_length=40, required=False, allow_blank=True, default="")
     fresh = serializers.BooleanField(default=False, help_text="estimate again even when these inputs are cached")
 
@@ -69,8 +70,20 @@ class DgdrQuerySerializer(serializers.Serializer):
     dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False)
 
 
+class ClusterByName(serializers.SlugRelatedField):
+    """The cluster to apply to, by name: a name that matches no cluster is a 404."""
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="name", queryset=Cluster.objects.all(), **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and not Cluster.objects.filter(name=data).exists():
+            raise NotFound(f"no cluster named {data!r}")
+        return super().to_internal_value(data)
+
+
 class DgdrApplySerializer(serializers.Serializer):
-    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all())
+    cluster = ClusterByName()
     namespace = serializers.SlugField(max_length=63)
     name = serializers.SlugField(max_length=63)
     dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False)

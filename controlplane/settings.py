@@ -45,7 +45,7 @@ INSTALLED_APPS = [
     "clusters",
     "playground",
     "metrics",
-    "benchmarks",
+    "benchmarks", "sizing",
     "repos",  # Git repositories holding graphs: synced every REPOS_SYNC_SECONDS and on push webhooks
 ]
 
@@ -376,11 +376,11 @@ METRICS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
 METRICS_TOKEN = (env("METRICS_TOKEN", "") if not os.environ.get("METRICS_TOKEN_FILE")
                  or Path(os.environ["METRICS_TOKEN_FILE"]).is_file() else "")
 
-# Benchmarks (benchmarks/): aiperf runs against a graph's own frontend. Every run is bounded in
-# time (BENCHMARK_DEFAULT_SECONDS unless the request says otherwise, never past
-# BENCHMARK_MAX_SECONDS); at most BENCHMARK_MAX_RUNNING runs at once on this host, since a
-# load generator competing with another one measures neither. Artifacts live in BENCHMARK_DIR.
+# Benchmarks (benchmarks/): aiperf runs against a graph's own frontend, bounded in time (BENCHMARK_DEFAULT_SECONDS
+# unless asked otherwise, never past BENCHMARK_MAX_SECONDS); BENCHMARK_MAX_RUNNING at once, since two load generators
+# measure neither. Artifacts in BENCHMARK_DIR; AIConfigurator's DGDs and mocker profiles made from them in SIZING_DIR.
 BENCHMARK_DIR = Path(env("BENCHMARK_DIR", str(VAR_DIR / "benchmarks")))
+SIZING_DIR = Path(env("SIZING_DIR", str(VAR_DIR / "sizing")))
 BENCHMARK_AIPERF = env("BENCHMARK_AIPERF", "")  # the aiperf executable; empty: this Python's -m aiperf
 BENCHMARK_DEFAULT_SECONDS = int(env("BENCHMARK_DEFAULT_SECONDS", "300"))
 BENCHMARK_MAX_SECONDS = int(env("BENCHMARK_MAX_SECONDS", "1800"))

@@ -23,6 +23,7 @@ urlpatterns = [
     path("playground/", include("playground.urls")),
     path("metrics/", include("metrics.urls")),
     path("benchmarks/", include("benchmarks.urls")),
+    path("sizing/", include("sizing.urls")),
     path("clusters/", include("clusters.urls")),
     path("api/", include("controlplane.api_urls")),
     path("repos/", include("repos.urls")),

@@ -187,8 +187,10 @@ class PlannerExecutor:
         missing = []
         if problem:
             missing.append(f"`import dynamo.planner` fails here ({problem}): Dynamo 1.6.1's Planner needs "
-                           "scikit-learn and AISimulate (aisimulate_core), which the package registry does not "
-                           "provide (its aisimulate is a stub that downloads from a private index)")
+                           "scikit-learn and aisimulate_core, which cannot be installed here (the package "
+                           "registry's aisimulate is a stub that downloads from a private index, and the "
+                           "ForwardPassPerfModelConfig the Planner imports from it is not in "
+                           "aiconfigurator-core 0.12.0)")
         if etcd is None:
             missing.append("no etcd binary: 1.6.1's virtual connector keeps its decisions in etcd "
                            "(install Debian's etcd-server)")

@@ -268,9 +268,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
-    "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
+    "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 5.0},
     "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
-    "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
+    "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 5.0},
 }
 
 # Kubernetes clusters (clusters/, clusters/kubernetes.py). Timeouts are (connect, read)
@@ -288,11 +288,11 @@ KUBERNETES_WATCH_SECONDS = int(env("KUBERNETES_WATCH_SECONDS", "30"))
 # (create) in the graphs' namespaces; a refusal is shown, and the pod's volumes still say.
 KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 
-# Operations: how long a worker's claim on a running operation lasts before the reconcile
-# task may hand it to another worker (the first one is presumed dead).
-OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "90"))
-# Fault injection for reliability tests only: seconds to wait inside an operation's
-# transaction, widening the window in which a killed worker dies mid-operation.
+# Jobs (jobs/runner.py): a worker renews its job's lease every JOB_HEARTBEAT_SECONDS; a lease
+# (OPERATION_/BENCHMARK_LEASE_SECONDS) not renewed means a dead worker: the reconcile acts.
+JOB_HEARTBEAT_SECONDS = float(env("JOB_HEARTBEAT_SECONDS", "5"))
+OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "20"))
+# Fault injection for reliability tests only: seconds between an operation's claim and its work.
 OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
@@ -387,7 +387,7 @@ BENCHMARK_MAX_RUNNING = int(env("BENCHMARK_MAX_RUNNING", "1"))
 BENCHMARK_MAX_CONCURRENCY = int(env("BENCHMARK_MAX_CONCURRENCY", "512"))
 BENCHMARK_MAX_REQUESTS = int(env("BENCHMARK_MAX_REQUESTS", "20000"))
 BENCHMARK_AIPERF_WORKERS = int(env("BENCHMARK_AIPERF_WORKERS", "2"))  # aiperf worker processes, at most
-BENCHMARK_LEASE_SECONDS = float(env("BENCHMARK_LEASE_SECONDS", "30"))  # a running run's heartbeat expires after
+BENCHMARK_LEASE_SECONDS = float(env("BENCHMARK_LEASE_SECONDS", "20"))  # a running run's heartbeat expires after
 
 LOGGING = {
     "version": 1,

@@ -10,11 +10,16 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from controlplane.unavailable import RETRY_AFTER_SECONDS, dependency_down, detail
 from graphs.errors import Refused
 from graphs.untrusted import QueryParameterError, query_int
 
 
 def exception_handler(exc, context):
+    down = dependency_down(exc)
+    if down is not None:  # the database or broker is down: 503 with Retry-After, never a 500
+        return Response({"detail": detail(down), "unavailable": down}, status=503,
+                        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(exc, Refused):  # every refusal, of every app: one status per kind, set on the class
         return Response(exc.as_dict(), status=exc.status)
     if isinstance(exc, QueryParameterError):

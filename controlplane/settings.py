@@ -160,10 +160,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A slow database fails a request after this long instead of holding a worker forever.
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
         f"-c statement_timeout={int(env('DATABASE_STATEMENT_TIMEOUT_MS', '30000'))}")
-    DATABASES["default"]["OPTIONS"]["pool"] = {
+    # After a failover: every pooled connection is checked when handed out, and reconnect back-off
+    # restarts every 4 s, so requests are served again within seconds of the database's return.
+    DATABASES["default"].update(CONN_HEALTH_CHECKS=True)
+    DATABASES["default"]["OPTIONS"].update(connect_timeout=int(env("DATABASE_CONNECT_TIMEOUT", "5")), pool={
         "min_size": int(env("DATABASE_POOL_MIN", "1")), "max_size": int(env("DATABASE_POOL_MAX", "20")),
-        "timeout": float(env("DATABASE_POOL_TIMEOUT", "10")),
-    }
+        "timeout": float(env("DATABASE_POOL_TIMEOUT", "10")), "reconnect_timeout": 4.0})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, worker, operator) share the file: wait instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})
@@ -288,12 +290,10 @@ KUBERNETES_WATCH_SECONDS = int(env("KUBERNETES_WATCH_SECONDS", "30"))
 # (create) in the graphs' namespaces; a refusal is shown, and the pod's volumes still say.
 KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 
-# Jobs (jobs/runner.py): a worker renews its job's lease every JOB_HEARTBEAT_SECONDS; a lease
-# (OPERATION_/BENCHMARK_LEASE_SECONDS) not renewed means a dead worker: the reconcile acts.
+# Jobs (jobs/runner.py): a lease (OPERATION_/BENCHMARK_LEASE_SECONDS) renewed every beat; a dead worker's lapses.
 JOB_HEARTBEAT_SECONDS = float(env("JOB_HEARTBEAT_SECONDS", "5"))
 OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "20"))
-# Fault injection for reliability tests only: seconds between an operation's claim and its work.
-OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))
+OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))  # fault tests: seconds from claim to work
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
 # and the port range it hands out to graphs.

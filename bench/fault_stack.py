@@ -112,6 +112,8 @@ class Stack:
         _wait_port(self.redis_port, 15, "redis")
 
     def setup(self) -> None:
+        # Prometheus as `make up` provisions it (idempotent: nothing to do once installed).
+        subprocess.run(["scripts/services.sh", "prometheus"], cwd=ROOT, capture_output=True, check=False)
         self.var.mkdir()
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.var_size}", "tmpfs", str(self.var)], check=True)
         self.pgdata.mkdir()
@@ -179,7 +181,7 @@ class Stack:
                     process.restarts += 1
                     process.start()
 
-    def stop(self) -> None:
+    def stop(self, keep_logs: Path | None = None) -> None:
         self._stop.set()
         for process in self.processes.values():
             process.held = True
@@ -195,5 +197,7 @@ class Stack:
         if self.kube:
             self.kube.stop()
         self.pg_stop()
+        if keep_logs is not None:
+            shutil.copytree(self.root / "logs", keep_logs, dirs_exist_ok=True)
         subprocess.run(["umount", "-l", str(self.var)], check=False)
         shutil.rmtree(self.root, ignore_errors=True)

@@ -28,6 +28,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 
@@ -67,6 +68,7 @@ class Load:
     runs: list[tuple[float, int]] = field(default_factory=list)
     revisions: list[tuple[str, int]] = field(default_factory=list)
     conversations: list[int] = field(default_factory=list)
+    samples: dict[str, list[str]] = field(default_factory=lambda: {"api": [], "page": [], "chat": []})  # 5xx bodies
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -76,6 +78,9 @@ class Load:
     def note(self, what: str, response: httpx.Response | None) -> httpx.Response | None:
         with self.lock:
             self.answers.append((time.time(), what, response.status_code if response is not None else 0))
+            if response is not None and response.status_code >= 500 and len(self.samples[what]) < 3:
+                self.samples[what].append(f"{response.request.method} {response.request.url.path} -> "
+                                          f"{response.status_code}: {response.text[:300]}")
         return response
 
     def call(self, client: httpx.Client, what: str, method: str, url: str, **kwargs) -> httpx.Response | None:
@@ -299,6 +304,12 @@ def account(stack: Stack, load: Load, windows: list[dict]) -> dict:
                                     "stuck": sum(runs.get(i) in ("pending", "running") for i in my_runs),
                                     "failed": sum(runs.get(i) == "failed" for i in my_runs)}
         answers = [(w, s) for t, w, s in load.answers if start <= t < end]
+        ids, run_ids = ",".join(map(str, mine)) or "0", ",".join(map(str, my_runs)) or "0"  # integers only
+        failed_ops = stack.psql("SELECT kind || ': ' || split_part(result, E'\\n', 1) FROM graphs_operation "  # noqa: S608
+                                f"WHERE state = 'failed' AND id IN ({ids})")
+        failed_runs = stack.psql("SELECT split_part(error, E'\\n', 1) FROM benchmarks_benchmarkrun "  # noqa: S608
+                                 f"WHERE state = 'failed' AND id IN ({run_ids})")
+        window["failures"] = [line[:300] for line in (failed_ops + "\n" + failed_runs).splitlines() if line]
         window["answers"] = {"total": len(answers), "5xx": sum(s >= 500 and s != 503 for _, s in answers),
                              "503": sum(s == 503 for _, s in answers), "no_answer": sum(s == 0 for _, s in answers),
                              "5xx_by_kind": {k: dict(Counter(s for w, s in answers if w == k and s >= 500))
@@ -327,6 +338,7 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=60.0, help="seconds allowed for every job to end")
     parser.add_argument("--only", default="", help="comma-separated fault names")
     parser.add_argument("--name", default="faults", help="bench/results/<name>.json")
+    parser.add_argument("--keep-logs", type=Path, default=None, help="copy the processes' logs here at the end")
     args = parser.parse_args()
     stack = Stack()
     password = "bench-" + os.urandom(6).hex()
@@ -371,12 +383,12 @@ def main() -> None:
                 window.pop(key)
         restarts = {p.name: p.restarts for p in [*stack.processes.values(), stack.redis]}
         path = record.write(args.name, {"hold_seconds": args.hold, "faults": windows, **totals,
-                                        "supervisor_restarts": restarts,
+                                        "supervisor_restarts": restarts, "samples_of_5xx": load.samples,
                                         "requests": len(load.answers)})
         print(json.dumps({"faults": windows, **totals}, indent=1))
         print(f"wrote {path}")
     finally:
-        stack.stop()
+        stack.stop(keep_logs=args.keep_logs)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from audit.services import audit_record
@@ -182,10 +182,15 @@ def _snapshot(dep: Deployment) -> tuple[RunConfig, str]:
 
 
 def _heartbeat(runner: JobRunner, progress: int, text: str) -> tuple[bool, str]:
-    """Renew the lease and publish progress. Returns (keep going, why not)."""
-    if not runner.renew(progress=progress, progress_text=text[:200]):
-        return False, "the run was finished elsewhere (reconciled or cancelled)"
-    row = BenchmarkRun.objects.filter(pk=runner.pk).values("cancel_requested_at", "cancel_requested_by__username").get()
+    """Renew the lease, publish progress: (keep going, why not). A database blip does not stop aiperf."""
+    try:
+        if not runner.renew(progress=progress, progress_text=text[:200]):
+            return False, "the run was finished elsewhere (reconciled or cancelled)"
+        row = BenchmarkRun.objects.filter(pk=runner.pk).values("cancel_requested_at",
+                                                               "cancel_requested_by__username").get()
+    except (OperationalError, InterfaceError):
+        connection.close()  # the next beat takes a new connection
+        return True, ""
     if row["cancel_requested_at"] is not None:
         return False, f"cancelled by {row['cancel_requested_by__username'] or 'request'}"
     return True, ""
@@ -278,10 +283,9 @@ def _invoke(runner: JobRunner, argv: list[str], env: dict[str, str], workdir: Pa
 
 
 class BenchmarkRunner(JobRunner):
-    """Runs one benchmark (jobs.runner), once: a run whose worker died is failed by the
-    reconcile (after its aiperf is stopped), not retried, since half a measurement cannot be
-    resumed. Its work heart-beats the row every second with progress and reads cancellation
-    requests from it; the runner's own heartbeat keeps the lease while aiperf starts."""
+    """Runs one benchmark (jobs.runner), once: a run whose worker died is failed by the reconcile
+    (its aiperf stopped), never retried: half a measurement cannot be resumed. Its work beats
+    every second with progress and reads cancellation requests from the row."""
 
     model = BenchmarkRun
     task = EXECUTE_TASK

@@ -21,10 +21,11 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from typing import ClassVar
 
 from django.conf import settings
-from django.db import close_old_connections, connection, connections, transaction
+from django.db import InterfaceError, OperationalError, close_old_connections, connection, connections, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
+FINISH_TRIES = 6  # 1 + 2 + ... + 5 s: through a database restart
+FINISH_BACKOFF = 1.0
 
 
 class JobFailed(Exception):
@@ -158,12 +161,23 @@ class JobRunner:
 
     def finish(self, state: str, fields: dict) -> bool:
         """End the row in ``state`` with ``fields``, and commit the outcome, if this attempt
-        still holds it. False when it was finished elsewhere (nothing recorded then)."""
-        with transaction.atomic():
-            if not self.model.objects.select_for_update(of=("self",)).filter(self.mine()).exists():
-                return False
-            self.commit(state, fields)
-            self.model.finish(self.pk, state, **self.ending(state, fields))
+        still holds it. False when it was finished elsewhere (nothing recorded then).
+
+        The work is done by now: a database that is away for a moment (a failover) is waited
+        for, a few times, rather than leaving the outcome to the lease and a second attempt."""
+        for attempt in range(FINISH_TRIES):
+            try:
+                with transaction.atomic():
+                    if not self.model.objects.select_for_update(of=("self",)).filter(self.mine()).exists():
+                        return False
+                    self.commit(state, fields)
+                    self.model.finish(self.pk, state, **self.ending(state, fields))
+                break
+            except (OperationalError, InterfaceError):
+                if attempt == FINISH_TRIES - 1:
+                    raise
+                connection.close()  # a connection the server cut stays broken: take a new one
+                time.sleep(FINISH_BACKOFF * (attempt + 1))
         self.finished(state)
         return True
 

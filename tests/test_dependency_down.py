@@ -74,3 +74,25 @@ def test_the_login_page_answers_503_when_the_database_is_down(database_down):
     response = client.post("/login/", {"username": "someone", "password": "x"})
     assert response.status_code == 503
     assert "unavailable" in response.content.decode()
+
+
+def test_a_chat_admission_with_the_database_down_is_a_503_and_recovers_after(users, database_down):
+    from playground import gateway
+    from playground.access import ChatRefused
+
+    key = token_create(user=users["operator"], name="chat", via="system")[1]
+    lookup = gateway._lookup(type("Call", (), {"graph": "nosuch"})(), f"Token {key}")
+    with pytest.raises(ChatRefused) as refused:
+        lookup()  # the token is good, the graph is not: a 404-kind refusal from a working database
+    assert refused.value.status != 503
+    saved = dict(connection.settings_dict)
+    database_down()
+    with pytest.raises(ChatRefused) as refused:
+        lookup()
+    assert refused.value.status == 503
+    connection.settings_dict.update(saved)
+    if connection.vendor == "postgresql":
+        connection.close_pool()
+    with pytest.raises(ChatRefused) as refused:
+        lookup()  # the broken connection was not kept: the next lookup reaches the database again
+    assert refused.value.status != 503

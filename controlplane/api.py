@@ -58,7 +58,7 @@ class Pagination(PageNumberPagination):
     30-digit page is a 400 naming ``page``; a page past the end is still a 404."""
 
     def get_page_number(self, request, paginator):
-        return query_int(request.query_params, self.page_query_param, default=1)
+        return query_int(request.query_params, self.page_query_param, default=1, strict=True)
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)

@@ -204,10 +204,17 @@ class QueryParameterError(BadRequest):
 
 
 def query_int(params, name: str, *, default: int | None = None, minimum: int = 1,
-              maximum: int = INT_MAX) -> int | None:
+              maximum: int = INT_MAX, strict: bool = False) -> int | None:
     """The integer query parameter ``name`` of a QueryDict (request.GET or query_params), or
     ``default`` when it is absent or empty. Every integer parameter of every page and endpoint
-    goes through here, so none can overflow a database column or Python's digit limit."""
+    goes through here, so none can overflow a database column or Python's digit limit.
+    ``strict`` (the API, whose schema says "an integer"): given once, not empty, no spaces."""
+    if strict:
+        values = params.getlist(name)
+        if len(values) > 1:
+            raise QueryParameterError(name, f"given {len(values)} times; give it once")
+        if values and not re.fullmatch(r"[-+]?[0-9]+", values[0]):
+            raise QueryParameterError(name, f"{_short(values[0])!r} is not a whole number")
     raw = params.get(name)
     if raw is None or not str(raw).strip():
         return default

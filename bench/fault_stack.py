@@ -140,7 +140,7 @@ class Stack:
             PROMETHEUS_LOCAL_PORT=str(self.prom_port), PROMETHEUS_URL=f"http://127.0.0.1:{self.prom_port}",
             KUBERNETES_READ_TIMEOUT="5", KUBERNETES_CONNECT_TIMEOUT="2", CELERY_TASK_ALWAYS_EAGER="0",
             PLAYGROUND_RATE_PER_MINUTE="100000", WEB_WORKERS="2", LOG_LEVEL="WARNING",
-            BENCHMARK_AIPERF_WORKERS="1")
+            BENCHMARK_AIPERF_WORKERS="1", PYTHONPATH=str(ROOT / "bench" / "isolate"))
 
     def manage(self, *args: str, timeout: float = 300) -> str:
         out = subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True,

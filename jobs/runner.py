@@ -18,6 +18,7 @@ subclasses :class:`JobRunner` and writes only its work function.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -199,6 +200,15 @@ class JobRunner:
             try:
                 fields = runner.work()
             except Exception as exc:
+                if isinstance(exc, (OperationalError, InterfaceError)):
+                    # The database went away mid-work (a failover): not the job's fault. Another
+                    # attempt, on a new connection, once it is back (the reconcile hands it on).
+                    if not connection.in_atomic_block:
+                        connection.close()
+                    if attempt < cls.max_attempts:
+                        with contextlib.suppress(OperationalError, InterfaceError):
+                            runner.release(f"the database went away: {exc}")
+                        raise
                 if runner.transient(exc) and attempt < cls.max_attempts:
                     runner.release(str(exc))
                     raise

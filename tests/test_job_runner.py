@@ -172,3 +172,25 @@ def test_an_operation_whose_broker_message_was_lost_is_found_and_run_once(start_
     assert (op.state, op.attempts) == ("succeeded", 1), op.result
     assert Event.objects.filter(graph=graph, reason="Scaled").count() == 1
     assert Deployment.objects.get(graph=graph).replicas == {"decode": 5}
+
+
+@pytest.mark.django_db
+def test_a_database_that_goes_away_mid_work_hands_the_job_to_another_attempt(monkeypatch):
+    from django.db import OperationalError
+
+    graph = _deployed("blip")
+    op = operations.graph_scale(graph=graph, service="decode", replicas=2, via="api")
+    real = operations._execute_change
+
+    def cut(*args, **kwargs):
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr(operations, "_execute_change", cut)
+    with pytest.raises(OperationalError):
+        operations.operation_run(op.pk)
+    op.refresh_from_db()
+    assert op.state == "running" and op.lease_until <= timezone.now() and "database went away" in op.result
+    monkeypatch.setattr(operations, "_execute_change", real)
+    assert operations.operation_run(op.pk) == "succeeded"  # the next attempt (the reconcile's) does it
+    op.refresh_from_db()
+    assert op.attempts == 2

@@ -34,6 +34,8 @@ UNSAFE = {"post", "put", "patch", "delete"}
 # Request bodies whose serializers refuse unknown fields (benchmarks' ParamsMixin); the others
 # ignore them, as DRF does.
 CLOSED_BODIES = ("RunCreateRequest", "StudyCreateRequest", "PoolRequest")
+# Decimal fields whose model validators refuse negatives (metrics.models.Objectives).
+NON_NEGATIVE_DECIMALS = (("ObjectivesRequest", "gpu_hour_price"), ("PatchedObjectivesRequest", "gpu_hour_price"))
 # Rules across fields that serializers check in code, stated for the schema too.
 _BLANK = {"type": "string", "pattern": r"^\s*$"}
 CROSS_FIELD_RULES = {
@@ -75,6 +77,11 @@ def document_errors(result, generator, request, public):
     for name, rule in CROSS_FIELD_RULES.items():
         schemas[name].update(rule)
     schemas["JSONValue"] = JSON_VALUE
+    for name, field in NON_NEGATIVE_DECIMALS:
+        prop = schemas.get(name, {}).get("properties", {}).get(field, {})
+        if prop.get("pattern", "").startswith("^-?") and prop["pattern"].endswith("$"):
+            # drf-spectacular's decimal pattern allows a minus; the field's minimum is 0 (-0 is 0).
+            prop["pattern"] = r"^(?:" + prop["pattern"][3:-1] + r"|-0{0,5}(?:\.0{0,4})?)$"
     for name, schema in schemas.items():
         if name.endswith("Request"):
             _open_objects_take_json(schema)

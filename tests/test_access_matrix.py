@@ -5,8 +5,10 @@ that the OpenAPI schema and the URL configuration publish, with a request that s
 allowed role (a valid body, an existing object), as anonymous, a user without a role, a viewer,
 an operator and an admin, and asserts the exact answer: the success for allowed roles; 401 (the
 API) or the login redirect (pages) for anonymous users; 403 with the product's message for
-everyone else, the database unchanged. Breaking the role check makes it fail (the mutation
-tests below). Besides the matrix:
+everyone else, the database unchanged. A few operations are public by design and
+authenticate by their own means (the Git webhook's shared secret, the OpenID Connect sign-in):
+every caller gets their one answer, and their views are checked to ask no role. Breaking the
+role check makes it fail (the mutation tests below). Besides the matrix:
 * no role ever gets a 5xx, whatever it sends;
 * with CSRF enforced, no unsafe request authenticated by a session cookie succeeds without
   the token;

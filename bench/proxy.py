@@ -55,7 +55,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import sse_client  # noqa: E402
+from bench import record, sse_client  # noqa: E402
 from bench.sse_client import cmdline, cpu_seconds, pct, tree  # noqa: E402
 from tests.gateway_fixtures import NginxGateway, nginx_binary  # noqa: E402
 
@@ -334,18 +334,9 @@ def main() -> int:
     return 0
 
 
-def _commit() -> str:
-    """The commit measured (with "+changes" when the tree differs from it)."""
-    def git(*argv: str) -> str:
-        return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-    return git("rev-parse", "--short", "HEAD") + ("+changes" if git("status", "--porcelain", "--untracked-files=no")
-                                                 else "")
-
-
 def build_results(args, arms, replies, cpu, began) -> dict:
     out = {"benchmark": "bench/proxy.py", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-           "command": "python bench/proxy.py " + " ".join(sys.argv[1:]), "commit": _commit(),
+           "command": "python bench/proxy.py " + " ".join(sys.argv[1:]), **record.provenance(),
            "machine": sse_client.machine(), "versions": versions(args.litellm or None),
            "params": {"rounds": args.rounds, "c1_requests": args.c1_requests, "c16_requests": args.c16_requests,
                       "max_tokens": args.max_tokens, "prompt_words": args.prompt_words, "think_ms": args.think_ms},

@@ -87,7 +87,7 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
 
 @transaction.atomic
 def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: str = "local",
-                  revision_number: int | None = None, api_version: str = "nvidia.com/v1beta1",
+                  revision_number: int | None = None, api_version: str | None = None,
                   dry_run: bool = False, cluster: str = "", namespace: str = "", force: bool = False,
                   recreate: bool = False, confirm: str = "") -> Operation:
     """``force``: take fields other field managers own on the cluster (the result names each);
@@ -96,7 +96,8 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
     revision = graph.head if revision_number is None else graph.revisions.filter(number=revision_number).first()
     if revision is None:
         raise OperationRefused(f"{graph.name} has no revision {revision_number}")
-    api_version = normalise_api_version(api_version)
+    # None: the revision's own version (the one it was imported in, or its release's).
+    api_version = normalise_api_version(api_version) if api_version else revision.api_version
     report = validate_spec(revision.graph_spec, api_version=api_version)
     errors = [f for f in report.findings if f.severity == Severity.ERROR]
     if errors:
@@ -164,7 +165,8 @@ def graph_scale(*, graph: Graph, service: str, replicas: int, user: Actor = None
     # a pool it manages would be undone by its next decision, on either runtime.
     if planner and via != "planner" and spec.service(service).role in WORKER_ROLES and not force:
         raise OperationRefused(f"{service} is managed by Dynamo's Planner ({planner}), which will set its replicas "
-                               "again on its next decision: scale anyway with force, or change the planner's bounds")
+                               "again on its next decision: scale anyway with force, or change the planner's bounds",
+                               forceable=True)
     return _record(graph=graph, kind=OperationKind.SCALE, user=user, via=via, revision=deployment.revision,
                    params={"service": service, "replicas": replicas, **({"force": True} if force else {}),
                            **({"decision": decision} if decision is not None else {})},

@@ -141,9 +141,9 @@ def test_export_in_v1alpha1_gives_back_the_imported_seed(imported, seed_path):
     assert yaml.safe_load(out) == yaml.safe_load(Path(seed_path).read_text())
 
 
-def test_export_defaults_to_v1beta1(imported):
+def test_export_defaults_to_the_version_the_graph_was_imported_in(imported):
     out, _ = run("export", "vllm-disagg")
-    assert yaml.safe_load(out)["apiVersion"] == V1BETA1
+    assert yaml.safe_load(out)["apiVersion"] == V1ALPHA1
 
 
 @pytest.mark.parametrize("api_version", [V1BETA1, V1ALPHA1])
@@ -166,7 +166,7 @@ def test_export_of_a_given_revision(imported, tmp_path, api_version):
 
 
 def test_export_for_another_dynamo_release_translates_the_role_flags(imported):
-    out, _ = run("export", "vllm-disagg", "--dynamo-version", "1.6.1")
+    out, _ = run("export", "vllm-disagg", "--dynamo-version", "1.6.1", "--api-version", "v1beta1")
     prefill = yaml.safe_load(out)["spec"]["components"][1]["podTemplate"]["spec"]["containers"][0]
     assert prefill["args"] == ["python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --disaggregation-mode prefill"]
 

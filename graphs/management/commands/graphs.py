@@ -43,7 +43,7 @@ class Command(BaseCommand):
         p.add_argument("--message", default="")
         p = sub.add_parser("export", help="print a revision's manifest as YAML")
         p.add_argument("name")
-        p.add_argument("--api-version", default="nvidia.com/v1beta1")
+        p.add_argument("--api-version", default="", help="default: the revision's own")
         p.add_argument("--revision", type=int)
         p.add_argument("--dynamo-version")
         p = sub.add_parser("validate", help="validate a manifest without storing it")
@@ -56,7 +56,7 @@ class Command(BaseCommand):
         p.add_argument("--cluster", default="", help="kubernetes runtime: a registered cluster")
         p.add_argument("--namespace", default="", help="kubernetes runtime: a namespace the cluster allows")
         p.add_argument("--revision", type=int)
-        p.add_argument("--api-version", default="nvidia.com/v1beta1")
+        p.add_argument("--api-version", default="", help="default: the revision's own")
         p.add_argument("--dry-run", action="store_true")
         p.add_argument("--force", action="store_true",
                        help="kubernetes: take the fields other field managers own (the result names each)")
@@ -145,7 +145,7 @@ class Command(BaseCommand):
         if rev is None:
             raise CommandError(f"{name} has no revision {revision}")
         try:
-            api_version = normalise_api_version(api_version)
+            api_version = normalise_api_version(api_version) if api_version else rev.api_version
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(dump_yaml(services.revision_manifest(rev, api_version, self._version(dynamo_version))),
@@ -178,10 +178,10 @@ class Command(BaseCommand):
         if op.is_active:
             raise CommandError(f"operation #{op.pk} still {op.state} after {seconds:g}s")
 
-    def do_apply(self, name, runtime, revision=None, api_version="nvidia.com/v1beta1", dry_run=False, wait=0,
+    def do_apply(self, name, runtime, revision=None, api_version="", dry_run=False, wait=0,
                  cluster="", namespace="", force=False, recreate="", **opts):
         op = operations.graph_apply(graph=self._graph(name), user=self.user, via="cli", runtime=runtime,
-                                      revision_number=revision, api_version=api_version, dry_run=dry_run,
+                                      revision_number=revision, api_version=api_version or None, dry_run=dry_run,
                                       cluster=cluster, namespace=namespace, force=force, recreate=bool(recreate),
                                       confirm=recreate)
         self._wait(op, wait)

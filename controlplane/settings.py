@@ -291,6 +291,9 @@ KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 # Operations: how long a worker's claim on a running operation lasts before the reconcile
 # task may hand it to another worker (the first one is presumed dead).
 OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "90"))
+# A local scale succeeds once the local operator has observed the pool at its new size; one it
+# has not observed by then fails, with what the runtime reports.
+OPERATION_OBSERVE_SECONDS = float(env("OPERATION_OBSERVE_SECONDS", "120"))
 # Fault injection for reliability tests only: seconds to wait inside an operation's
 # transaction, widening the window in which a killed worker dies mid-operation.
 OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))

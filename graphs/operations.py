@@ -45,6 +45,7 @@ from .models import (
     Pod,
 )
 from .runtimes.base import Target
+from .runtimes.local.capacity import capacity_problem
 from .runtimes.registry import get_runtime, target_for
 from .spec import MAX_REPLICAS, WORKER_ROLES
 from .validation import validate_spec
@@ -107,6 +108,12 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
     if deployment and deployment.active and deployment.runtime != runtime:
         raise OperationRefused(f"{graph.name} runs on the {deployment.runtime} runtime; delete it there first")
     target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
+    if runtime == "local" and not dry_run:
+        spec = revision.graph_spec
+        problem = capacity_problem(graph_name=graph.name, graph_id=graph.pk, spec=spec,
+                                   replicas={s.name: s.effective_replicas for s in spec.services})
+        if problem:
+            raise OperationRefused(problem)
     options = {}
     if runtime == "kubernetes":
         options = _cluster_options(graph, deployment, revision, force=force, recreate=recreate, confirm=confirm,
@@ -167,6 +174,11 @@ def graph_scale(*, graph: Graph, service: str, replicas: int, user: Actor = None
         raise OperationRefused(f"{service} is managed by Dynamo's Planner ({planner}), which will set its replicas "
                                "again on its next decision: scale anyway with force, or change the planner's bounds",
                                forceable=True)
+    if deployment.runtime == "local":
+        problem = capacity_problem(graph_name=graph.name, graph_id=graph.pk, spec=spec,
+                                   replicas={**deployment.desired_replicas(spec), service: replicas}, changed=service)
+        if problem:
+            raise OperationRefused(problem)
     return _record(graph=graph, kind=OperationKind.SCALE, user=user, via=via, revision=deployment.revision,
                    params={"service": service, "replicas": replicas, **({"force": True} if force else {}),
                            **({"decision": decision} if decision is not None else {})},
@@ -215,7 +227,16 @@ def operation_run(op_id: int) -> str:
             if op.state != OperationState.RUNNING or op.attempts != attempt:
                 return "claim lost"
             result, diff = _execute(op)
-            _finish(op_id, OperationState.SUCCEEDED, result, diff)
+            awaiting = getattr(op, "awaiting", None)
+            if awaiting:
+                # Done only when the runtime has observed it (graphs.status.scales_settle), or
+                # failed when it has not by the deadline (operations_reconcile).
+                deadline = timezone.now() + dt.timedelta(seconds=settings.OPERATION_OBSERVE_SECONDS)
+                Operation.objects.filter(pk=op_id).update(
+                    params={**op.params, "await": awaiting}, lease_until=deadline,
+                    result=f"{result}: waiting for the local runtime to run it")
+            else:
+                _finish(op_id, OperationState.SUCCEEDED, result, diff)
     except OperationRefused as exc:
         _finish(op_id, OperationState.FAILED, str(exc))
     except RuntimeFailure as exc:
@@ -244,6 +265,8 @@ def _execute(op: Operation) -> tuple[str, str]:
         service, replicas = op.params["service"], int(op.params["replicas"])
         runtime.scale(target=target, spec=spec, service=service, replicas=replicas, deployment=deployment)
         deployment.save(update_fields=DESIRED_FIELDS)
+        if runtime.kind == "local":
+            op.awaiting = {"generation": deployment.generation, "service": service, "replicas": replicas}
         _event(graph, "Scaled", service, f"{service} scaled from {op.before.get('replicas')} to {replicas} replicas")
         return f"{service}: {op.before.get('replicas')} → {replicas} replicas", ""
     runtime.delete(target=target, spec=spec, deployment=deployment)
@@ -287,13 +310,23 @@ def operations_reconcile() -> dict[str, int]:
     now = timezone.now()
     requeued = failed = 0
     for op in Operation.waiting_since(now - STALE_PENDING) | Operation.lease_expired(now):
-        if op.attempts >= MAX_ATTEMPTS:
+        if op.state == OperationState.RUNNING and "await" in (op.params or {}):
+            failed += Operation.give_up(op, OperationState.FAILED, result=_not_observed(op))
+        elif op.attempts >= MAX_ATTEMPTS:
             failed += Operation.give_up(op, OperationState.FAILED, result=(op.result + "\n" if op.result else "")
                                         + f"gave up after {op.attempts} attempts (worker lost)")
         else:
             enqueue(RUN_TASK, op.pk, on_commit=False)
             requeued += 1
     return {"requeued": requeued, "failed": failed}
+
+
+def _not_observed(op: Operation) -> str:
+    want = op.params["await"]
+    deployment = Deployment.objects.filter(graph_id=op.graph_id).first()
+    said = f"; it reports: {deployment.message}" if deployment and deployment.message else ""
+    return (f"the local runtime did not run {want['replicas']} replica(s) of {want['service']} within "
+            f"{settings.OPERATION_OBSERVE_SECONDS:g} s (setting OPERATION_OBSERVE_SECONDS){said}")
 
 
 def status_snapshot(graph: Graph) -> dict:

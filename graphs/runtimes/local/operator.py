@@ -157,12 +157,20 @@ class LocalOperator:
                 problems[dep.pk] = str(exc)
                 continue
             if len(wanted) + len(planned_here) > self.max_processes:
-                # A typo in a replica count must not fork hundreds of engines on this host.
+                # A typo in a replica count must not fork hundreds of engines on this host, nor
+                # stop the ones that serve: what already runs keeps running, nothing new starts.
+                # (Operations refuse such a scale up front: capacity.py; this is the race.)
+                running = set(self.supervisor.names())
+                kept = [p for p in planned_here if p.name in running][:max(0, self.max_processes - len(wanted))]
                 problems[dep.pk] = (
-                    f"the local runtime runs at most {self.max_processes} processes; this graph needs "
-                    f"{len(planned_here)} and {len(wanted)} already run: scale it down or delete another graph")
-                self._release(planned_here)
-                continue
+                    f"the local runtime runs at most {self.max_processes} processes (setting "
+                    f"LOCAL_RUNTIME_MAX_PROCESSES); this graph needs {len(planned_here)} and {len(wanted)} already "
+                    f"run: its {len(kept)} running process(es) keep running, no new one starts. Scale it down or "
+                    "delete another graph")
+                self._release([p for p in planned_here if p not in kept])
+                planned_here = kept
+                if not kept:
+                    continue
             try:
                 # Each GPU worker gets GPUs of its own, never shared with another worker.
                 assigned = assign_gpus([(p.name, p.gpus) for p in planned_here if p.gpus], self.gpu_host.count,

@@ -288,11 +288,8 @@ KUBERNETES_WATCH_SECONDS = int(env("KUBERNETES_WATCH_SECONDS", "30"))
 # (create) in the graphs' namespaces; a refusal is shown, and the pod's volumes still say.
 KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 
-# Operations: how long a worker's claim on a running operation lasts before the reconcile
-# task may hand it to another worker (the first one is presumed dead).
+# Operations: a worker's claim lasts LEASE (then the reconcile hands it on); a local scale not observed in OBSERVE fails.
 OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "90"))
-# A local scale succeeds once the local operator has observed the pool at its new size; one it
-# has not observed by then fails, with what the runtime reports.
 OPERATION_OBSERVE_SECONDS = float(env("OPERATION_OBSERVE_SECONDS", "120"))
 # Fault injection for reliability tests only: seconds to wait inside an operation's
 # transaction, widening the window in which a killed worker dies mid-operation.

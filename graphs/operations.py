@@ -45,7 +45,7 @@ from .models import (
     Pod,
 )
 from .runtimes.base import Target
-from .runtimes.local.capacity import capacity_problem
+from .runtimes.local.capacity import local_capacity_check
 from .runtimes.registry import get_runtime, target_for
 from .spec import MAX_REPLICAS, WORKER_ROLES
 from .validation import validate_spec
@@ -110,10 +110,8 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
     target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
     if runtime == "local" and not dry_run:
         spec = revision.graph_spec
-        problem = capacity_problem(graph_name=graph.name, graph_id=graph.pk, spec=spec,
-                                   replicas={s.name: s.effective_replicas for s in spec.services})
-        if problem:
-            raise OperationRefused(problem)
+        local_capacity_check(graph=graph, deployment=deployment, spec=spec,
+                             replicas={s.name: s.effective_replicas for s in spec.services})
     options = {}
     if runtime == "kubernetes":
         options = _cluster_options(graph, deployment, revision, force=force, recreate=recreate, confirm=confirm,
@@ -175,10 +173,8 @@ def graph_scale(*, graph: Graph, service: str, replicas: int, user: Actor = None
                                "again on its next decision: scale anyway with force, or change the planner's bounds",
                                forceable=True)
     if deployment.runtime == "local":
-        problem = capacity_problem(graph_name=graph.name, graph_id=graph.pk, spec=spec,
-                                   replicas={**deployment.desired_replicas(spec), service: replicas}, changed=service)
-        if problem:
-            raise OperationRefused(problem)
+        local_capacity_check(graph=graph, deployment=deployment, spec=spec,
+                             replicas={**deployment.desired_replicas(spec), service: replicas}, changed=service)
     return _record(graph=graph, kind=OperationKind.SCALE, user=user, via=via, revision=deployment.revision,
                    params={"service": service, "replicas": replicas, **({"force": True} if force else {}),
                            **({"decision": decision} if decision is not None else {})},

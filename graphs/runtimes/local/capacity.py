@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from ...models import Deployment
+from ...errors import OperationRefused
+from ...models import Deployment, Pod
 from ...spec import GraphSpec
+from .hostlimits import inotify_problem
 
 # Roles the local operator starts one process per replica for (the Planner's process, where it
 # runs, is one more and is not counted here: without AISimulate it does not run at all).
@@ -29,15 +31,20 @@ def processes_elsewhere(graph_id: int) -> int:
     return total
 
 
+def frontends_of(spec: GraphSpec, replicas: dict[str, int]) -> int:
+    return sum(max(0, replicas.get(s.name, 0)) for s in spec.services if s.role == "frontend")
+
+
 def capacity_problem(*, graph_name: str, graph_id: int, spec: GraphSpec, replicas: dict[str, int],
-                     changed: str = "") -> str:
+                     changed: str = "", running_frontends: int = 0) -> str:
     """Why the local runtime cannot run ``spec`` at ``replicas`` beside the other local graphs,
     or "" when it can. ``changed``: the pool being scaled, named in the message."""
     limit = settings.LOCAL_RUNTIME_MAX_PROCESSES
     needed = processes_of(spec, replicas)
     others = processes_elsewhere(graph_id)
     if needed + others <= limit:
-        return ""
+        # The kernel's limit next: frontends that do not run yet need inotify instances.
+        return inotify_problem(max(0, frontends_of(spec, replicas) - running_frontends))
     what = f"{changed} at {replicas.get(changed, 0)} replicas makes {graph_name} need" if changed else \
         f"{graph_name} needs"
     fits = ""
@@ -48,3 +55,15 @@ def capacity_problem(*, graph_name: str, graph_id: int, spec: GraphSpec, replica
             f"and other graphs run {others}: {what} {needed}{fits}. Nothing was changed; raise "
             "LOCAL_RUNTIME_MAX_PROCESSES if the host has room, or scale another graph down")
 
+
+
+def local_capacity_check(*, graph, deployment: Deployment | None, spec: GraphSpec, replicas: dict[str, int],
+                         changed: str = "") -> None:
+    """Raise OperationRefused when the local runtime cannot run ``spec`` at ``replicas``."""
+    running = 0
+    if deployment is not None and deployment.active:
+        running = Pod.objects.filter(deployment=deployment, role="frontend").count()
+    problem = capacity_problem(graph_name=graph.name, graph_id=graph.pk, spec=spec, replicas=replicas,
+                               changed=changed, running_frontends=running)
+    if problem:
+        raise OperationRefused(problem)

@@ -33,6 +33,7 @@ from ..processes import PortRangeExhausted, allocate_ports, group_members
 from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process_env
 from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
 from .gpus import probe as probe_gpus
+from .hostlimits import inotify_problem
 from .observe import head_file, process_shm
 from .planner import PlannerExecutor
 from .runtime import graph_dir
@@ -194,6 +195,14 @@ class LocalOperator:
                 self.ports.pop(name, None)
                 self.ports.pop(f"{name}:bootstrap", None)
                 self.nixl.pop(name, None)
+        # Counted before a frontend starts, not read off its crash: the kernel's inotify limit.
+        starting = [p for p in wanted.values() if p.kind == "frontend" and p.name not in self.supervisor.names()]
+        short = inotify_problem(len(starting)) if starting else ""
+        if short:
+            for p in starting:
+                del wanted[p.name]
+                problems[self.owner[p.name]] = short
+                self._release([p])
         for planned in wanted.values():
             events += self.supervisor.ensure(
                 planned.name, planned.argv, planned.env, cwd=self.root, log_path=self.log_path(planned),

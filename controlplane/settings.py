@@ -288,7 +288,7 @@ KUBERNETES_WATCH_SECONDS = int(env("KUBERNETES_WATCH_SECONDS", "30"))
 # (create) in the graphs' namespaces; a refusal is shown, and the pod's volumes still say.
 KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 
-# Operations: a worker's claim lasts LEASE (then the reconcile hands it on); a local scale not observed in OBSERVE fails.
+# Operations: a claim lasts LEASE (then the reconcile hands it on); a local scale unobserved in OBSERVE fails (0: none wait)
 OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "90"))
 OPERATION_OBSERVE_SECONDS = float(env("OPERATION_OBSERVE_SECONDS", "120"))
 # Fault injection for reliability tests only: seconds to wait inside an operation's

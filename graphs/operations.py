@@ -261,7 +261,7 @@ def _execute(op: Operation) -> tuple[str, str]:
         service, replicas = op.params["service"], int(op.params["replicas"])
         runtime.scale(target=target, spec=spec, service=service, replicas=replicas, deployment=deployment)
         deployment.save(update_fields=DESIRED_FIELDS)
-        if runtime.kind == "local":
+        if runtime.kind == "local" and settings.OPERATION_OBSERVE_SECONDS > 0:  # 0: no local operator observes
             op.awaiting = {"generation": deployment.generation, "service": service, "replicas": replicas}
         _event(graph, "Scaled", service, f"{service} scaled from {op.before.get('replicas')} to {replicas} replicas")
         return f"{service}: {op.before.get('replicas')} → {replicas} replicas", ""

@@ -29,8 +29,9 @@ class GraphConflict(Refused):
     """The graph changed under the caller (stale revision) or the name is taken."""
 
 
-# Operational findings that refuse a save outright (not just an apply): typos, not drafts.
-REFUSED_ON_SAVE = {"replicas_absurd", "planner_config_invalid"}
+# Operational findings that refuse a save outright (not just an apply): typos, not drafts, and
+# a name no cluster can take (its components' resource names pass Kubernetes' 63 characters).
+REFUSED_ON_SAVE = {"replicas_absurd", "planner_config_invalid", "child_name_too_long"}
 
 
 def _refuse_structural(spec: GraphSpec) -> None:

@@ -357,3 +357,32 @@ def test_a_local_scale_never_observed_fails_at_its_deadline_naming_the_setting(d
     assert failed.state == "failed"
     assert failed.result == ("the local runtime did not run 2 replica(s) of decode within 120 s (setting "
                              "OPERATION_OBSERVE_SECONDS); it reports: 1/2 pods ready")
+
+
+# ------------------------------------------------------------------ names and stored errors
+
+
+def test_a_name_no_cluster_can_take_is_refused_at_save_not_at_apply(operator):
+    data = {**_template_form(text(operator.get("/graphs/new/?template=mocker-disagg"))), "name": "g" * 63,
+            "action": "create"}
+    response = operator.post("/graphs/new/", data)
+    assert response.status_code == 400
+    assert "the operator names this component's resources 'ggg" in text(response)
+    assert not Graph.objects.exists()
+
+
+def test_a_rewritten_name_is_reported_as_the_user_wrote_it(operator):
+    manifest = yaml.safe_load(open(ROOT_EXAMPLE).read())
+    manifest["metadata"]["name"] = "Llama.Prod"
+    response = operator.post("/graphs/import/", {"yaml": dump_yaml(manifest)})
+    body = text(response)
+    assert response.status_code == 400
+    assert "DynamoGraphDeployment name 'Llama.Prod' is not a valid Kubernetes name" in body
+    assert "'Llama-Prod'" not in body
+
+
+def test_a_stored_revision_with_errors_says_it_cannot_be_applied_beside_apply(operator):
+    services.graph_create(spec=build_spec(template="vllm-disagg", name="gpuless", prefill=PoolFields(gpus=0),
+                                          decode=PoolFields(gpus=0)))
+    page = text(operator.get("/graphs/gpuless/"))
+    assert re.search(r'id="head-errors"[^>]*>Revision 1 has \d+ errors? and cannot be applied', page)

@@ -86,3 +86,10 @@ document.addEventListener("htmx:beforeRequest", (event) => {
   const note = anchor && anchor.nextElementSibling;
   if (note && note.classList.contains("refusal")) note.remove();
 });
+// htmx checks a form's HTML constraints before it sends and, when one fails, sends nothing and
+// says nothing: show the browser's own message on the field (forms whose server writes every
+// message, like the create form's preview, opt out with novalidate).
+document.addEventListener("htmx:validation:halted", (event) => {
+  const form = event.detail.elt.closest("form") || event.detail.elt;
+  if (form.reportValidity) form.reportValidity();
+});

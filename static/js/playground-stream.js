@@ -83,7 +83,7 @@ export function curlSnippet(origin, graph, body) {
   const url = `${origin}/api/playground/${encodeURIComponent(graph)}/v1/chat/completions`;
   return [
     `curl -N ${shellQuote(url)} \\`,
-    `  -H "Authorization: Token $DCP_TOKEN" \\`,
+    `  -H "Authorization: Token $DYNAMO_CP_TOKEN" \\`,
     `  -H 'Content-Type: application/json' \\`,
     `  -d ${shellQuote(JSON.stringify(body, null, 2))}`,
   ].join("\n");
@@ -120,7 +120,7 @@ export function pythonSnippet(origin, graph, body) {
     "",
     "client = OpenAI(",
     `    base_url=${JSON.stringify(`${origin}/api/playground/${encodeURIComponent(graph)}/v1`)},`,
-    '    api_key=os.environ["DCP_TOKEN"],  # your control-plane API token',
+    '    api_key=os.environ["DYNAMO_CP_TOKEN"],  # your control-plane API token',
     ")",
     "stream = client.chat.completions.create(",
     ...args,

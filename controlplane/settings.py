@@ -288,7 +288,7 @@ KUBERNETES_WATCH_SECONDS = int(env("KUBERNETES_WATCH_SECONDS", "30"))
 # (create) in the graphs' namespaces; a refusal is shown, and the pod's volumes still say.
 KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 
-# Operations: a claim lasts LEASE (then the reconcile hands it on); a local scale unobserved in OBSERVE fails (0: none wait)
+# Operations: a claim lasts LEASE (then reconcile hands it on); a local scale unobserved in OBSERVE fails (0: no wait)
 OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "90"))
 OPERATION_OBSERVE_SECONDS = float(env("OPERATION_OBSERVE_SECONDS", "120"))
 # Fault injection for reliability tests only: seconds to wait inside an operation's
@@ -393,8 +393,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"refusals": {"()": "controlplane.logfilters.RefusalWithoutTraceback"}},  # a 403: one line
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["refusals"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"},
-                "httpx": {"level": "WARNING"}},
+    "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }

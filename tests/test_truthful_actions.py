@@ -386,3 +386,29 @@ def test_a_stored_revision_with_errors_says_it_cannot_be_applied_beside_apply(op
                                           decode=PoolFields(gpus=0)))
     page = text(operator.get("/graphs/gpuless/"))
     assert re.search(r'id="head-errors"[^>]*>Revision 1 has \d+ errors? and cannot be applied', page)
+
+
+# ------------------------------------------------------------------ smaller things
+
+
+def test_the_audit_link_opens_the_audit_page_not_the_api(client_for):
+    page = text(client_for("admin").get("/graphs/"))
+    assert '<a href="/audit/">Audit</a>' in page
+    assert client_for("admin").get("/audit/")["Content-Type"].startswith("text/html")
+
+
+def test_a_viewers_403_is_one_line_in_the_web_log_without_a_traceback(client_for):
+    import io
+    import logging
+
+    (console,) = [h for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler)
+                  and any(type(f).__name__ == "RefusalWithoutTraceback" for f in h.filters)]
+    stream = io.StringIO()
+    old = console.setStream(stream)
+    try:
+        assert client_for("viewer").get("/graphs/new/").status_code == 403
+    finally:
+        console.setStream(old)
+    logged = stream.getvalue()
+    assert "Forbidden (Permission denied): /graphs/new/" in logged
+    assert "Traceback" not in logged and "PermissionDenied" not in logged

@@ -237,3 +237,27 @@ def test_a_refusal_that_is_not_a_fragment_is_shown_as_text_next_to_its_form(page
     page.click("#apply-button")
     expect(page.locator("#runtime .refusal")).to_contain_text("CSRF", timeout=10_000)
     assert not Operation.objects.exists()
+
+
+def test_the_graph_page_does_not_scroll_sideways_at_800_px(page):
+    from graphs.models import Pod
+
+    graph = _deployed("narrow-graph-with-a-long-name")
+    deployment = Deployment.objects.get(graph=graph)
+    for i, service in enumerate(["Frontend", "prefill", "decode"]):
+        Pod.objects.create(deployment=deployment, name=f"narrow-graph-with-a-long-name-{service.lower()}-0",
+                           service=service, role=service.lower(), phase="Running", ready=True, port=20500 + i,
+                           shm_bytes=23 * 2**30, command=["python3", "-m", "dynamo.mocker"],
+                           args=["--model-path", "/var/lib/a/very/long/path/to/a/model/directory/x" * 2])
+    page.set_viewport_size({"width": 800, "height": 900})
+    _open(page, "/graphs/narrow-graph-with-a-long-name/")
+    page.wait_for_selector("#pods")
+    wide = page.evaluate("""() => {
+      const limit = document.documentElement.clientWidth;
+      return [...document.querySelectorAll('body *')].filter(e => {
+        const r = e.getBoundingClientRect();
+        return r.right > limit + 1 && getComputedStyle(e).position !== 'fixed' && !e.closest('.scroll-x');
+      }).map(e => e.tagName + (e.id ? '#' + e.id : '') + '.' + e.className).slice(0, 15);
+    }""")
+    width = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert width[0] <= width[1], (width, wide)

@@ -6,6 +6,8 @@ Deployment.endpoint, written by the runtime: never from the request."""
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass
 
 from accounts.roles import Role, user_role
@@ -39,6 +41,12 @@ class ChatTarget:
     state: str
     # Why the graph's replies come from Dynamo's mocker ("" when a real engine answers).
     simulated: str = ""
+    # Dynamo worker instance id -> pod name (the local runtime's report), for the reply timing.
+    workers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def workers_json(self) -> str:
+        return json.dumps(dict(self.workers))
 
     @property
     def url(self) -> str:
@@ -104,8 +112,9 @@ def chat_graphs(user) -> list[ChatTarget]:
             base = frontend_base(graph.deployment.endpoint)
         except BadEndpoint:
             continue
+        workers = (graph.deployment.runtime_info or {}).get("workers") or {}
         out.append(ChatTarget(graph.pk, graph.name, _model(graph), base, graph.deployment.state,
-                              _simulated(graph)))
+                              _simulated(graph), tuple(sorted(workers.items()))))
     return out
 
 

@@ -70,6 +70,11 @@ def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
                        json={"model": "e2e-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
     assert reply.status_code == 200
     assert reply.json()["usage"]["completion_tokens"] == 8
+    # The workers' Dynamo instance ids, as pod names (what the playground shows for a reply).
+    workers = _converge(operator, graph, lambda dep, pods: len(dep.runtime_info.get("workers", {})) == 2
+                        and dep.runtime_info["workers"])
+    assert sorted(workers.values()) == ["e2e-decode-0", "e2e-prefill-0"]
+    assert all(key.isdigit() for key in workers)
 
     # Scale prefill 1 -> 2: only a prefill process is added; decode and frontend keep their pids.
     before = _pids(operator, ["e2e-frontend-0", "e2e-decode-0", "e2e-prefill-0"])

@@ -10,6 +10,7 @@ Only known Dynamo entry points run, with argv built from the typed spec (argv.py
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import sys
 import time
@@ -66,6 +67,20 @@ class Planned:
     ignored: list[str] = field(default_factory=list)
     kind: str = "mocker"  # frontend, mocker or vllm
     gpus: int = 0  # GPUs this process gets (vLLM workers only)
+
+
+def worker_pods(discovery: Path, by_port: dict[int, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for card in (discovery / "v1" / "mdc").glob("*"):
+        try:
+            text = card.read_text()[:100_000]
+        except OSError:
+            continue
+        instance = re.search(r'"instance_id":\s*(\d+)', text)
+        port = re.search(r"http://127\.0\.0\.1:(\d+)/v1/metadata/", text)
+        if instance and port and int(port.group(1)) in by_port:
+            out[instance.group(1)] = by_port[int(port.group(1))]
+    return out
 
 
 def pod_name(graph: str, service: str, index: int) -> str:
@@ -225,8 +240,16 @@ class LocalOperator:
         info = self.planner.reconcile(deployments, by_dep, discovery=lambda n: graph_dir(n) / "discovery",
                                       folder=lambda n: graph_dir(n) / "planner")
         for dep in deployments:
+            runtime_info = {**info.get(dep.pk, {}), "workers": self.worker_pods(dep)} if dep.active else {}
             self.write_status(dep, by_dep.get(dep.pk, []), problems.get(dep.pk, ""),
-                              [e for e in events if self.owner.get(e.object) == dep.pk], info.get(dep.pk, {}))
+                              [e for e in events if self.owner.get(e.object) == dep.pk], runtime_info)
+
+    def worker_pods(self, dep: Deployment) -> dict[str, str]:
+        """Dynamo's 64-bit worker instance ids (what the frontend's nvext names a reply's
+        workers by) as pod names, read from the models the workers registered in the graph's
+        discovery folder: each names its metadata URL by the worker's own system port."""
+        by_port = {port: name for name, port in self.ports.items() if self.owner.get(name) == dep.pk}
+        return worker_pods(graph_dir(dep.graph.name) / "discovery", by_port)
 
     def _release(self, planned: list[Planned]) -> None:
         for p in planned:

@@ -307,7 +307,8 @@ def operations_reconcile() -> dict[str, int]:
     requeued = failed = 0
     for op in Operation.waiting_since(now - STALE_PENDING) | Operation.lease_expired(now):
         if op.state == OperationState.RUNNING and "await" in (op.params or {}):
-            failed += Operation.give_up(op, OperationState.FAILED, result=_not_observed(op))
+            failed += Operation.give_up(op, OperationState.FAILED, result=_not_observed(op),
+                                        params={k: v for k, v in op.params.items() if k != "await"})
         elif op.attempts >= MAX_ATTEMPTS:
             failed += Operation.give_up(op, OperationState.FAILED, result=(op.result + "\n" if op.result else "")
                                         + f"gave up after {op.attempts} attempts (worker lost)")

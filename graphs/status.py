@@ -62,13 +62,14 @@ def scales_settle(deployment: Deployment, observation: Observation, observed_gen
         if observed_generation < want["generation"]:
             continue
         service, replicas = want["service"], want["replicas"]
+        asked = {k: v for k, v in op.params.items() if k != "await"}  # the request, as it was made
         pods = [p for p in observation.pods if p.service == service]
         running = sum(1 for p in pods if p.phase == "Running")
         if observation.state == GraphState.FAILED and observation.message:
-            Operation.finish(op.pk, OperationState.FAILED,
+            Operation.finish(op.pk, OperationState.FAILED, params=asked,
                              result=f"{service}: the runtime cannot run {replicas} replica(s): {observation.message}")
         elif len(pods) == replicas and running == replicas:
-            Operation.finish(op.pk, OperationState.SUCCEEDED,
+            Operation.finish(op.pk, OperationState.SUCCEEDED, params=asked,
                              result=f"{service}: {op.before.get('replicas')} → {replicas} replicas "
                                     f"({running} running, observed)")
 

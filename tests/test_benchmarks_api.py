@@ -25,7 +25,9 @@ RUNS = "/api/benchmarks/runs/"
 
 @pytest.fixture(autouse=True)
 def _nothing_runs(monkeypatch, settings, tmp_path):
-    """Record runs and studies, but start no aiperf and send no Celery message."""
+    """Record runs and studies, but start no aiperf and send no Celery message. No local
+    operator runs either: a scale succeeds once recorded, not once observed."""
+    settings.OPERATION_OBSERVE_SECONDS = 0
     monkeypatch.setattr(services, "_enqueue", lambda run: None)
     monkeypatch.setattr(studies, "_schedule", lambda study_id, now: None)
     settings.BENCHMARK_DIR = tmp_path / "benchmarks"

@@ -412,3 +412,13 @@ def test_a_viewers_403_is_one_line_in_the_web_log_without_a_traceback(client_for
     logged = stream.getvalue()
     assert "Forbidden (Permission denied): /graphs/new/" in logged
     assert "Traceback" not in logged and "PermissionDenied" not in logged
+
+
+def test_a_settled_scale_keeps_only_the_params_it_was_asked_with(db):
+    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="tidy"))
+    deployment = _deploy(graph)
+    op = _scaled(graph, 2)
+    assert op.params["await"]["replicas"] == 2
+    deployment.refresh_from_db()
+    observation_record(deployment, Observation(state="ready", pods=_pods(2)), observed_generation=deployment.generation)
+    assert Operation.objects.get(pk=op.pk).params == {"service": "decode", "replicas": 2}

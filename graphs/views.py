@@ -202,9 +202,10 @@ def graph_detail(request, name: str):
         return HttpResponse(card("manifest"))
     # A stored revision with errors says so where it would be applied (findings in its own version).
     head_errors = [f for f in revision_preview(head, head.api_version)[1].findings if f.severity == Severity.ERROR]
-    context = {"graph": graph, "spec_html": card("spec"), "manifest_html": card("manifest"), "head_errors": head_errors,
-               "api_version": api_version, "apply_api_version": head.api_version,
-               "apply_api_versions": served_api_versions(head.graph_spec), **status_context(graph, deployment_of(graph))}
+    context = {"graph": graph, "spec_html": card("spec"), "manifest_html": card("manifest"),
+               "head_errors": head_errors, "api_version": api_version, "apply_api_version": head.api_version,
+               "apply_api_versions": served_api_versions(head.graph_spec),
+               **status_context(graph, deployment_of(graph))}
     return render(request, "graphs/detail.html", context)
 
 

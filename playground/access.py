@@ -7,7 +7,6 @@ Deployment.endpoint, written by the runtime: never from the request."""
 from __future__ import annotations
 
 import json
-
 from dataclasses import dataclass
 
 from accounts.roles import Role, user_role

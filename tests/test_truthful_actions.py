@@ -423,3 +423,15 @@ def test_a_settled_scale_keeps_only_the_params_it_was_asked_with(db):
     deployment.refresh_from_db()
     observation_record(deployment, Observation(state="ready", pods=_pods(2)), observed_generation=deployment.generation)
     assert Operation.objects.get(pk=op.pk).params == {"service": "decode", "replicas": 2}
+
+
+def test_the_v1alpha1_finding_advises_v1beta1_only_where_nothing_would_be_lost(db):
+    from graphs.validation import validate_manifest
+
+    manifest = yaml.safe_load(ALPHA_WITH_RESOURCES)
+    (clean,) = [f for f in validate_manifest(manifest).findings if f.code == "v1alpha1_deprecated"]
+    assert clean.fix == "export this graph as nvidia.com/v1beta1"
+    manifest["spec"]["services"]["decode"]["annotations"] = {"team": "inference"}
+    (lossy,) = [f for f in validate_manifest(manifest).findings if f.code == "v1alpha1_deprecated"]
+    assert lossy.fix == ("to move it to nvidia.com/v1beta1, first remove what v1beta1 has no place for: "
+                         "spec.services.decode.annotations")

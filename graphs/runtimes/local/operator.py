@@ -10,7 +10,6 @@ Only known Dynamo entry points run, with argv built from the typed spec (argv.py
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import sys
 import time
@@ -35,7 +34,7 @@ from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process
 from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
 from .gpus import probe as probe_gpus
 from .hostlimits import inotify_problem
-from .observe import head_file, process_shm
+from .observe import head_file, process_shm, worker_pods
 from .planner import PlannerExecutor
 from .runtime import graph_dir
 from .supervisor import Supervisor
@@ -67,20 +66,6 @@ class Planned:
     ignored: list[str] = field(default_factory=list)
     kind: str = "mocker"  # frontend, mocker or vllm
     gpus: int = 0  # GPUs this process gets (vLLM workers only)
-
-
-def worker_pods(discovery: Path, by_port: dict[int, str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for card in (discovery / "v1" / "mdc").glob("*"):
-        try:
-            text = card.read_text()[:100_000]
-        except OSError:
-            continue
-        instance = re.search(r'"instance_id":\s*(\d+)', text)
-        port = re.search(r"http://127\.0\.0\.1:(\d+)/v1/metadata/", text)
-        if instance and port and int(port.group(1)) in by_port:
-            out[instance.group(1)] = by_port[int(port.group(1))]
-    return out
 
 
 def pod_name(graph: str, service: str, index: int) -> str:

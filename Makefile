@@ -24,14 +24,7 @@ $(STAMP): pyproject.toml Makefile
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-# The OpenAI endpoint's native relay (playground/native.py): without a C compiler the product
-# still works, and relays streams in Python.
-NATIVE := playground/librelay.so
-$(NATIVE): playground/relay.c playground/chunked.h
-	@$(CC) -O2 -Wall -Wextra -shared -fPIC -pthread -o $@ $< || { rm -f $@; \
-	  echo "warning: $(NATIVE) not built (no C compiler?): streams are relayed in Python"; }
-
-install: $(STAMP) $(NATIVE)
+install: $(STAMP)
 
 up: install
 	$(PY) manage.py up --port $(PORT)

@@ -6,5 +6,5 @@ class AccountsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        # The OpenAPI scheme; the audit of logins and roles; forgetting remembered users on a change.
-        from . import backends, schema, signals  # noqa: F401
+        # The OpenAPI scheme; forgetting remembered users on a change.
+        from . import backends, schema  # noqa: F401

@@ -36,7 +36,14 @@ def _ttl() -> float:
 
 
 class SessionUserBackend(ModelBackend):
-    """ModelBackend whose ``get_user`` (the session's user, on every request) is cached."""
+    """ModelBackend whose ``get_user`` (the session's user, on every request) is cached.
+    Passwords are checked only while local accounts are on (OIDC_LOCAL_LOGIN): off, every
+    password sign-in (the login page, the admin's) fails, and only manage.py reaches users."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if not getattr(settings, "OIDC_LOCAL_LOGIN", True):
+            return None
+        return super().authenticate(request, username=username, password=password, **kwargs)
 
     def get_user(self, user_id):
         now = time.monotonic()

@@ -33,6 +33,8 @@ class Role(enum.IntEnum):
 
 
 ROLE_GROUPS = {"viewer": Role.VIEWER, "operator": Role.OPERATOR, "admin": Role.ADMIN}
+# Who acts in a call made on the server without a user (manage.py create_token), as the audit log names it.
+SERVER_ADMIN = "server administrator (CLI without --user)"
 
 
 def user_role(user: Actor) -> Role:

@@ -15,9 +15,8 @@ from knox.crypto import hash_token
 from knox.settings import CONSTANTS
 from rest_framework import exceptions
 
-from audit.services import audit_record
-
 from .models import ApiToken
+from .signals import token_created, token_revoked
 
 DEFAULT_DAYS = 90
 MAX_DAYS = 365
@@ -55,9 +54,7 @@ def token_create(*, user, name: str, days: int | None = DEFAULT_DAYS, actor=None
         with transaction.atomic():
             token, key = ApiToken.objects.create(user=user, name=name,
                                                  expiry=timedelta(days=days) if days is not None else None)
-            audit_record(actor=actor or user, via=via, action="token.create", target_type="user",
-                         target=user.username, after={"name": name, "prefix": token.prefix,
-                                                      "expiry": token.expiry.isoformat() if token.expiry else None})
+            token_created.send(sender=ApiToken, token=token, actor=actor or user, via=via)
     except IntegrityError:
         raise TokenNameTaken("name", f"{user.username} already has a token named {name!r}") from None
     return token, key
@@ -65,8 +62,7 @@ def token_create(*, user, name: str, days: int | None = DEFAULT_DAYS, actor=None
 
 @transaction.atomic
 def token_revoke(*, token: ApiToken, actor=None, via: str = "ui") -> None:
-    audit_record(actor=actor, via=via, action="token.revoke", target_type="user", target=token.user.username,
-                 before={"name": token.name, "prefix": token.prefix})
+    token_revoked.send(sender=ApiToken, token=token, actor=actor, via=via)
     ApiToken.objects.filter(pk=token.pk).delete()
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from accounts.roles import SERVER_ADMIN
+
 from .models import AuditRecord
 
 REDACTED = "[redacted]"
-# The actor of a manage.py CLI call made without --user (accounts/cli.py).
-SERVER_ADMIN = "server administrator (CLI without --user)"
 # Keys whose values are never stored: token values, passwords, kubeconfig credentials.
 _SECRET_KEY = re.compile(r"(token|password|secret_value|secret-value|credential|private|client-key|"
                          r"client_key|bearer|api[_-]?key|hf_token$)", re.I)

@@ -167,8 +167,8 @@ def seed() -> None:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
+    from core.catalog import PoolFields, build_spec
     from graphs import services
-    from graphs.catalog import PoolFields, build_spec
     from graphs.models import Deployment, Operation
     from metrics.services import objectives_set
 

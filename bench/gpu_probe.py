@@ -61,8 +61,38 @@ def nvml_uuids() -> list[str]:
         pynvml.nvmlShutdown()
 
 
+def problems(result: dict) -> list[str]:
+    """What the run must show on a host with one GPU (the H200 of bench/results/gpu-nvml-h200.json):
+    NVML saw the stand-in worker's own process on the GPU it was given, holding its memory."""
+    out = []
+    if result["probe"]["count"] != 1:
+        out.append(f"expected one GPU, NVML saw {result['probe']['count']}")
+    if result.get("worker_env", {}).get("CUDA_VISIBLE_DEVICES") != "0":
+        out.append(f"the worker's CUDA_VISIBLE_DEVICES: {result.get('worker_env')}")
+    worker = result.get("worker_reported") or {}
+    if worker.get("device_count") != 1 or f"GPU-{worker.get('uuid')}" != (result.get("nvml_uuids") or [None])[0]:
+        out.append(f"the worker saw {worker.get('device_count')} GPU(s), uuid {worker.get('uuid')}")
+    samples = result.get("usage_samples") or []
+    if not samples:
+        out.append("no usage samples")
+    for s in samples:
+        if s["pids"] != [worker.get("pid")] or s["devices"] != [0]:
+            out.append(f"a sample saw pids {s['pids']} on devices {s['devices']}, not the worker alone on GPU 0")
+        if s["memory_bytes"] < ALLOC_GIB * 2**30:  # what it holds, plus its CUDA context
+            out.append(f"a sample saw {s['memory_bytes']} bytes, less than the {ALLOC_GIB} GiB it holds")
+    if samples and max(s["util_percent"] for s in samples) <= 50:
+        out.append("the matrix products never showed above 50 % utilisation")
+    if "the host has 1" not in (result.get("assign_refused") or ""):
+        out.append(f"a second GPU worker was not refused: {result.get('assign_refused')}")
+    return out
+
+
 def main(out_path: str) -> int:
-    result: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    from bench.record import machine, provenance
+
+    result: dict = {"benchmark": "gpu-probe", "command": f"python3 bench/gpu_probe.py {out_path}",
+                    "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **provenance(),
+                    "machine": machine()}
     host = probe()
     result["probe"] = host.as_dict()
     print("NVML probe:", host)
@@ -112,10 +142,17 @@ def main(out_path: str) -> int:
     finally:
         sup.stop_all(grace=3)
         result["worker_log_tail"] = log.read_text()[-1500:] if log.exists() else ""
+    found = problems(result)
+    result["problems"] = found
     Path(out_path).write_text(json.dumps(result, indent=2, default=str))
     print(json.dumps(result, indent=2, default=str))
-    return 0
+    print("\n".join(found) or "ok: NVML saw the stand-in worker on its own GPU", file=sys.stderr)
+    return 1 if found else 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--check"]:  # re-check a committed result: python3 bench/gpu_probe.py --check FILE
+        found = problems(json.loads(Path(sys.argv[2]).read_text()))
+        print("\n".join(found) or "ok")
+        sys.exit(1 if found else 0)
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "gpu-nvml.json"))

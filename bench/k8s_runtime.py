@@ -43,11 +43,11 @@ def run() -> list[tuple[str, float, float, str]]:
 
     from clusters.models import Cluster
     from controlplane.celery import app
+    from core.catalog import PoolFields, build_spec
+    from core.specio import spec_from_data
     from graphs import services
-    from graphs.catalog import PoolFields, build_spec
     from graphs.models import Operation, Pod
     from graphs.runtimes.kubernetes.watch import ClusterWatcher
-    from graphs.specio import spec_from_data
     from tests.k8s_emulator import KubeEmulator
 
     app.conf.task_always_eager = True

@@ -90,8 +90,8 @@ def seed(n_graphs: int, pods_per_graph: int) -> None:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
+    from core.catalog import build_spec
     from graphs import services
-    from graphs.catalog import build_spec
     from graphs.models import Deployment, Event, Graph, Pod
 
     if not User.objects.filter(username="bench").exists():
@@ -120,8 +120,8 @@ def analyze(url: str) -> None:
 
 def seed_local_graphs() -> None:
     """The graphs whose series bench/charts.py backfills, as applied local graphs."""
+    from core.catalog import PoolFields, build_spec
     from graphs import services
-    from graphs.catalog import PoolFields, build_spec
     from graphs.models import Deployment
     from metrics.services import objectives_set
 
@@ -170,19 +170,15 @@ def count_queries(urls: dict[str, str]) -> dict[str, int]:
     return out
 
 
-def start_web(env: dict[str, str], port: int, workers: int, server: str = "serve") -> subprocess.Popen:
-    """The web process exactly as `manage.py up` starts it (its own web_command, and the shared
-    file cache it gives several workers), on ``port``. ``server="uvicorn"``: the same under
-    ``uvicorn --workers`` (one listening socket shared by the workers), for comparison."""
+def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
+    """The web process exactly as `manage.py up` starts it (its own web_command: uvicorn
+    --workers as it ships, and the shared file cache it gives several workers), on ``port``."""
     from controlplane.management.commands.up import web_command
 
     env = {**os.environ, **env, "WEB_WORKERS": str(workers)}
     if workers > 1:
         env.setdefault("CACHE_URL", f"file://{Path(env['CONTROLPLANE_VAR_DIR']) / 'cache'}")
     argv = web_command("127.0.0.1", port, workers)
-    if server == "uvicorn":
-        at = argv.index("controlplane.serve")
-        argv[at - 1:at + 1] = ["-m", "uvicorn", "controlplane.asgi:application"]
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -254,9 +250,6 @@ def main() -> int:
                         "of warm-up)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per page, each with new connections")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="uvicorn web workers")
-    parser.add_argument("--compare-uvicorn", action="store_true",
-                        help="with Prometheus up, also load every page under `uvicorn --workers` (one shared "
-                             "listening socket), round for round alternating with the product's own server")
     parser.add_argument("--database", default=os.environ.get(
         "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/cp_bench_pages"))
     args = parser.parse_args()
@@ -292,15 +285,12 @@ def main() -> int:
     passes = ((real, "prometheus up"), (dead, "prometheus down"), (slow.url, "prometheus slow (2 s)"))
     try:
         for url_of_prometheus, label in passes:
-            servers = {label: "serve"}
-            if args.compare_uvicorn and label == "prometheus up":
-                servers[f"{label}, uvicorn --workers"] = "uvicorn"
+            servers = [label]
             procs, bases = {}, {}
             try:
-                for server_label, server in servers.items():
+                for server_label in servers:
                     port = free_port()
-                    procs[server_label] = start_web({**env, "PROMETHEUS_URL": url_of_prometheus}, port, args.workers,
-                                                    server)
+                    procs[server_label] = start_web({**env, "PROMETHEUS_URL": url_of_prometheus}, port, args.workers)
                     bases[server_label] = f"http://127.0.0.1:{port}"
                 pages = urls if label == "prometheus up" else {k: urls[k] for k in ("overview", "overview_data",
                                                                                     "chart")}
@@ -342,8 +332,8 @@ def main() -> int:
         "setup": {"clients": args.clients, "seconds_per_page": args.seconds, "rounds": args.rounds,
                   "web_workers": args.workers,
                   "load_generator": "wrk (one thread, keep-alive connections, closed loop)",
-                  "server": "manage.py up's web command (python -m controlplane.serve: uvicorn workers with a "
-                            "listening socket each), DEBUG off",
+                  "server": "manage.py up's web command (python -m uvicorn controlplane.asgi:application "
+                            "--workers N, as it ships), DEBUG off",
                   "database": "postgresql",
                   "graphs": 500, "pods": 5000},
         "goals_ms": {name: GOALS_MS.get(name, DEFAULT_GOAL_MS) for name in urls},

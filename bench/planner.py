@@ -28,10 +28,10 @@ def main(count: int = 6) -> dict:
     from django.conf import settings
 
     from controlplane.celery import app
+    from core.catalog import PoolFields, build_spec
+    from core.planner import PlannerSettings
     from graphs import operations, services
-    from graphs.catalog import PoolFields, build_spec
     from graphs.models import Deployment
-    from graphs.planner.settings import PlannerSettings
     from graphs.runtimes.local.operator import LocalOperator
     from graphs.runtimes.processes import wait_until
 
@@ -77,9 +77,9 @@ def main(count: int = 6) -> dict:
               "median_seconds": round(statistics.median(seconds), 2) if seconds else None,
               "max_seconds": max(seconds) if seconds else None,
               "note": "decode 1↔2 on a mocker graph; operator loop every 0.3 s; 2 shared cores"}
-    out = ROOT / "bench" / "results" / "planner.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    from bench import record
+
+    record.write("planner", result, argv=["bench/planner.py", *sys.argv[1:]])
     print(json.dumps(result, indent=2))
     return result
 

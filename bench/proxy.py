@@ -1,42 +1,36 @@
-"""The OpenAI endpoint against the graph's frontend directly and against LiteLLM, side by side:
-TTFT, inter-chunk gaps and CPU per streamed chunk, through the product as `make up` starts it.
+"""The token stream's paths side by side, as `make up` starts the product: the graph's frontend
+directly, through the control plane's relay, through nginx asking the control plane with
+auth_request, and through LiteLLM when it is installed. Added TTFT, inter-chunk gaps, CPU.
 
-    python bench/proxy.py                       # ~3-5 min on a 2-core machine
+    python bench/proxy.py                       # ~2-3 min on a 2-core machine
     python bench/proxy.py --rounds 5            # longer, steadier
 
-LiteLLM runs from a virtualenv of its own, never the project's (its pins clash):
+LiteLLM runs from a virtualenv of its own, never the project's (its pins clash); without it the
+arm is left out:
 
     python3 -m venv var/bench-litellm && var/bench-litellm/bin/pip install 'litellm[proxy]==1.108.7'
     python bench/proxy.py --litellm var/bench-litellm/bin/litellm    # the default path; '' skips it
 
-Starts the product with ``manage.py up`` (what ``make up`` runs: web, Celery worker, operator,
-the example graph "demo" on the local runtime, a real frontend with mocker prefill and decode
-workers) in a temporary var folder with the embedded defaults (SQLite, folder broker), makes an
-API token for the admin and gives it benchmark-sized limits (the product's per-user API
-limits), and starts LiteLLM's proxy (from its own virtualenv: never the project's) in front of
-the same frontend. Then, in every round and at every concurrency, runs the arms one after the
-other in a shuffled order, the same client code for all:
+Starts the product with ``manage.py up`` (what ``make up`` runs: uvicorn --workers, Celery
+worker, operator, the example graph "demo" on the local runtime: a real frontend with mocker
+prefill and decode workers) in a temporary var folder with the embedded defaults, makes an API
+token for the admin with benchmark-sized limits, starts Debian's nginx (scripts/services.sh
+nginx) with deploy/gateway/nginx.conf and LiteLLM in front of the same frontend. Then, in every
+round and at every concurrency, runs the arms one after the other in a shuffled order, the same
+client code for all:
 
   direct   client -> the graph's frontend (keep-alive)
-  proxy    client -> /api/playground/demo/v1/chat/completions (the product's web process)
+  relay    client -> /api/playground/demo/v1/chat/completions (the product's web processes)
+  nginx    client -> nginx (auth_request -> the product's /api/gateway/authorize/demo) -> the frontend
   litellm  client -> LiteLLM 1.x (one worker, master key) -> the frontend
-  django   client -> the same endpoint through Django's handler and middleware (a second web
-           process on controlplane.asgi:django_application, which nothing of the product
-           serves: what the lean route saves)
-  proxy-pw client -> the same endpoint on two web workers without the stream worker
-           (controlplane.serve --workers 2 --no-stream-worker: each page worker relays the
-           streams of the connections it took): what one process for the streams saves
-  relay    client -> bench/bare_relay.py (a bare TCP relay on uvloop, one process: no HTTP, no
-           authentication, no limits) -> the frontend: the floor any process in the data path
-           pays per chunk on this machine
 
 Each simulated user waits a random 0..--think-ms (20) ms before each request, the same waits
 in every arm of a round (see bench/sse_client.run_batch: without them TTFT moves in whole steps
-of the engine's clock). Reported per arm and concurrency: TTFT and chunk-gap percentiles over all requests; per round
-the TTFT p50 and chunk-gap p50, and the paired Δ against the direct arm of the same round
-(median and min-max over rounds: the spread); CPU per streamed SSE event of the proxy's
-process tree and of the frontend (measured during the direct arm). Writes everything, with the
-machine, versions and date, to bench/results/proxy.json (--out)."""
+of the engine's clock). Reported per arm and concurrency: TTFT and chunk-gap percentiles over
+all requests; per round the TTFT p50 and chunk-gap p50, and the paired Δ against the direct arm
+of the same round (median and min-max over rounds: the spread); CPU per streamed SSE event of
+the arm's processes and of the frontend. Writes everything, with the machine, versions, date
+and commit, to bench/results/proxy.json (--out)."""
 
 from __future__ import annotations
 
@@ -63,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import sse_client  # noqa: E402
 from bench.sse_client import cmdline, cpu_seconds, pct, tree  # noqa: E402
+from tests.gateway_fixtures import NginxGateway, nginx_binary  # noqa: E402
 
 LITELLM_DEFAULT = str(ROOT / "var" / "bench-litellm" / "bin" / "litellm")
 MASTER_KEY = "sk-bench-only-master-key"
@@ -173,6 +168,8 @@ def versions(litellm: str | None) -> dict:
     for name in ("django", "aiohttp", "uvicorn", "uvloop", "httptools", "ai-dynamo", "prometheus-client"):
         with contextlib.suppress(Exception):
             out[name] = version(name)
+    if nginx_binary():
+        out["nginx"] = subprocess.run([nginx_binary(), "-v"], capture_output=True, text=True).stderr.strip()
     if litellm:
         result = subprocess.run([str(Path(litellm).parent / "python"), "-c",
                                  "from importlib.metadata import version; print(version('litellm'))"],
@@ -240,7 +237,7 @@ def main() -> int:
     log: list[str] = []
     started_pids: list[int] = []
     litellm_proc = None
-    extra_procs: list[subprocess.Popen] = []
+    gateways: list[NginxGateway] = []
     ok = False
     try:
         wait_line(up, "example graph 'demo' is serving at", 300, log)
@@ -248,40 +245,22 @@ def main() -> int:
                                text=True, timeout=120, check=True)
         _, token, endpoint = next(line for line in setup.stdout.splitlines() if line.startswith("SETUP")).split()
         started_pids = tree(up.pid)
-        web = next(p for p in started_pids  # the supervisor, not one of its workers
-                   if "controlplane.serve" in cmdline(p) and "--worker " not in cmdline(p) + " ")
+        web = next(p for p in started_pids  # uvicorn's supervisor: its workers are its children
+                   if "uvicorn" in cmdline(p) and "controlplane.asgi:application" in cmdline(p))
         frontend = next(p for p in started_pids if "dynamo.frontend" in cmdline(p))
         model = json.loads(subprocess.run(["curl", "-s", f"{endpoint}/v1/models"], capture_output=True, text=True,
                                           timeout=10).stdout)["data"][0]["id"]
         frontend_port = int(endpoint.rsplit(":", 1)[1].split("/")[0])
+        key = {"Authorization": f"Bearer {token}"}
         arms = {"direct": (frontend_port, "/v1/chat/completions", {}, None),
-                "proxy": (port, "/api/playground/demo/v1/chat/completions", {"Authorization": f"Bearer {token}"},
-                          tree(web))}
-        django_port = free_port()
-        django_env = {**env, "CACHE_URL": env.get("CACHE_URL") or f"file://{tmp / 'var' / 'cache'}"}  # as up's
-        django_web = subprocess.Popen([py, "-m", "uvicorn", "controlplane.asgi:django_application", "--host",
-                                       "127.0.0.1", "--port", str(django_port), "--no-access-log", "--log-level",
-                                       "warning"], cwd=ROOT, env=django_env, start_new_session=True)
-        extra_procs.append(django_web)
-        wait_http(f"http://127.0.0.1:{django_port}/healthz", 60)
-        arms["django"] = (django_port, "/api/playground/demo/v1/chat/completions",
-                          {"Authorization": f"Bearer {token}"}, tree(django_web.pid))
-        pw_port = free_port()
-        pw_web = subprocess.Popen([py, "-m", "controlplane.serve", "--workers", "2", "--no-stream-worker", "--host",
-                                    "127.0.0.1", "--port", str(pw_port), "--no-access-log", "--log-level", "warning"],
-                                   cwd=ROOT,
-                                   env=django_env, start_new_session=True)
-        extra_procs.append(pw_web)
-        wait_http(f"http://127.0.0.1:{pw_port}/healthz", 60)
-        arms["proxy-pw"] = (pw_port, "/api/playground/demo/v1/chat/completions",
-                            {"Authorization": f"Bearer {token}"}, tree(pw_web.pid))
-        relay_port = free_port()
-        relay = subprocess.Popen([py, "bench/bare_relay.py", "--port", str(relay_port), "--upstream",
-                                  f"127.0.0.1:{frontend_port}"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                 text=True, start_new_session=True)
-        extra_procs.append(relay)
-        wait_line(relay, "ready", 30, [])
-        arms["relay"] = (relay_port, "/v1/chat/completions", {}, tree(relay.pid))
+                "relay": (port, "/api/playground/demo/v1/chat/completions", key, tree(web))}
+        if nginx_binary() is None:
+            print("no nginx (scripts/services.sh nginx): its arm is left out", file=sys.stderr)
+        else:
+            nginx = NginxGateway(frontend=f"127.0.0.1:{frontend_port}", controlplane=f"127.0.0.1:{port}",
+                                 graph="demo").start()
+            gateways.append(nginx)
+            arms["nginx"] = (nginx.port, "/v1/chat/completions", key, nginx.pids())
         if args.litellm and not Path(args.litellm).is_file():
             print(f"no LiteLLM at {args.litellm}: its arm is left out (see --help)", file=sys.stderr)
             args.litellm = ""
@@ -324,7 +303,7 @@ def main() -> int:
         metrics_before = scrape_added(port)
         asyncio.run(run_all())
         results = build_results(args, arms, replies, cpu, began)
-        time.sleep(1)  # the stream worker writes its observations within telemetry.instruments.FLUSH_SECONDS
+        time.sleep(1)  # the web workers write their observations within telemetry.instruments.FLUSH_SECONDS
         results["proxy_own_time"] = added_time(metrics_before, scrape_added(port))
         print_report(results)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -338,11 +317,8 @@ def main() -> int:
                 os.killpg(litellm_proc.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 litellm_proc.wait(timeout=15)
-        for proc in extra_procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=15)
+        for nginx in gateways:
+            nginx.stop()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(up.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -384,29 +360,20 @@ def build_results(args, arms, replies, cpu, began) -> dict:
         out["arms"][f"{name}@c{conc}"] = row
     goals = {}
     for conc in (1, 16):
-        proxy, direct = out["arms"].get(f"proxy@c{conc}"), out["arms"].get(f"direct@c{conc}")
-        if not proxy:
-            continue
-        if conc == 1:
-            goals["c1_added_ttft_p50_ms"] = {"measured": proxy["d_ttft_p50"], "goal": "<= 2 ms"}
-        else:
-            goals["c16_added_ttft_p50_ratio"] = {"measured": proxy["ratio_ttft_p50"], "goal": "<= 1.10"}
-        goals[f"c{conc}_added_gap_p50_ms"] = {"measured": proxy["d_gap_p50"], "goal": "not measurable (~0)"}
-        goals[f"c{conc}_cpu_per_event_vs_frontend"] = {
-            "measured": round(proxy["cpu_ms_per_event"] / direct["frontend_cpu_ms_per_event"], 3), "goal": "<= 0.5"}
-        for name, what in (("proxy-pw", "page_workers_relaying"), ("relay", "bare_relay_floor")):
+        direct = out["arms"].get(f"direct@c{conc}")
+        for name in ("relay", "nginx", "litellm"):
             row = out["arms"].get(f"{name}@c{conc}")
-            if row:
-                goals[f"c{conc}_cpu_per_event_vs_frontend_{what}"] = {
+            if not row:
+                continue
+            if conc == 1:
+                goals[f"c1_added_ttft_p50_ms_{name}"] = {"measured": row["d_ttft_p50"], "goal": "<= 2 ms"}
+            else:
+                goals[f"c16_added_ttft_p50_ratio_{name}"] = {"measured": row["ratio_ttft_p50"], "goal": "<= 1.10"}
+            goals[f"c{conc}_added_gap_p50_ms_{name}"] = {"measured": row["d_gap_p50"], "goal": "unchanged (~0)"}
+            if "cpu_ms_per_event" in row:
+                goals[f"c{conc}_cpu_per_event_vs_frontend_{name}"] = {
                     "measured": round(row["cpu_ms_per_event"] / direct["frontend_cpu_ms_per_event"], 3),
-                    "goal": "for comparison"}
-        lite = out["arms"].get(f"litellm@c{conc}")
-        if lite:
-            goals[f"c{conc}_vs_litellm"] = {
-                "proxy_d_ttft_p50_ms": proxy["d_ttft_p50"]["median"],
-                "litellm_d_ttft_p50_ms": lite["d_ttft_p50"]["median"],
-                "proxy_cpu_ms_per_event": proxy["cpu_ms_per_event"],
-                "litellm_cpu_ms_per_event": lite["cpu_ms_per_event"], "goal": "proxy ahead (lower) on both"}
+                    "goal": "reported"}
     out["goals"] = goals
     return out
 

@@ -28,12 +28,29 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _commit() -> str:
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def provenance() -> dict:
+    """The commit measured and whether the tree was clean. Results are written under
+    bench/results/ while a benchmark runs, so those files do not make a tree dirty; any other
+    change does, and is listed: a figure from a dirty tree cannot be re-made from a commit."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        commit = _git("rev-parse", "HEAD").strip()
+        changed = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=normal").splitlines()
+                   if not line[3:].startswith("bench/results/")]
     except (OSError, subprocess.CalledProcessError):
-        return ""
+        # A copy of the tree without its .git (a remote machine): the caller, who copied it from
+        # a checkout, names that checkout's commit and whether it was clean, and the file says so.
+        if os.environ.get("BENCH_COMMIT"):
+            return {"commit": os.environ["BENCH_COMMIT"], "clean_tree": os.environ.get("BENCH_CLEAN_TREE") == "1",
+                    "commit_source": "BENCH_COMMIT, BENCH_CLEAN_TREE: given by the checkout this copy came from"}
+        return {"commit": "", "clean_tree": False, "changed_files": ["(not a git checkout)"]}
+    out = {"commit": commit, "clean_tree": not changed}
+    if changed:
+        out["changed_files"] = changed
+    return out
 
 
 def machine() -> dict:
@@ -43,10 +60,14 @@ def machine() -> dict:
 
 
 def write(name: str, data: dict, *, argv: list[str] | None = None) -> Path:
-    """Write bench/results/<name>.json: ``data`` plus command, date, commit, machine and versions."""
-    record = {"benchmark": name, "command": " ".join(["python", *(argv if argv is not None else sys.argv)]),
-              "date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": _commit(),
-              "machine": machine(), "versions": _versions(), **data}
+    """Write bench/results/<name>.json: ``data`` plus command, date, commit (and whether the tree
+    was clean), machine and versions."""
+    command = " ".join(["python", *(argv if argv is not None else sys.argv)])
+    record = {"benchmark": name, "command": command, "date": datetime.now(UTC).isoformat(timespec="seconds"),
+              **provenance(), "machine": machine(), "versions": _versions(), **data}
+    if not record["clean_tree"]:
+        print(f"warning: {name}: measured on a tree with uncommitted changes ({', '.join(record['changed_files'])}); "
+              "commit them and measure again before quoting it", file=sys.stderr)
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(record, indent=2) + "\n")

@@ -15,8 +15,8 @@ def run() -> list[tuple[str, float, float, str]]:
     from django.conf import settings
 
     from controlplane.celery import app
+    from core.catalog import PoolFields, build_spec
     from graphs import operations, services
-    from graphs.catalog import PoolFields, build_spec
     from graphs.models import Deployment, Pod
     from graphs.runtimes.local.operator import LocalOperator
     from graphs.runtimes.processes import wait_until

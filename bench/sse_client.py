@@ -1,7 +1,7 @@
-"""The load generator of bench/proxy.py: a small closed-loop HTTP/1.1 client on asyncio (stdlib
-only, so that it costs far less CPU than aiperf and leaves the machine to what is measured) that
-POSTs streamed chat requests and stamps every SSE event as it arrives. The same code drives
-every arm. Also: CPU time of process trees from /proc."""
+"""The load generator of bench/proxy.py: closed-loop simulated users on aiohttp (far less CPU
+than aiperf, which leaves the machine to what is measured) that POST streamed chat requests
+and stamp every SSE event as it arrives. The same code drives every arm. Also: CPU time of
+process trees from /proc."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import aiohttp
 
 WORDS = ["prefill", "decode", "cache", "transfer", "router", "frontend", "worker", "token", "latency", "batch",
          "queue", "block", "tensor", "kernel", "memory", "stream", "chunk", "schedule", "replica", "pool", "model"]
@@ -27,54 +29,40 @@ class Reply:
 
 
 class Conn:
-    """One keep-alive HTTP/1.1 connection that POSTs and reads a chunked SSE reply."""
+    """One simulated user: an aiohttp session holding one keep-alive connection, POSTing streamed
+    chats and stamping each SSE event as its bytes arrive."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
+        self.base = f"http://{host}:{port}"
+        self.session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.reader = self.writer = None
+        if self.session is not None:
+            await self.session.close()
+            self.session = None
 
     async def post(self, path: str, body: bytes, headers: dict[str, str]) -> Reply:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)  # TCP_NODELAY is on
-        head = [f"POST {path} HTTP/1.1", f"Host: {self.host}:{self.port}", "Content-Type: application/json",
-                f"Content-Length: {len(body)}", "Accept: text/event-stream"]
-        head += [f"{k}: {v}" for k, v in headers.items()]
+        if self.session is None:
+            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1), auto_decompress=False)
+        sent = {"Content-Type": "application/json", "Accept": "text/event-stream", **headers}
         started = time.perf_counter()
-        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        status_and_headers = await self.reader.readuntil(b"\r\n\r\n")
-        lines = status_and_headers.decode("latin-1").split("\r\n")
-        status = int(lines[0].split()[1])
-        hdrs = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
-        if status != 200 or "chunked" not in hdrs.get("transfer-encoding", ""):
-            extra = await self.reader.read(2000) if status != 200 else b""
-            raise RuntimeError(f"{self.port}{path}: HTTP {status} {hdrs} {extra[:500]!r}")
-        arrivals: list[float] = []
-        events = 0
-        buffer = b""
-        while True:
-            size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
-            if size == 0:
-                await self.reader.readuntil(b"\r\n")
-                break
-            data = (await self.reader.readexactly(size + 2))[:-2]
-            now = time.perf_counter()
-            buffer += data
-            *complete, buffer = buffer.split(b"\n\n")
-            for event in complete:
-                events += 1
-                # Key order differs between servers (LiteLLM re-serialises): look for the field.
-                if b'"content":"' in event and b'"content":""' not in event:
-                    arrivals.append(now)
-        if hdrs.get("connection", "").lower() == "close":
-            await self.close()
+        async with self.session.post(self.base + path, data=body, headers=sent) as response:
+            if response.status != 200:
+                raise RuntimeError(f"{self.base}{path}: HTTP {response.status} {(await response.read())[:500]!r}")
+            arrivals: list[float] = []
+            events = 0
+            buffer = b""
+            async for data in response.content.iter_any():
+                now = time.perf_counter()
+                buffer += data
+                *complete, buffer = buffer.split(b"\n\n")
+                for event in complete:
+                    events += 1
+                    # Key order differs between servers (LiteLLM re-serialises): look for the field.
+                    if b'"content":"' in event and b'"content":""' not in event:
+                        arrivals.append(now)
         if not arrivals:
-            raise RuntimeError(f"{self.port}{path}: no content events")
+            raise RuntimeError(f"{self.base}{path}: no content events")
         gaps = [(b - a) * 1000 for a, b in itertools.pairwise(arrivals)]
         return Reply((arrivals[0] - started) * 1000, gaps, events, len(arrivals))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphs.errors import Refused
+from core.errors import Refused
 
 
 class BenchmarkRefused(Refused):

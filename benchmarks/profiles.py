@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from graphs.errors import Refused
+from core.errors import Refused
 
 MAX_INPUT_TOKENS = 32_768
 MAX_OUTPUT_TOKENS = 8_192

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphs.untrusted import QueryParameterError, parse_int_text
+from core.untrusted import QueryParameterError, parse_int_text
 
 from .models import BenchmarkRun
 from .profiles import ProfileError

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from graphs.dgd.commandline import role_flag
-from graphs.spec import MAX_REPLICAS, GraphSpec, Service
+from core.dgd.commandline import role_flag
+from core.spec import MAX_REPLICAS, GraphSpec, Service
 
 SHAPE_RE = re.compile(r"^(?:p(\d{1,3})d(\d{1,3})|agg(\d{1,3}))$")
 # Flags that give a worker its role: stripped when a worker changes role in a variant.

@@ -25,11 +25,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.errors import OperationRefused
+from core.spec import MAX_REPLICAS
 from graphs import operations
 from graphs.engines import MOCKER_LABEL
-from graphs.errors import OperationRefused
 from graphs.models import Deployment, Graph, Operation, OperationState
-from graphs.spec import MAX_REPLICAS
 from jobs.dispatch import enqueue
 
 from .errors import BenchmarkRefused

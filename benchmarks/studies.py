@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from core.errors import ManifestError, OperationRefused
 from graphs import operations, services
-from graphs.errors import ManifestError, OperationRefused
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, OperationState
 from graphs.services import GraphConflict
 from jobs.dispatch import enqueue

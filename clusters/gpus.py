@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphs.spec import quantity_bytes
+from core.spec import quantity_bytes
 
 GPU = "nvidia.com/gpu"
 _DONE_PHASES = ("Succeeded", "Failed")

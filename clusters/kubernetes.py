@@ -36,7 +36,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from graphs.errors import RuntimeFailure
+from core.errors import RuntimeFailure
 
 from .gpus import GpuSummary, gpu_summary
 from .models import Cluster

@@ -12,7 +12,7 @@ from django.db.models import ProtectedError
 from django.utils import timezone
 
 from audit.services import audit_record
-from graphs.errors import Refused, RuntimeFailure
+from core.errors import Refused, RuntimeFailure
 from jobs.dispatch import enqueue
 
 from . import kubernetes

@@ -9,7 +9,7 @@ from django.views.decorators.debug import sensitive_post_parameters, sensitive_v
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from accounts.roles import Role, role_required
-from graphs.errors import RuntimeFailure
+from core.errors import RuntimeFailure
 
 from . import services
 from .forms import ClusterForm, HFTokenForm

@@ -10,8 +10,8 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from graphs.errors import Refused
-from graphs.untrusted import QueryParameterError, query_int
+from core.errors import Refused
+from core.untrusted import QueryParameterError, query_int
 
 
 def exception_handler(exc, context):

@@ -3,6 +3,8 @@ Dockerfile, deploy/kustomize): two paths outside Django's request handling and m
 everything else through it.
 
 * ``/api/playground/{graph}/v1/...``, the OpenAI endpoint: playground.asgi (why: see there).
+* ``/api/gateway/authorize/{graph}/...``, what a cluster's gateway asks before it passes a
+  request to a graph's frontend: playground.authorize.
 * ``/metrics``, the control plane's own Prometheus metrics: controlplane.telemetry.exposition.
 
 Everything else (pages, the REST API, static files) is Django through its WSGI handler, run
@@ -55,6 +57,7 @@ def _waits(scope) -> bool:
 
 from controlplane.telemetry import exposition  # noqa: E402  (after Django is set up)
 from playground import asgi as playground_asgi  # noqa: E402
+from playground import authorize  # noqa: E402
 
 
 async def _lifespan(receive, send) -> None:
@@ -84,6 +87,9 @@ async def application(scope, receive, send):
                 return
             if await playground_asgi.not_served(scope, receive, send):
                 return
+        elif path.startswith("/api/gateway/authorize/") and (found := authorize.match(path)) is not None:
+            await playground_asgi.serve_authorize(scope, receive, send, found)
+            return
         elif path == "/metrics":
             await exposition.serve(scope, receive, send)
             return

@@ -18,6 +18,14 @@ def env_bool(name: str, default: bool) -> bool:
     return value in {"1", "true", "yes", "on"}
 
 
+def sso_env() -> tuple:
+    """(SSO, OIDC_LOCAL_LOGIN, OIDC_VERIFY_SSL): single sign-on's settings, which
+    accounts/sso_config.py reads from the OIDC_* variables and checks."""
+    from accounts.sso_config import sso_settings as read
+
+    return read(env, env_bool)
+
+
 def installation_secret_key(var_dir: Path) -> str:
     """The key of this installation: made once, on first start, in var/secret_key (mode 0600),
     and read from there ever after, so sessions survive restarts and no two installations share

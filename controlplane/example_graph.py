@@ -7,9 +7,9 @@ import time
 
 from django.conf import settings
 
+from core.errors import OperationRefused
 from graphs import operations
 from graphs.diagnosis import diagnose
-from graphs.errors import OperationRefused
 from graphs.models import Deployment, Graph, GraphState, Pod
 from graphs.runtimes.local.argv import MAX_SYSTEM_PORT
 
@@ -68,8 +68,8 @@ class ExampleGraph:
         for finding in diagnose(deployment, pods or []) if deployment else []:
             lines.append(f"  {finding.title}: {finding.detail}" + (f" Fix: {finding.fix}" if finding.fix else ""))
         lines.append("  what to do: " + advice(message))
-        lines.append(f"  then apply it again from {self.page}, or: python manage.py graphs apply {NAME}")
-        lines.append(f"  details: python manage.py graphs status {NAME}; logs in {self.command.logs}")
+        lines.append(f"  then apply it again from {self.page}, or: dynamo-cp graphs apply {NAME}")
+        lines.append(f"  details: dynamo-cp graphs status {NAME}; logs in {self.command.logs}")
         self.err.write("\n".join(lines))
         return False
 
@@ -89,5 +89,5 @@ def advice(message: str) -> str:
     if "at most" in text and "processes" in text:
         return "delete or scale down another local graph, or raise LOCAL_RUNTIME_MAX_PROCESSES"
     if "crash" in text:
-        return "read the crashing pod's log (on the graph's page, or `manage.py graphs status`), fix it and apply"
+        return "read the crashing pod's log (on the graph's page, or `dynamo-cp graphs status`), fix it and apply"
     return "read the graph's events on its page; the operator's log says what it tried"

@@ -6,7 +6,7 @@ from django.db import DataError
 from django.http import HttpResponseBadRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 
-from graphs.untrusted import QueryParameterError, text_problem
+from core.untrusted import QueryParameterError, text_problem
 
 MESSAGE = "the request holds characters the server cannot store or look up (NUL bytes)"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -25,7 +25,7 @@ def _first_problem(params) -> str | None:
 class RejectUnstorableInputMiddleware:
     """PostgreSQL refuses NUL bytes in text; a query string or form field carrying one would
     otherwise turn a harmless lookup (``?graph=...``) or a form post into a server error. JSON
-    and YAML bodies are checked where they are parsed (graphs/untrusted.py)."""
+    and YAML bodies are checked where they are parsed (core/untrusted.py)."""
 
     def __init__(self, get_response):
         self.get_response = get_response

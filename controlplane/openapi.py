@@ -7,11 +7,11 @@
 * request bodies that refuse unknown fields say so (``additionalProperties: false``);
 * integers are bounded to 64 bits, as the server enforces;
 * text is UTF-8 without NUL (``x-text`` note in the description): the server refuses the rest
-  with a 400 naming the field (graphs/untrusted.py)."""
+  with a 400 naming the field (core/untrusted.py)."""
 
 from __future__ import annotations
 
-from graphs.untrusted import INT_MAX, INT_MIN
+from core.untrusted import INT_MAX, INT_MIN
 
 ERROR = {
     "type": "object",
@@ -102,7 +102,7 @@ def _open_objects_take_json(node) -> None:
 
 
 def _bound_integers(node) -> None:
-    """Integers fit in 64 bits (the server refuses larger ones, graphs/untrusted.py): say so
+    """Integers fit in 64 bits (the server refuses larger ones, core/untrusted.py): say so
     wherever a schema gives no tighter bound."""
     if isinstance(node, dict):
         if node.get("type") == "integer":

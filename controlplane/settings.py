@@ -8,12 +8,11 @@ from pathlib import Path
 
 import dj_database_url
 
-from controlplane.environment import caches_from_url, env, env_bool, installation_secret_key, session_engine
+from controlplane.environment import caches_from_url, env, env_bool, installation_secret_key, session_engine, sso_env
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONTROLPLANE_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
-
 
 # Production-safe by default: debug pages (settings, URL patterns, tracebacks) only when a
 # developer asks for them with DJANGO_DEBUG=1.
@@ -47,6 +46,7 @@ INSTALLED_APPS = [
     "playground",
     "metrics",
     "benchmarks",
+    "repos",  # Git repositories holding graphs: synced every REPOS_SYNC_SECONDS and on push webhooks
 ]
 
 MIDDLEWARE = [
@@ -195,8 +195,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 # Uploads and pasted manifests are capped: a DGD is a few KB; 1 MB leaves ample room.
 MAX_MANIFEST_BYTES = int(env("MAX_MANIFEST_BYTES", str(1024 * 1024)))
-DATA_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
-FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = FILE_UPLOAD_MAX_MEMORY_SIZE = MAX_MANIFEST_BYTES + 64 * 1024
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -206,7 +205,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.roles.RolePermission"],
     # The API reads JSON (and YAML where a view says so), within bounds (depth, 64-bit integers,
-    # storable text: graphs/untrusted.py). No form encodings: they carry no types, so a schema
+    # storable text: core/untrusted.py). No form encodings: they carry no types, so a schema
     # could not say what a field must be.
     "DEFAULT_PARSER_CLASSES": ["graphs.api.parsers.BoundedJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
@@ -271,6 +270,7 @@ CELERY_BEAT_SCHEDULE = {
     "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
     "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
     "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
+    "repos-sync": {"task": "repos.tasks.repositories_sync", "schedule": float(env("REPOS_SYNC_SECONDS", "60"))},
 }
 
 # Kubernetes clusters (clusters/, clusters/kubernetes.py). Timeouts are (connect, read)
@@ -297,8 +297,7 @@ OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
 # and the port range it hands out to graphs.
-# Web server processes (controlplane.serve --workers): one per core by default; `manage.py up` passes it on;
-# containers set WEB_CONCURRENCY, which controlplane.serve reads (deploy/kustomize/base/web.yaml).
+# Web processes (uvicorn --workers): one per core by default; containers set WEB_CONCURRENCY.
 WEB_WORKERS = max(1, int(env("WEB_WORKERS", env("WEB_CONCURRENCY", str(
     len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))))))
 
@@ -346,9 +345,9 @@ GPU_PRICE_CURRENCY = env("GPU_PRICE_CURRENCY", "USD")
 CACHE_URL = env("CACHE_URL")
 CACHES = caches_from_url(CACHE_URL)
 SESSION_ENGINE = session_engine(CACHE_URL)
+SSO, OIDC_LOCAL_LOGIN, OIDC_VERIFY_SSL = sso_env()  # single sign-on (OpenID Connect): accounts/sso_config.py
 
-# The playground (playground/): chats proxied to a graph's frontend. Limits are per user; the
-# counters live in the Django cache (per process with the default LocMem cache).
+# The playground (playground/): chats relayed to a graph's frontend; limits' counters in the cache.
 PLAYGROUND_RATE_PER_MINUTE = int(env("PLAYGROUND_RATE_PER_MINUTE", "60"))
 PLAYGROUND_MAX_CONCURRENT_STREAMS = int(env("PLAYGROUND_MAX_CONCURRENT_STREAMS", "4"))
 PLAYGROUND_MAX_PROMPT_BYTES = int(env("PLAYGROUND_MAX_PROMPT_BYTES", str(256 * 1024)))  # the request body
@@ -357,10 +356,12 @@ PLAYGROUND_IDLE_TIMEOUT = float(env("PLAYGROUND_IDLE_TIMEOUT", "60"))  # seconds
 PLAYGROUND_CONNECT_TIMEOUT = float(env("PLAYGROUND_CONNECT_TIMEOUT", "0.8"))  # a down frontend answers within 1 s
 PLAYGROUND_UPSTREAM_KEEPALIVE = env_bool("PLAYGROUND_UPSTREAM_KEEPALIVE", True)  # off: a connection per chat
 PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIONS", "256"))
-PLAYGROUND_NATIVE_RELAY = env_bool("PLAYGROUND_NATIVE_RELAY", True)  # bodies relayed by playground/relay.c
-# Seconds a successful admission (caller, role, graph endpoint) is remembered per process, so
-# that a chat costs no database query; 0 checks the database on every request.
+# Seconds an admission (caller, role, endpoint) is remembered per process (0: query every request).
 PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))
+# Kept conversations per user: how many, their bytes in all, saves a minute (one per reply).
+PLAYGROUND_CONVERSATIONS_MAX = int(env("PLAYGROUND_CONVERSATIONS_MAX", "200"))
+PLAYGROUND_CONVERSATION_BYTES = int(env("PLAYGROUND_CONVERSATION_BYTES", str(20 * 1024 * 1024)))
+PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE = int(env("PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE", "30"))
 
 # The control plane's own metrics (GET /metrics, controlplane/telemetry): every process writes
 # its values under this folder (prometheus-client's multiprocess mode; `manage.py up` empties

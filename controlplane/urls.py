@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.http import JsonResponse
 from django.templatetags.static import static
 from django.urls import include, path
@@ -8,6 +7,7 @@ from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import AllowAny
 
+from accounts import sso_views
 from graphs.views import home
 
 
@@ -17,18 +17,15 @@ def healthz(request):
 
 urlpatterns = [
     path("", home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", sso_views.SignInView.as_view(), name="login"),
+    path("logout/", sso_views.sign_out, name="logout"),
     path("graphs/", include("graphs.urls")),
     path("playground/", include("playground.urls")),
-    path("api/playground/", include("playground.api_urls")),
     path("metrics/", include("metrics.urls")),
     path("benchmarks/", include("benchmarks.urls")),
-    path("api/benchmarks/", include("benchmarks.api.urls")),
-    path("api/metrics/", include("metrics.api.urls")),
     path("clusters/", include("clusters.urls")),
-    path("api/", include("clusters.api_urls")),
-    path("api/", include("graphs.api.urls")),
+    path("api/", include("controlplane.api_urls")),
+    path("repos/", include("repos.urls")),
     # The schema describes the API, not its data: readable without a login, like any public spec.
     path("api/schema/", SpectacularAPIView.as_view(permission_classes=[AllowAny]), name="schema"),
     # The split view serves its init script as a file: no inline script under the CSP.

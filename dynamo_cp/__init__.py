@@ -2,6 +2,7 @@
 
 It needs only the server's URL and an API token (``--url``/``--token``, the environment
 variables DYNAMO_CP_URL/DYNAMO_CP_TOKEN, or a config file), never the server's database: it is
-the tool for CI pipelines and laptops, where ``manage.py graphs`` is the server
-administrator's. It imports nothing from the server's code, so ``pip install`` of the project
+the one CLI for graphs and benchmarks, on CI pipelines, laptops and the server alike
+(``manage.py`` keeps only what the server side alone can do). It imports nothing from the
+server's code, so ``pip install`` of the project
 is all it needs."""

@@ -78,13 +78,16 @@ def _list_table(runs: list[dict]) -> str:
         h = _headline(r)
         rows.append([r["id"], r["graph"], r["profile"], r["state"], f"{r.get('progress', 0)}%",
                      _num((h.get("ttft") or {}).get("p90")), _num((h.get("itl") or {}).get("p90"), 2),
-                     _num(h.get("output_token_throughput")), (r.get("created_at") or "")[:19]])
+                     _num(h.get("output_token_throughput")), (r.get("created_at") or "")[:19],
+                     "simulated" if (r.get("config") or {}).get("simulated") else ""])
     return table(["ID", "GRAPH", "PROFILE", "STATE", "PROGRESS", "TTFT P90 MS", "ITL P90 MS", "TOKENS/S",
-                  "CREATED"], rows)
+                  "CREATED", "ENGINE"], rows)
 
 
 def _show_table(run: dict) -> str:
     lines = [wait.describe_run(run, 0).replace(" (0s)", "")]
+    if (run.get("config") or {}).get("simulated"):  # as the JSON says it
+        lines.append(run["config"]["simulated"])
     if run.get("error"):
         lines.append(f"error: {run['error']}")
     steps = (run.get("results") or {}).get("steps") or []

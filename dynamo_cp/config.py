@@ -1,6 +1,7 @@
 """Where the control plane is and which token to send: ``--url``/``--token`` first, then the
 environment (DYNAMO_CP_URL, DYNAMO_CP_TOKEN or DYNAMO_CP_TOKEN_FILE), then the config file
-(``--config``, DYNAMO_CP_CONFIG, or ~/.config/dynamo-cp/config.yaml)::
+(``--config``, DYNAMO_CP_CONFIG, or ~/.config/dynamo-cp/config.yaml, which ``dynamo-cp login``
+writes)::
 
     url: https://dynamo-cp.example.com
     token: 0123abcd...          # or token_file: /run/secrets/dynamo-cp-token
@@ -60,6 +61,23 @@ def _token_from_file(name: str, origin: str) -> str:
         raise CliError(USAGE, f"{origin}: cannot read the token file {name}: {exc.strerror}") from None
 
 
+def resolve_url(*, url: str | None, config: str | None) -> str:
+    """The control plane's URL alone (``dynamo-cp login`` has no token yet)."""
+    file = read_file(config_path(config), required=bool(config))
+    url = url or os.environ.get("DYNAMO_CP_URL") or file.get("url") or ""
+    if not url:
+        raise CliError(USAGE, "no control plane URL: pass --url, set DYNAMO_CP_URL, or run "
+                              "`dynamo-cp config set --url URL`")
+    return _checked_url(url)
+
+
+def _checked_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise CliError(USAGE, f"the control plane URL must look like https://host[:port], not {url!r}")
+    return url.rstrip("/")
+
+
 def resolve(*, url: str | None, token: str | None, config: str | None) -> Settings:
     path = config_path(config)
     file = read_file(path, required=bool(config))
@@ -77,13 +95,11 @@ def resolve(*, url: str | None, token: str | None, config: str | None) -> Settin
     if not url:
         raise CliError(USAGE, "no control plane URL: pass --url, set DYNAMO_CP_URL, or run "
                               "`dynamo-cp config set --url URL --token TOKEN`")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise CliError(USAGE, f"the control plane URL must look like https://host[:port], not {url!r}")
+    url = _checked_url(url)
     if not token:
-        raise CliError(USAGE, "no API token: pass --token, set DYNAMO_CP_TOKEN (or DYNAMO_CP_TOKEN_FILE), or run "
-                              "`dynamo-cp config set --url URL --token TOKEN`")
-    return Settings(url=url.rstrip("/"), token=token.strip())
+        raise CliError(USAGE, "no API token: pass --token, set DYNAMO_CP_TOKEN (or DYNAMO_CP_TOKEN_FILE), run "
+                              "`dynamo-cp login`, or `dynamo-cp config set --url URL --token TOKEN`")
+    return Settings(url=url, token=token.strip())
 
 
 def write(path: Path, values: dict) -> Path:

@@ -40,6 +40,11 @@ def add_parsers(sub, common) -> None:
     p.add_argument("--api-version", default="", help="default: the one the graph was imported in, else the one its "
                                                      "Dynamo release serves")
     p.add_argument("--dry-run", action="store_true", help="preview: a server-side dry run and its diff")
+    p.add_argument("--force", action="store_true",
+                   help="kubernetes: take the fields another field manager owns (the result names them)")
+    p.add_argument("--recreate", metavar="NAME",
+                   help="kubernetes: delete and recreate the DGD when its components changed (the operator refuses "
+                        "that update); give the graph's name to confirm the downtime")
     _wait_args(p)
     p = verbs.add_parser("scale", help="set one pool's replicas (the other pools are not touched)", parents=[common])
     p.add_argument("name")
@@ -141,7 +146,10 @@ def _operation(args, client: Client, op: dict) -> int:
 
 def do_apply(args, client: Client) -> int:
     body = {"runtime": args.runtime, "cluster": args.cluster, "namespace": args.namespace,
-            "dry_run": args.dry_run, **({"apiVersion": args.api_version} if args.api_version else {})}
+            "dry_run": args.dry_run, "force": args.force,
+            **({"apiVersion": args.api_version} if args.api_version else {})}
+    if args.recreate is not None:
+        body.update(recreate=True, confirm=args.recreate)
     if args.revision is not None:
         body["revision"] = args.revision
     return _operation(args, client, client.post(f"/api/graphs/{args.name}/apply/", json=body))
@@ -174,9 +182,16 @@ def _status_table(snap: dict) -> str:
     lines = [f"{snap['graph']}: {snap['state']}{age}" + (f"  {snap['message']}" if snap.get("message") else "")]
     if snap.get("endpoint"):
         lines.append(f"frontend: {snap['endpoint']}")
+    if snap.get("router_mode"):
+        lines.append(f"router: {snap['router_mode']}")
+    if snap.get("simulation"):  # as the JSON says it: which workers are Dynamo's mocker, and why
+        sim = snap["simulation"]
+        lines.append(f"{sim['label']} ({', '.join(sim['services'])}): {sim['reason']}")
     if snap.get("pods"):
-        lines.append(table(["NAME", "READY", "STATUS", "RESTARTS", "POOL"],
-                           [[p["name"], "1/1" if p["ready"] else "0/1", p["phase"], p["restarts"], p["service"]]
+        simulated = set((snap.get("simulation") or {}).get("services") or [])
+        lines.append(table(["NAME", "READY", "STATUS", "RESTARTS", "POOL", "ENGINE"],
+                           [[p["name"], "1/1" if p["ready"] else "0/1", p["phase"], p["restarts"], p["service"],
+                             "mocker (simulated)" if p["service"] in simulated else ""]
                             for p in snap["pods"]]).rstrip())
     return "\n".join(lines)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import benchmarks, config, exits, graphs, operations
+from . import benchmarks, config, exits, graphs, login, operations, repos
 from .client import Client
 from .exits import CliError
 from .output import FORMATS, emit, say
@@ -16,7 +16,7 @@ EPILOG = "exit status:\n" + "\n".join(f"  {code}  {text}" for code, text in exit
 
 The URL and token come from --url/--token, else DYNAMO_CP_URL and DYNAMO_CP_TOKEN (or
 DYNAMO_CP_TOKEN_FILE), else the config file (--config, DYNAMO_CP_CONFIG, or
-~/.config/dynamo-cp/config.yaml, written by `dynamo-cp config set`)."""
+~/.config/dynamo-cp/config.yaml, written by `dynamo-cp login` or `dynamo-cp config set`)."""
 
 DEFAULTS = {"url": None, "token": None, "config": None, "output": "table", "quiet": False, "request_timeout": 30.0}
 
@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     graphs.add_parsers(sub, common)
     operations.add_parsers(sub, common)
     benchmarks.add_parsers(sub, common)
+    login.add_parsers(sub, common)
+    repos.add_parsers(sub, common)
     cfg = sub.add_parser("config", help="the config file", parents=[common])
     verbs = cfg.add_subparsers(dest="verb", required=True, metavar="VERB")
     p = verbs.add_parser("set", help="write url and/or token to the config file (mode 0600)", parents=[common])
@@ -66,7 +68,7 @@ def do_config(args) -> int:
     return exits.OK
 
 
-COMMANDS = {"graphs": graphs.run, "operations": operations.run, "benchmarks": benchmarks.run}
+COMMANDS = {"graphs": graphs.run, "operations": operations.run, "benchmarks": benchmarks.run, "repos": repos.run}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.group == "config":
             return do_config(args)
+        if args.group == "login":
+            return login.run(args)
         settings = config.resolve(url=args.url, token=args.token, config=args.config)
         client = Client(settings, timeout=args.request_timeout)
         try:

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .dgd.commandline import engine_of, flag_value, tokens
-from .spec import GraphSpec, Service
+from core.dgd.commandline import engine_of, flag_value, tokens
+from core.spec import GraphSpec, Service
 
 MOCKER_LABEL = "simulated with Dynamo's mocker"
 _ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "mocker": "the mocker"}

@@ -6,10 +6,10 @@ from django import forms
 from django.conf import settings
 from pydantic import ValidationError
 
-from .catalog import TEMPLATES
-from .dgd.versions import KNOWN_RELEASES, LATEST, DynamoVersion
-from .planner.settings import TARGETS, PlannerSettings
-from .spec import MAX_GPUS_PER_REPLICA, MAX_REPLICAS, quantity_bytes
+from core.catalog import TEMPLATES
+from core.facts import KNOWN_RELEASES, LATEST, DynamoVersion
+from core.planner import TARGETS, PlannerSettings
+from core.spec import MAX_GPUS_PER_REPLICA, MAX_REPLICAS, quantity_bytes
 
 
 class TemplateForm(forms.Form):
@@ -121,7 +121,7 @@ class TemplateForm(forms.Form):
 
     def pool(self, name: str):
         """The pool's fields, or None for a pool the template does not have."""
-        from .catalog import PoolFields
+        from core.catalog import PoolFields
 
         if name not in self.pools:
             return None

@@ -10,9 +10,8 @@ from collections import OrderedDict
 from django.conf import settings
 from django.db import models
 
+from core.spec import GraphSpec
 from jobs.models import Job
-
-from .spec import GraphSpec
 
 
 class Graph(models.Model):
@@ -71,7 +70,7 @@ class Revision(models.Model):
     @property
     def api_version(self) -> str:
         """The DGD API version this revision is shown, exported and applied in by default."""
-        from .dgd.render import default_api_version
+        from core.dgd.render import default_api_version
 
         return default_api_version(self.graph_spec, self.source_api_version)
 
@@ -139,7 +138,7 @@ class Deployment(models.Model):
     runtime_info = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
     # Kubernetes: per pool the revision's, the adapter's and the live replicas and who owns the
-    # count; drift between the stored revision and the live DGD (graphs/dgd/ownership.py shapes)
+    # count; drift between the stored revision and the live DGD (core/dgd/ownership.py shapes)
     ownership = models.JSONField(default=dict, blank=True)
 
     objects = DeploymentQuerySet.as_manager()

@@ -26,13 +26,15 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from clusters.selectors import check_target
+from core.dgd import immutable, topology
+from core.dgd.render import normalise_api_version, render
+from core.errors import OperationRefused, RuntimeFailure
+from core.findings import Severity
+from core.spec import MAX_REPLICAS, WORKER_ROLES
+from core.validation import validate_spec
 from jobs.dispatch import enqueue
 
-from .dgd import topology
-from .dgd.render import normalise_api_version, render
 from .engines import graph_simulation
-from .errors import OperationRefused, RuntimeFailure
-from .findings import Severity
 from .models import (
     ACTIVE_STATES,
     Deployment,
@@ -47,8 +49,6 @@ from .models import (
 from .runtimes.base import Target
 from .runtimes.local.capacity import local_capacity_check
 from .runtimes.registry import get_runtime, target_for
-from .spec import MAX_REPLICAS, WORKER_ROLES
-from .validation import validate_spec
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
@@ -107,6 +107,14 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment and deployment.active and deployment.runtime != runtime:
         raise OperationRefused(f"{graph.name} runs on the {deployment.runtime} runtime; delete it there first")
+    gitops = (deployment.ownership or {}).get("gitops") if deployment and runtime == "kubernetes" else None
+    if gitops and not dry_run:
+        # Applying over a GitOps tool's object is reverted at its next sync: the change goes to Git.
+        raise OperationRefused(
+            f"{gitops['tool']} applies {graph.name} from Git ({gitops['evidence']}): apply means commit to Git "
+            f"(Commit to Git on the graph page, POST /api/repos/<repository>/commit/); a revision saved for a "
+            f"graph kept in a repository is committed at once, and {gitops['tool']} applies it. "
+            f"Scaling a pool stays live.")
     target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
     if runtime == "local" and not dry_run:
         spec = revision.graph_spec
@@ -130,10 +138,17 @@ def _cluster_options(graph: Graph, deployment, revision, *, force: bool, recreat
     change = topology.change(live, [s.name for s in revision.graph_spec.services]) if live is not None else None
     if change is not None and not recreate:
         raise OperationRefused(change.refusal(graph.name, revision.number))
-    if change is not None and not dry_run and confirm != graph.name:
-        raise OperationRefused(f"{change.downtime(graph.name)} To go ahead, confirm with the graph's name "
-                               f"({graph.name}).")
-    return {**({"force": True} if force else {}), **({"recreate": True} if change is not None else {})}
+    fixed = []
+    if live is not None:  # the other fields the operator's webhook holds fixed (graphs/dgd/immutable.py)
+        fixed = immutable.changes(deployment.manifest, render(revision.graph_spec, deployment.api_version))
+    if fixed and not recreate:
+        raise OperationRefused(immutable.refusal(graph.name, revision.number, fixed))
+    recreating = change is not None or bool(fixed)
+    if recreating and not dry_run and confirm != graph.name:
+        downtime = change.downtime(graph.name) if change is not None else (
+            f"Deleting and recreating {graph.name} stops all of its pods until the new ones are ready.")
+        raise OperationRefused(f"{downtime} To go ahead, confirm with the graph's name ({graph.name}).")
+    return {**({"force": True} if force else {}), **({"recreate": True} if recreating else {})}
 
 
 def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, namespace: str) -> dict:
@@ -225,7 +240,7 @@ def operation_run(op_id: int) -> str:
             result, diff = _execute(op)
             awaiting = getattr(op, "awaiting", None)
             if awaiting:
-                # Done only when the runtime has observed it (graphs.status.scales_settle), or
+                # Done only when the runtime has observed it (graphs.status_cache.scales_settle), or
                 # failed when it has not by the deadline (operations_reconcile).
                 deadline = timezone.now() + dt.timedelta(seconds=settings.OPERATION_OBSERVE_SECONDS)
                 Operation.objects.filter(pk=op_id).update(

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from .dgd.render import render as render_manifest
+from core.dgd.render import render as render_manifest
+from core.specio import dump_yaml
+from core.validation import Report, validate_spec
+
 from .models import Revision
-from .specio import dump_yaml
-from .validation import Report, validate_spec
 
 
 def manifest_preview(spec, api_version: str) -> tuple[str, Report]:

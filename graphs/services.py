@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING
 from django.db import IntegrityError, transaction
 
 from audit.services import audit_record
+from core.dgd.convert import conversion_losses, losses_message
+from core.dgd.parse import import_manifest
+from core.dgd.render import V1BETA1, normalise_api_version, render
+from core.errors import ManifestError, Refused
+from core.findings import Finding, Severity
+from core.schema import structural_findings
+from core.spec import GraphSpec
+from core.specio import dump_yaml
+from core.validation import Report, validate_manifest, validate_spec
 
-from .dgd.convert import conversion_losses, losses_message
-from .dgd.parse import import_manifest
-from .dgd.render import V1BETA1, normalise_api_version, render
-from .errors import ManifestError, Refused
-from .findings import Finding, Severity
 from .models import Deployment, Graph, Revision
-from .schema import structural_findings
-from .spec import GraphSpec
-from .specio import dump_yaml
-from .validation import Report, validate_manifest, validate_spec
 
 if TYPE_CHECKING:
     from accounts.roles import Actor

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from django.template.loader import render_to_string
 
+from core.dgd import topology
+
 from . import fragments
-from .dgd import topology
 from .models import ACTIVE_STATES, Deployment, Graph, Operation, PlannerDecision, Pod
+from .status_cache import POD_READINGS
 from .templatetags.graphs_extras import age
 
 
@@ -59,12 +61,13 @@ def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
          "max": max(8, desired.get(s.name, 0) * 2), "planner": bool(spec.pools("planner"))}
         for s in (spec.services if spec else []) if s.role in ("prefill", "decode", "worker")
     ]
-    from metrics.gpus import pod_gpu_usage
-
     from .diagnosis import diagnose
     from .engines import graph_simulation
 
-    gpu = pod_gpu_usage(deployment, pods) if deployment and deployment.active and pods else {}
+    gpu = {}
+    if deployment and deployment.active and pods:
+        for read in POD_READINGS:
+            gpu.update(read(deployment, pods))
     simulation = graph_simulation(spec, deployment.runtime) if spec and deployment.active else None
     for pod in pods:
         pod.simulated = bool(simulation and pod.service in simulation.services)

@@ -2,8 +2,9 @@
 
 from celery import shared_task
 
+from core.errors import RuntimeFailure
+
 from . import operations
-from .errors import RuntimeFailure
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(RuntimeFailure,),

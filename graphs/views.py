@@ -15,20 +15,20 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from accounts.roles import Role, role_required, user_role
 from clusters.selectors import parse_target
+from core.catalog import TEMPLATES, build_spec
+from core.dgd.render import API_VERSIONS, V1BETA1, normalise_api_version, served_api_versions
+from core.errors import ManifestError, OperationRefused
+from core.findings import Finding, Severity
+from core.specio import dump_yaml, load_yaml
+from core.untrusted import QueryParameterError, parse_int_text, query_int
+from core.validation import Report, validate_manifest
 
 from . import fragments, operations, services
-from .catalog import TEMPLATES, build_spec
-from .dgd.render import API_VERSIONS, V1BETA1, normalise_api_version, served_api_versions
-from .errors import ManifestError, OperationRefused
-from .findings import Finding, Severity
 from .forms import ManifestForm, TemplateForm
 from .models import Graph, GraphState, Operation, Revision
 from .previews import manifest_preview, revision_preview
 from .selectors import LIST_ROW, graph_list_rows
-from .specio import dump_yaml, load_yaml
 from .status_view import NOT_READ, WITH_DEPLOYMENT, WITH_HEAD_AND_DEPLOYMENT, deployment_of, status_context
-from .untrusted import QueryParameterError, parse_int_text, query_int
-from .validation import Report, validate_manifest
 
 STOP_POLLING = 286  # htmx stops polling on this status
 STATE_LABELS = dict(GraphState.choices)
@@ -123,7 +123,7 @@ def manifest_check(request):
     text = request.POST.get("yaml", "")
     version = request.POST.get("dynamo_version") or None
     try:
-        from .dgd.versions import DynamoVersion
+        from core.facts import DynamoVersion
 
         version = str(DynamoVersion.parse(version)) if version else None
     except ValueError as exc:
@@ -325,7 +325,7 @@ def pod_log(request, name: str, pod: str):
 @require_safe
 def revision_list(request, name: str):
     graph = get_object_or_404(Graph, name=name)
-    revisions = graph.revisions.select_related("created_by").order_by("-number")
+    revisions = graph.revisions.select_related("created_by", "git_commit").order_by("-number")
     diff, old, new = "", None, None
     head = graph.head
     api_version = _api_version(request, head.api_version if head else V1BETA1)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import time
 
+from core.planner import PlannerSettingsError, planner_settings
 from graphs.models import DecisionState, Deployment, Graph, PlannerDecision, ReplicaSample
-from graphs.planner.settings import PlannerSettingsError, planner_settings
 
 from . import promql
 from .charts import objectives_dict, parse_window, resolution, source_for, window_label

@@ -40,6 +40,7 @@ class ChatTarget:
     state: str
     # Why the graph's replies come from Dynamo's mocker ("" when a real engine answers).
     simulated: str = ""
+    gateway_url: str = ""  # the OpenAI base URL through the cluster's gateway, when exposed there
     # Dynamo worker instance id -> pod name (the local runtime's report), for the reply timing.
     workers: tuple[tuple[str, str], ...] = ()
 
@@ -104,7 +105,7 @@ def chat_graphs(user) -> list[ChatTarget]:
     role = user_role(user)
     out = []
     for graph in Graph.objects.select_related("head", "deployment", "deployment__revision",
-                                              "playground_policy").order_by("name"):
+                                              "playground_policy", "exposure").order_by("name"):
         if not _serving(graph) or not may_chat(role, getattr(graph, "playground_policy", None)):
             continue
         try:
@@ -112,8 +113,10 @@ def chat_graphs(user) -> list[ChatTarget]:
         except BadEndpoint:
             continue
         workers = (graph.deployment.runtime_info or {}).get("workers") or {}
+        exposure = getattr(graph, "exposure", None)
         out.append(ChatTarget(graph.pk, graph.name, _model(graph), base, graph.deployment.state,
-                              _simulated(graph), tuple(sorted(workers.items()))))
+                              _simulated(graph), exposure.options.url() if exposure else "",
+                              tuple(sorted(workers.items()))))
     return out
 
 

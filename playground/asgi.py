@@ -9,36 +9,19 @@ third of the proxy's CPU more than a bare ASGI app. This endpoint needs none of 
 gateway.handle authenticates itself (token, or session cookie plus CSRF on a Django request
 built only for those callers) and sets the one security header that matters for it.
 
-Served by uvicorn (what every way of starting the product runs), the relay sends the reply's
-head and first bytes through ASGI and then hands the rest to the upstream connection's
-``pipe`` (playground/wire.py): each arrival from the frontend is written to the client's
-transport as one HTTP/1.1 chunk from the upstream protocol's own callback, with no task
-wake-up, future or ASGI message per chunk (measured in bench/proxy.py: that machinery was most
-of the endpoint's CPU per streamed chunk). uvicorn lends its transport and flow control through
-its ``send`` (the request's RequestResponseCycle, uvicorn pinned in pyproject.toml); under any
-other server, or a reply with a Content-Length, each wake-up does one ``send`` of every byte
-that has arrived by then (a chunk, or several that arrived together: never a byte held back).
-The first bytes are stamped (upstream TTFT). A
-client that goes away is told by the HTTP protocol (controlplane.handoff.Noticing, what
-controlplane.serve gives uvicorn), or under any other protocol noticed by a small task waiting
-on ``receive``: either closes the upstream response, which closes its connection, and the
-frontend cancels the request."""
+Served by uvicorn as it ships (what every way of starting the product runs), or any ASGI
+server: ``_relay`` sends each arrival from the frontend as one ASGI message, as it comes."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import io
 import re
-import time
 
 from django.conf import settings
 from django.http import parse_cookie
 
-from telemetry import instruments
-
-from . import gateway
-from .upstream import STREAM_ERRORS
+from . import authorize, gateway
 
 PATH = re.compile(r"^/api/playground/([-a-zA-Z0-9_]+)/v1/(chat/completions|completions|models)$")
 OTHER = re.compile(r"^/api/playground/[^/]+/v1(/.*)?$")  # the rest of the OpenAI API: not served
@@ -46,6 +29,12 @@ OTHER = re.compile(r"^/api/playground/[^/]+/v1(/.*)?$")  # the rest of the OpenA
 
 def match(path: str) -> re.Match | None:
     return PATH.match(path)
+
+
+async def serve_authorize(scope, receive, send, found: re.Match) -> None:
+    """The gateways' authorization endpoint (playground.authorize): any method, no body read."""
+    headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
+    await _send(send, await authorize.authorize(found.group(1), headers))
 
 
 async def not_served(scope, receive, send) -> bool:
@@ -72,7 +61,7 @@ async def serve(scope, receive, send, found: re.Match) -> None:
     if reply.upstream is None:
         await _send(send, reply)
     else:
-        await _relay(reply, send, receive)
+        await _relay(reply, send, receive, scope)
 
 
 async def _read_body(receive, headers: dict[str, str]) -> bytes | None:
@@ -120,142 +109,56 @@ def _django_request(scope, body: bytes):
     return request
 
 
-def _head(reply: gateway.Reply) -> dict:
+def _head(reply: gateway.Reply, *extra: tuple[str, str]) -> dict:
     return {"type": "http.response.start", "status": reply.status,
-            "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in reply.headers]}
+            "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (*reply.headers, *extra)]}
 
 
 async def _send(send, reply: gateway.Reply) -> None:
-    reply.headers.append(("content-length", str(len(reply.body))))
-    await send(_head(reply))
+    await send(_head(reply, ("content-length", str(len(reply.body)))))
     await send({"type": "http.response.body", "body": reply.body})
 
 
-def _cycle(send):
-    """uvicorn's RequestResponseCycle behind ``send``, or None under any other server."""
-    cycle = getattr(send, "__self__", None)
-    if type(cycle).__name__ != "RequestResponseCycle" or not type(cycle).__module__.startswith("uvicorn.protocols"):
-        return None
-    return cycle
+async def _relay(reply: gateway.Reply, send, receive, scope) -> None:
+    """Relay the stream (gateway.relay), one ``send`` per arrival from the frontend. The head
+    waits for the first bytes (the frontend's own head has come: the reply is a stream) so that
+    an early failure can still become an error event. A client that goes away is noticed by a
+    task waiting on ``receive``: it closes the upstream response, which closes its connection,
+    and the frontend cancels the request.
 
-
-def _noticing(cycle):
-    """The client connection's protocol when it calls ``on_lost`` (controlplane.handoff.Noticing),
-    else None."""
-    if cycle is None:
-        return None
-    protocol = cycle.transport.get_protocol()
-    return protocol if hasattr(protocol, "on_lost") else None
-
-
-def _lent_transport(cycle) -> tuple | None:
-    """(transport, flow control) of the client's connection when the reply goes out in chunks,
-    which the relay may then write itself; None otherwise."""
-    if cycle is None or cycle.chunked_encoding is not True or cycle.response_complete or cycle.disconnected:
-        return None
-    return cycle.transport, cycle.flow
-
-
-class _Gathered:
-    """What uvicorn writes while it stands in for the client's transport (``_together``)."""
-
-    __slots__ = ("parts",)
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.parts.append(data)
-
-
-@contextlib.contextmanager
-def _together(cycle):
-    """The reply's head and its first bytes, which uvicorn writes one ``send`` each, leave in
-    one write: one segment through loopback and one wake-up of the client, for one syscall and
-    no socket option set and unset. uvicorn's sends only ``write`` to the transport they hold
-    (httptools_impl, pinned): it holds this gatherer meanwhile."""
-    if cycle is None:
-        yield
-        return
-    transport, gathered = cycle.transport, _Gathered()
-    cycle.transport = gathered
-    try:
-        yield
-    finally:
-        cycle.transport = transport
-        if gathered.parts and not transport.is_closing():
-            transport.write(b"".join(gathered.parts))
-
-
-async def _relay(reply: gateway.Reply, send, receive) -> None:
-    """Relay the frontend's bytes as they arrive. A stall longer than the idle timeout, or a
-    frontend that drops the stream, ends it with an OpenAI-shaped error event. The head waits
-    for the first bytes (the frontend's own head has come: the reply is a stream) and leaves
-    with them."""
-    upstream = reply.upstream
+    HTTP/1.0 has no chunked framing, and a server can only frame a body of unknown length for
+    such a client by closing the connection, which not every server does: so an HTTP/1.0
+    client gets the whole stream at its end, with a Content-Length (the body is bounded by
+    PLAYGROUND_MAX_TOKENS)."""
     state = {"gone": False}
-
-    def lost() -> None:
-        state["gone"] = True
-        upstream.close()
 
     async def watch() -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        lost()
+        state["gone"] = True
+        reply.upstream.close()
 
-    cycle = _cycle(send)
-    # The client's going away: told by the protocol (controlplane.handoff.Noticing, what
-    # controlplane.serve runs), else noticed by a task waiting on ``receive``.
-    protocol = _noticing(cycle)
-    if protocol is not None:
-        watcher = None
-        if cycle.disconnected:  # gone before the reply began
-            lost()
-        else:
-            protocol.on_lost = lost
-    else:
-        watcher = asyncio.get_running_loop().create_task(watch())
-    complete = False
-    last = b"\n\n"
-    lent = None
-    started = False
+    watcher = asyncio.get_running_loop().create_task(watch())
+    chunks = gateway.relay(reply, lambda: state["gone"])
     try:
-        read = upstream.read
-        try:
-            last = await read()
-            instruments.observe_upstream_ttft(time.perf_counter() - reply.sent)
-            with _together(cycle):
+        if scope.get("http_version") == "1.0":
+            body = b"".join([chunk async for chunk in chunks])
+            if not state["gone"]:
+                await send(_head(reply, ("content-length", str(len(body)))))
+                await send({"type": "http.response.body", "body": body})
+            return
+        started = False
+        async for chunk in chunks:
+            if state["gone"]:
+                break
+            if not started:
                 await send(_head(reply))
                 started = True
-                if last:
-                    await send({"type": "http.response.body", "body": last, "more_body": True})
-            if last:
-                lent = _lent_transport(cycle)
-                if lent is not None:
-                    last = await upstream.pipe(*lent, end=True) or last
-                else:
-                    while last := await read():
-                        await send({"type": "http.response.body", "body": last, "more_body": True})
-            complete = True
-        except STREAM_ERRORS as exc:
-            if lent is not None:
-                last = upstream.tail() or last
-            if not state["gone"]:
-                if not started:
-                    await send(_head(reply))
-                await send({"type": "http.response.body", "body": gateway.terminate(last) + gateway.stream_error(exc),
-                            "more_body": True})
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
         if not state["gone"]:
-            if lent is not None and upstream.ended():
-                # The pipe wrote the last chunk with the frontend's last bytes: uvicorn only
-                # has to finish the reply (keep-alive, access log), not write one.
-                cycle.chunked_encoding = False
+            if not started:
+                await send(_head(reply))
             await send({"type": "http.response.body", "body": b""})
     finally:
-        if watcher is None:
-            if protocol.on_lost is lost:
-                protocol.on_lost = None
-        else:
-            watcher.cancel()
-        await gateway.finish(reply, complete=complete and not state["gone"])
+        watcher.cancel()
+        await chunks.aclose()

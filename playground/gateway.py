@@ -2,12 +2,12 @@
 ``chat/completions`` and ``completions`` (POST, streamed or not) and ``models`` (GET), passed
 through to the graph's frontend. The browser's chat and API clients (token or session) use it.
 
-This module decides what to answer (``handle``: a Call in, a Reply out); two front ends send
-it: playground.asgi (what controlplane.asgi serves for these paths, outside Django's
-middleware stack: the hot path) and proxy.py (Django views, for any other server and the test
-client). The hot path is kept small on purpose (proxy-spike notes): no query once the caller's
-admission is remembered (admission.py), no thread hop when the cache is in memory, the SSE
-bytes relayed exactly as they arrive (no parsing, no re-encoding), nothing per chunk beyond
+This module decides what to answer (``handle``: a Call in, a Reply out) and relays a stream
+(``relay``); two front ends send it: playground.asgi (what controlplane.asgi serves for these
+paths, outside Django's middleware stack: the hot path) and proxy.py (Django views, for any
+other server and the test client). The hot path is kept small on purpose: no query once the
+caller's admission is remembered (admission.py), no thread hop when the cache is in memory, the
+SSE bytes relayed exactly as they arrive (no parsing, no re-encoding), nothing per chunk beyond
 stamping the first one.
 
 Every error, the proxy's own or the frontend's, answers in OpenAI's shape
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from graphs import untrusted
+from core import untrusted
 from telemetry import instruments
 
 from . import admission, counting, limits, upstream
@@ -98,7 +98,7 @@ async def release(subject: str) -> None:
 
 # --- who is asking -----------------------------------------------------------------------------
 
-async def _admit(call: Call) -> admission.Admission:
+async def admit(call: Call) -> admission.Admission:
     """Who is asking and where to (remembered for a few seconds), and the CSRF check for
     session callers. Raises ChatRefused."""
     authorization = call.headers.get("authorization")
@@ -242,7 +242,7 @@ async def _handle(call: Call) -> Reply:
     try:
         # Who may ask comes before what is asked: an anonymous or forged request learns
         # nothing about the body's validity.
-        admitted = await _admit(call)
+        admitted = await admit(call)
         payload = _parse(call.body, call.route) if method == "POST" else None
     except ChatRefused as exc:
         return error_reply(exc.status, exc.kind, exc.message)
@@ -327,6 +327,31 @@ def finish_sync(reply: Reply) -> None:
     finally:
         instruments.stream_closed()
         counting.release(reply.subject)
+
+
+async def relay(reply: Reply, gone: Callable[[], bool] = lambda: False):
+    """The one relay of a streamed Reply: the frontend's bytes as they arrive, unparsed. A stall
+    longer than the idle timeout, or a frontend that drops the stream, ends it with an
+    OpenAI-shaped error event (unless the client is ``gone``). The caller must ``aclose()`` it:
+    its ``finally`` gives the connection and the stream slot back."""
+    complete = False
+    last = b"\n\n"
+    try:
+        try:
+            last = await reply.upstream.read()
+            instruments.observe_upstream_ttft(time.perf_counter() - reply.sent)
+            while last:
+                yield last
+                chunk = await reply.upstream.read()
+                if not chunk:
+                    break
+                last = chunk
+            complete = True
+        except upstream.STREAM_ERRORS as exc:
+            if not gone():
+                yield terminate(last) + stream_error(exc)
+    finally:
+        await finish(reply, complete=complete and not gone())
 
 
 def terminate(last: bytes) -> bytes:

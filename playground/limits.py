@@ -73,6 +73,16 @@ def acquire_counted(subject: int | str, *, rate: int | None = None, streams: int
     return None, count, open_now
 
 
+def count_event(name: str, per_minute: int, *, now: float | None = None) -> int | None:
+    """Count one event of ``name`` in this minute's window; None if within ``per_minute``, else
+    the seconds until the next window (the event is counted either way)."""
+    now = time.time() if now is None else now
+    window = window_of(now)
+    if _incr(f"playground:events:{name}:{window}", WINDOW_SECONDS + 5) <= per_minute:
+        return None
+    return max(1, int((window + 1) * WINDOW_SECONDS - now + 0.999))
+
+
 def add_requests(subject: str, window: int, n: int) -> int:
     """Count ``n`` requests of ``subject`` in rate window ``window`` unchecked (counting.py);
     the count so far."""

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 
 from graphs.models import Graph
+from graphs.runtimes.kubernetes.gateway import Exposure
 
 from .schema import ChatParams, ReplyTiming
 
@@ -39,6 +40,9 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200)
     system_prompt = models.TextField(blank=True)
     params = models.JSONField(default=dict)  # a ChatParams, read through .chat_params
+    # UTF-8 bytes of its prompt and turns, kept by services.conversation_save: what the per-user
+    # quota (PLAYGROUND_CONVERSATION_BYTES) adds up without reading every message.
+    size_bytes = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
@@ -104,3 +108,30 @@ class ApiLimit(models.Model):
     def __str__(self) -> str:
         what = f"token {self.token_label or self.token_id}" if self.token_id else "every request"
         return f"{self.user}: {what}"
+
+
+class GraphExposure(models.Model):
+    """How a graph's OpenAI endpoint is reached on its cluster: through the cluster's gateway
+    (a Gateway API HTTPRoute, an ingress-nginx Ingress, or both; graphs.runtimes.kubernetes.gateway renders
+    them), the control plane only authorizing (playground/authorize.py). No row: only through
+    the control plane's own relay."""
+
+    graph = models.OneToOneField(Graph, on_delete=models.CASCADE, related_name="exposure")
+    host = models.CharField(max_length=253)
+    gateway_name = models.CharField(max_length=253, blank=True)  # the HTTPRoute's parent Gateway
+    gateway_namespace = models.CharField(max_length=63, blank=True)
+    ingress_class = models.CharField(max_length=253, blank=True)  # "": no Ingress
+    tls_secret = models.CharField(max_length=253, blank=True)
+    # Applied by the Kubernetes runtime beside the DGD with every apply of the graph.
+    apply_with_graph = models.BooleanField(default=False)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.graph.name} on {self.host}"
+
+    @property
+    def options(self) -> Exposure:
+        return Exposure(host=self.host, gateway_name=self.gateway_name, gateway_namespace=self.gateway_namespace,
+                        ingress_class=self.ingress_class, tls_secret=self.tls_secret)

@@ -8,16 +8,12 @@ then closes the upstream response, which closes its connection, and the frontend
 from __future__ import annotations
 
 import asyncio
-import time
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from telemetry import instruments
-
 from . import gateway
-from .upstream import STREAM_ERRORS
 
 
 def _response(reply: gateway.Reply):
@@ -39,21 +35,12 @@ def _response(reply: gateway.Reply):
 
 async def _relay(reply: gateway.Reply, state: dict):
     state["started"] = True
-    complete = False
-    last = b"\n\n"
-    first = True
+    chunks = gateway.relay(reply)
     try:
-        try:
-            async for last in reply.upstream.iter_any():
-                if first:
-                    instruments.observe_upstream_ttft(time.perf_counter() - reply.sent)
-                    first = False
-                yield last
-            complete = True
-        except STREAM_ERRORS as exc:
-            yield gateway.terminate(last) + gateway.stream_error(exc)
+        async for chunk in chunks:
+            yield chunk
     finally:
-        await gateway.finish(reply, complete=complete)
+        await chunks.aclose()
 
 
 async def _serve(request, graph: str, route: str):

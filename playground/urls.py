@@ -12,4 +12,5 @@ urlpatterns = [
     path("conversations/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
     path("policies/", views.policies, name="policies"),
     path("limits/", views.api_limits, name="api_limits"),
+    path("exposure/<slug:graph>/", views.exposure, name="exposure"),
 ]

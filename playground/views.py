@@ -3,6 +3,7 @@ The chat itself goes through proxy.chat_completions, the same endpoint API clien
 
 from __future__ import annotations
 
+import yaml
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -11,14 +12,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from pydantic import ValidationError
 
 from accounts.roles import Role, role_required, user_role
-from graphs import untrusted
+from core import untrusted
+from core.untrusted import query_int
 from graphs.models import Graph
-from graphs.untrusted import query_int
 
 from . import services
 from .access import chat_graphs, may_chat_with
 from .forms import ApiLimitForm, PolicyForm
-from .models import ApiLimit, Conversation, PlaygroundPolicy
+from .models import ApiLimit, Conversation, GraphExposure, PlaygroundPolicy
 from .schema import ConversationIn
 
 DEFAULT_PARAMS = {"temperature": 0.7, "top_p": 1.0, "max_tokens": 256}
@@ -87,7 +88,14 @@ def _save(request, conversation: Conversation | None) -> JsonResponse:
         return _json_error(400, f"no graph named {data.graph!r}")
     if not may_chat_with(request.user, graph):
         return _json_error(403, "your role does not allow chatting with this graph")
-    conversation = services.conversation_save(owner=request.user, data=data, graph=graph, conversation=conversation)
+    try:
+        conversation = services.conversation_save(owner=request.user, data=data, graph=graph,
+                                                  conversation=conversation)
+    except services.QuotaExceeded as exc:
+        response = _json_error(exc.status, exc.message)
+        if exc.retry_after:
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     return JsonResponse({
         "id": conversation.pk,
         "title": conversation.title,
@@ -163,3 +171,40 @@ def api_limits(request):
     return render(request, "playground/api_limits.html", {
         "form": form, "limits": rows, "default_rate": settings.PLAYGROUND_RATE_PER_MINUTE,
         "default_streams": settings.PLAYGROUND_MAX_CONCURRENT_STREAMS}, status=status)
+
+
+def gateway_manifest(graph: Graph) -> str:
+    """The objects that expose ``graph`` through its cluster's gateway, as YAML for kubectl."""
+    spec = graph.head.graph_spec
+    deployment = getattr(graph, "deployment", None)
+    namespace = (deployment.namespace if deployment and deployment.namespace else None) or spec.namespace or "default"
+    objects = services.exposure_objects(graph=graph, dgd_name=spec.dgd_name or spec.name, namespace=namespace,
+                                        spec=spec, applied_only=False)
+    return yaml.safe_dump_all(objects, sort_keys=False)
+
+
+@role_required(Role.OPERATOR)
+@require_http_methods(["GET", "POST"])
+def exposure(request, graph: str):
+    """Expose a graph's OpenAI endpoint through its cluster's gateway: the options, the URL and
+    the objects to apply beside the DGD."""
+    graph = get_object_or_404(Graph.objects.select_related("head", "deployment"), name=graph)
+    status = 200
+    if request.method == "POST" and "delete" in request.POST:
+        services.exposure_delete(graph=graph, by=request.user)
+        messages.success(request, f"{graph.name} is reached through the control plane only.")
+        return redirect("playground:exposure", graph.name)
+    if request.method == "POST":
+        fields = ("host", "gateway_name", "gateway_namespace", "ingress_class", "tls_secret")
+        try:
+            services.exposure_set(graph=graph, by=request.user, **{f: request.POST.get(f, "") for f in fields},
+                                  apply_with_graph=bool(request.POST.get("apply_with_graph")))
+            messages.success(request, f"{graph.name}'s endpoint is exposed through the cluster's gateway.")
+            return redirect("playground:exposure", graph.name)
+        except ValueError as exc:
+            messages.error(request, f"Not saved: {exc}")
+            status = 400
+    found = GraphExposure.objects.filter(graph=graph).first()
+    return render(request, "playground/exposure.html", {
+        "graph": graph, "exposure": found, "form": request.POST if status == 400 else found,
+        "manifest": gateway_manifest(graph) if found else ""}, status=status)

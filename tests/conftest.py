@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# The live tests' ``eager`` and ``operator`` fixtures, written once.
+pytest_plugins = ["tests.live_fixtures"]
+
 PASSWORD = "pw-12345678"
 ROLES = ("viewer", "operator", "admin")
 NO_ROLE = "norole"

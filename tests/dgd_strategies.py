@@ -1,6 +1,6 @@
 """Hypothesis strategies that build DynamoGraphDeployments from the real CRD schema.
 
-The generator walks the openAPIV3Schema of graphs/crds/ for the requested API version, the
+The generator walks the openAPIV3Schema of core/crds/ for the requested API version, the
 same schema the product validates against, so every field the CRD defines can turn up. On
 top of the structural schema it keeps the rules the API server and the operator enforce and
 a structural check cannot see, each written down below with where it comes from:
@@ -32,7 +32,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from graphs.schema import load_crd
+from core.schema import load_crd
 
 V1ALPHA1 = "nvidia.com/v1alpha1"
 V1BETA1 = "nvidia.com/v1beta1"

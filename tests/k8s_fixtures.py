@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.k8s_emulator import KubeEmulator
-from tests.k8s_helpers import CLUSTER, NS
+from tests.k8s_helpers import CLUSTER, EMULATORS, NS
 
 
 @pytest.fixture
@@ -18,7 +18,11 @@ def kube():
     """A started emulator with the fake Dynamo operator, namespaces default and llm."""
     with KubeEmulator(simulate_operator=True) as emulator:
         emulator.add_namespace(NS)
-        yield emulator
+        EMULATORS.append(emulator)
+        try:
+            yield emulator
+        finally:
+            EMULATORS.remove(emulator)
     assert not emulator.errors, emulator.errors
 
 

@@ -3,13 +3,16 @@ as the Celery task would run them (fixtures: tests/k8s_fixtures.py)."""
 
 from __future__ import annotations
 
+from core.catalog import PoolFields, build_spec
+from core.specio import spec_from_data
 from graphs import operations, services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Graph, Operation
-from graphs.specio import spec_from_data
 
 NS = "llm"
 CLUSTER = "emu"
+# The emulators the running test has started (tests/k8s_fixtures.py): an operation waits for their
+# fake operator to converge, as a test against a real cluster waits for the rollout.
+EMULATORS: list = []
 
 
 def make_graph(name: str = "g", *, adapter: bool = False, planner: bool = False, gpus: int = 1,
@@ -32,7 +35,14 @@ def run(op: Operation) -> Operation:
     """Run an operation as the Celery task would, here and now."""
     operations.operation_run(op.pk)
     op.refresh_from_db()
+    settle()
     return op
+
+
+def settle() -> None:
+    """Wait until the fake operator of each running emulator has converged."""
+    for emulator in EMULATORS:
+        emulator.settle()
 
 
 def apply(graph: Graph, *, api_version: str = "nvidia.com/v1beta1", namespace: str = NS, dry_run: bool = False,

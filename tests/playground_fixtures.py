@@ -35,11 +35,10 @@ def free_port() -> int:
 
 
 class AsgiServer:
-    """An ASGI application (``module:attribute``) under uvicorn on a free loopback port, in a
-    thread, with the HTTP protocol controlplane.serve gives uvicorn (``noticing``) or uvicorn's
-    own."""
+    """An ASGI application (``module:attribute``) under uvicorn as it ships, on a free loopback
+    port, in a thread."""
 
-    def __init__(self, app: str = "controlplane.asgi:application", noticing: bool = True) -> None:
+    def __init__(self, app: str = "controlplane.asgi:application") -> None:
         import importlib
 
         import uvicorn
@@ -49,10 +48,8 @@ class AsgiServer:
         self.app = app
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        from controlplane.handoff import Noticing
-
         config = uvicorn.Config(application, host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="off", access_log=False, http=Noticing if noticing else "httptools")
+                                lifespan="off", access_log=False)
         self.server = uvicorn.Server(config)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.thread = threading.Thread(target=self._run, name="playground-uvicorn", daemon=True)
@@ -127,16 +124,14 @@ def _fresh_limits():
     counting.reset()
     # The test client runs each request on an event loop of its own: drop a pooled upstream
     # session whose loop is gone (production runs one loop per process).
-    pool = upstream._pool
-    if pool is not None and pool.loop.is_closed():
-        upstream._discard(pool)
-        upstream._pool = None
+    if upstream._session_loop is not None and upstream._session_loop.is_closed():
+        upstream._session = upstream._session_loop = None
 
 
 def make_graph(name: str, model: str, endpoint: str, *, user=None, state: str = "ready", active: bool = True):
     """A Graph (through the service, from the mocker template) with a Deployment that points
     at ``endpoint``, as the runtime's observer would have written it."""
-    from graphs.catalog import build_spec
+    from core.catalog import build_spec
     from graphs.models import Deployment
     from graphs.services import graph_create
 

@@ -1,13 +1,16 @@
-"""Every URL of the product, for every role and for anonymous users: default deny.
+"""Every page and API operation, for every role and for anonymous users.
 
-The walker enumerates the URL configuration itself, so a page or endpoint added later is
-covered without anyone listing it. For each URL and unsafe method it checks that
-* anonymous users and signed-in users without a role never get a 2xx (nor a 5xx);
-* viewers never change anything (no 2xx or redirect-after-success on unsafe methods), except
-  on the few endpoints that only read (validation, the YAML editor's live check);
-* no role ever gets a 5xx;
+The role matrix (tests/access_cases.py, checked by tests/access_world.py) sends each operation
+that the OpenAPI schema and the URL configuration publish, with a request that succeeds for an
+allowed role (a valid body, an existing object), as anonymous, a user without a role, a viewer,
+an operator and an admin, and asserts the exact answer: the success for allowed roles; 401 (the
+API) or the login redirect (pages) for anonymous users; 403 with the product's message for
+everyone else, the database unchanged. Breaking the role check makes it fail (the mutation
+tests below). Besides the matrix:
+* no role ever gets a 5xx, whatever it sends;
 * with CSRF enforced, no unsafe request authenticated by a session cookie succeeds without
-  the token."""
+  the token;
+* a page and its API twin follow one rule; every CLI verb follows its user's role."""
 
 from __future__ import annotations
 
@@ -17,8 +20,9 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from core.catalog import PoolFields, build_spec
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
+from tests.access_world import Op, send
 
 pytestmark = pytest.mark.django_db
 
@@ -86,38 +90,234 @@ def test_the_walker_finds_the_products_urls():
     assert len(urls) > 30
 
 
-@pytest.mark.parametrize("who", ["anonymous", "nobody"])
-def test_users_without_a_role_get_nothing_anywhere(world, who, client_for):
-    client = Client() if who == "anonymous" else client_for("norole")
-    leaks = []
-    for url in all_urls():
-        if PUBLIC.match(url):
-            continue
-        for method in ("get", *UNSAFE):
-            response = _request(client, method, url)
-            if response.status_code < 300 or response.status_code >= 500:
-                leaks.append(f"{method.upper()} {url} -> {response.status_code}")
-            if 300 <= response.status_code < 400 and "/login/" not in response.get("Location", ""):
-                leaks.append(f"{method.upper()} {url} -> redirect to {response.get('Location')}")
-    assert not leaks, "\n".join(leaks)
+# ------------------------------------------------------------------- the role matrix
+# Every operation (tests/access_cases.py) as every role, in a world where each can succeed.
+
+pytest_plugins = ["tests.k8s_fixtures"]
 
 
-def test_viewers_read_but_never_change_anything(world, client_for):
-    client = client_for("viewer")
-    problems = []
-    for url in all_urls():
-        if PUBLIC.match(url):
+@pytest.fixture
+def full_world(users, cluster, tmp_path, settings, api_for, client_for):
+    """Objects for every operation to act on, and a page client and an API client per role."""
+    from django.utils import timezone
+
+    from accounts.tokens import token_create
+    from audit.models import AuditRecord
+    from benchmarks.models import BenchmarkRun, RunState, Study
+    from benchmarks.profiles import resolve
+    from benchmarks.sizing import recommendation_create
+    from core.dgd.render import render
+    from core.specio import dump_yaml
+    from graphs.models import Deployment, GraphState, Pod
+    from graphs.operations import graph_apply
+    from graphs.runtimes.local.runtime import pod_log_path
+    from playground.models import Conversation
+    from playground.services import policy_set
+    from tests.access_world import write_file
+
+    settings.BENCHMARK_DIR = str(tmp_path / "bench")
+    settings.LOCAL_RUNTIME_DIR = str(tmp_path / "local")
+    settings.BENCHMARK_MAX_RUNNING = 2  # the busy graph's run is active; the matrix's own may start beside it
+    spec = build_spec(template="mocker-disagg", name="matrix", model="m", backend="mocker",
+                      prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0))
+    graph = services.graph_create(spec=spec, user=users["operator"])
+    services.graph_create(spec=spec.model_copy(update={"name": "spare"}), user=users["operator"])
+    other = services.graph_create(spec=spec.model_copy(update={"name": "busy"}), user=users["operator"])
+    for g in (graph, other):
+        Deployment.objects.create(graph=g, revision=g.head, runtime="local", active=True, state=GraphState.READY,
+                                  endpoint="http://127.0.0.1:9")
+    dep = graph.deployment
+    Pod.objects.create(deployment=dep, name="matrix-frontend-0", service="Frontend", role="frontend",
+                       phase="Running", ready=True)
+    write_file(pod_log_path("matrix", "matrix-frontend-0"), "frontend up\n")
+    services.graph_update(graph=graph, spec=spec, user=users["operator"], message="second")
+    operation = graph_apply(graph=other, user=users["operator"], dry_run=True)
+    policy_set(graph=graph, viewers_may_chat=True)
+    params = resolve("custom", {"concurrency": 4, "request_count": 40}).model_dump(mode="json")
+    stats = {"unit": "ms", "p50": 80.0, "p90": 100.0, "p99": 120.0}
+    run = BenchmarkRun.objects.create(
+        graph=graph, revision=graph.head, profile="custom", state=RunState.SUCCEEDED, progress=100, params=params,
+        finished_at=timezone.now(), log_path=write_file(tmp_path / "bench" / "runs" / "x" / "aiperf.log", "ok\n"),
+        results={"steps": [{"index": 0, "concurrency": 4, "artifact": "01-c4", "ttft": stats, "itl": stats,
+                            "output_token_throughput": 900.0, "completed": 40}]})
+    write_file(tmp_path / "bench" / "runs" / str(run.pk) / "01-c4" / "profile.json", "{}")
+    active_run = BenchmarkRun.objects.create(graph=other, revision=other.head, profile="custom", params=params)
+    study = Study.objects.create(graph=graph, profile="custom", params=params, state="succeeded")
+    active_study = Study.objects.create(graph=other, profile="custom", params=params)
+    recommendation = recommendation_create(graph=graph, ttft_ms=500.0, run_ids=[run.pk])
+    tokens, conversations = {}, {}
+    for who in ("viewer", "operator", "admin", "norole"):
+        tokens[who] = token_create(user=users[who], name="spare", via="system")[0].prefix
+        conversations[who] = Conversation.objects.create(owner=users[who], graph=graph, graph_name="matrix",
+                                                         title="kept").pk
+    tokens["anonymous"] = tokens["viewer"]
+    conversations["anonymous"] = conversations["viewer"]
+    manifest = dump_yaml(render(spec.model_copy(update={"name": "imported"})))
+    world = {
+        "name": "matrix", "spare": "spare", "pod": "matrix-frontend-0", "number": 1,
+        "cluster": cluster.name, "kubeconfig": cluster.kubeconfig,
+        "run": run.pk, "active_run": active_run.pk, "study": study.pk, "active_study": active_study.pk,
+        "recommendation": recommendation.pk, "operation": operation.pk,
+        "audit": AuditRecord.objects.order_by("pk").first().pk, "token": tokens, "conversation": conversations,
+        "graph_pk": graph.pk, "viewer_pk": users["viewer"].pk,
+        "spec": spec.model_copy(update={"name": "posted"}).model_dump(mode="json"),
+        "spec_changed": _with_decode_replicas(spec.model_dump(mode="json"), 2),
+        "manifest": manifest, "manifest_changed": dump_yaml(render(spec)).replace("replicas: 1", "replicas: 2", 1),
+    }
+    clients = {who: (client_for(who), api_for(who)) for who in ("anonymous", "norole", "viewer", "operator", "admin")}
+    return world, clients
+
+
+# Published, yet outside the matrix, and why.
+EXCLUDED = {
+    # The OpenAI-compatible endpoint decides by role and per-graph policy, answers in OpenAI's
+    # error shape, and succeeds only with a serving frontend: tests/test_playground_access.py
+    # sends it every role and policy against a real Dynamo frontend.
+    "/api/playground/{graph}/v1/chat/completions": "tests/test_playground_access.py",
+    "/api/playground/{graph}/v1/completions": "tests/test_playground_access.py",
+    "/api/playground/{graph}/v1/models": "tests/test_playground_access.py",
+}
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
+def _template(pattern: str) -> str:
+    return "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", pattern)
+
+
+def schema_operations() -> set[tuple[str, str]]:
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    return {(method.upper(), path) for path, ops in schema["paths"].items() for method in ops}
+
+
+def url_conf_paths() -> set[str]:
+    """The URL configuration's routes that the schema does not describe: pages, and the API's
+    root view. DRF viewsets and API views are the schema's."""
+    from rest_framework.routers import APIRootView
+
+    paths = set()
+    for pattern, callback in _walk_callbacks(get_resolver()):
+        drf = getattr(callback, "cls", None)
+        if drf is not None and not issubclass(drf, APIRootView):
             continue
-        response = _request(client, "get", url)
-        if response.status_code >= 500:
-            problems.append(f"GET {url} -> {response.status_code}")
-        if VIEWER_READ_ONLY_POSTS.match(url):
+        path = _template(pattern)
+        if "drf_format_suffix" in pattern or PUBLIC.match(path) or path.startswith(("/admin/", "/static/")):
             continue
-        for method in UNSAFE:
-            response = _request(client, method, url)
-            if response.status_code < 400 or response.status_code >= 500:
-                problems.append(f"{method.upper()} {url} -> {response.status_code}")
+        paths.add(path)
+    return paths
+
+
+def _walk_callbacks(resolver, prefix=""):
+    for entry in resolver.url_patterns:
+        pattern = prefix + str(entry.pattern)
+        if isinstance(entry, URLResolver):
+            yield from _walk_callbacks(entry, pattern)
+        elif isinstance(entry, URLPattern):
+            yield pattern, entry.callback
+
+
+def _with_decode_replicas(spec: dict, replicas: int) -> dict:
+    next(s for s in spec["services"] if s["name"] == "decode")["replicas"] = replicas
+    return spec
+
+
+def test_the_matrix_lists_every_operation_the_product_publishes():
+    from tests.access_cases import OPERATIONS
+
+    listed = {(op.method, op.path) for op in OPERATIONS}
+    assert len(listed) == len(OPERATIONS), "an operation is listed twice"
+    schema, paths = schema_operations(), url_conf_paths()
+    assert len(schema) > 50 and len(paths) > 40, "the walkers found too little: are they still reading the product?"
+    missing = sorted(op for op in schema if op not in listed)
+    missing += sorted(p for p in paths if p not in EXCLUDED and not any(path == p for _m, path in listed))
+    assert not missing, f"add these to tests/access_cases.py: {missing}"
+    unknown = sorted((m, p) for m, p in listed if (m, p) not in schema and p not in paths)
+    assert not unknown, f"listed, but not published (any more): {unknown}"
+
+
+def test_a_page_answers_no_method_that_the_matrix_does_not_list(full_world):
+    """Pages publish no methods: whatever a page answers must be in the matrix."""
+    from tests.access_cases import OPERATIONS
+
+    world, clients = full_world
+    page_client, api_client = clients["admin"]
+    listed = {(op.method, op.path) for op in OPERATIONS}
+    answered = []
+    for path in sorted(url_conf_paths() - EXCLUDED.keys()):
+        for method in METHODS:
+            if (method, path) in listed:
+                continue
+            op = Op(method, path, 3, 405, values=next((o.values for o in OPERATIONS if o.path == path), {}))
+            response = send(api_client if op.is_api else page_client, op, world, "admin")
+            if response.status_code != 405:
+                answered.append(f"{method} {path} -> {response.status_code}")
+    assert not answered, "\n".join(answered)
+
+
+def test_every_role_gets_exactly_its_answer_from_every_operation(full_world):
+    from tests.access_cases import OPERATIONS
+    from tests.access_world import matrix_problems
+
+    world, clients = full_world
+    problems = matrix_problems(OPERATIONS, world, clients)
     assert not problems, "\n".join(problems)
+
+
+def _viewers_may_write(monkeypatch):
+    """The mutation the matrix once missed: the API's default write check lets viewers write."""
+    from accounts import roles
+
+    def has_permission(self, request, view):
+        role = roles.user_role(request.user)
+        overrides = getattr(view, "required_roles", {})
+        if getattr(view, "action", None) in overrides:
+            return role >= overrides[view.action]
+        return role >= roles.Role.VIEWER  # was: writes need Role.OPERATOR
+
+    monkeypatch.setattr(roles.RolePermission, "has_permission", has_permission)
+
+
+def _viewers_rank_as_operators(monkeypatch):
+    """The pages' check (role_required) and the API's both read user_role: viewers count as operators."""
+    from accounts import roles
+
+    real = roles.user_role
+    monkeypatch.setattr(roles, "user_role", lambda user: max(real(user), roles.Role.OPERATOR)
+                        if real(user) == roles.Role.VIEWER else real(user))
+
+
+def _refusals_write(monkeypatch):
+    """A refusal that stores something first: the API's check records an audit row, then refuses."""
+    from accounts import roles
+    from audit.services import audit_record
+
+    real = roles.RolePermission.has_permission
+
+    def has_permission(self, request, view):
+        allowed = real(self, request, view)
+        if not allowed:
+            audit_record(actor=None, via="api", action="refused", target_type="graph", target="x")
+        return allowed
+
+    monkeypatch.setattr(roles.RolePermission, "has_permission", has_permission)
+
+
+@pytest.mark.parametrize(("mutation", "expected"), [
+    (_viewers_may_write, "viewer POST /api/graphs/: expected 403 'Your role does not allow this.', got 201"),
+    (_viewers_rank_as_operators, "viewer POST /graphs/matrix/scale/: expected 403 with 'This needs the operator "
+                                 "role.', got 200"),
+    (_refusals_write, "viewer POST /api/graphs/: refused, yet the database changed"),
+])
+def test_the_matrix_fails_when_the_role_check_is_broken(full_world, monkeypatch, mutation, expected):
+    """Proof that the matrix catches what it names: break the role check, and it fails."""
+    from tests.access_cases import OPERATIONS
+    from tests.access_world import matrix_problems
+
+    world, clients = full_world
+    mutation(monkeypatch)
+    problems = matrix_problems(OPERATIONS, world, clients, roles=("viewer",))
+    assert any(p.startswith(expected) for p in problems), "\n".join(problems)
 
 
 @pytest.mark.parametrize("role", ["operator", "admin"])
@@ -173,70 +373,3 @@ def test_a_page_and_its_api_twin_follow_one_rule(world, role, client_for, api_fo
                           f"{'refused' if api_refused else 'allowed'}")
     assert compared >= 2
     assert not differ, "\n".join(differ)
-
-
-# ------------------------------------------------------------------------------------- the CLI
-# Every verb of every CLI with --user, for every role: the CLI follows the same rules. The verbs
-# are read from the commands' own parsers, so a verb added later must be listed in CLI_ARGS.
-CLI_READ_VERBS = {"list", "export", "validate", "status", "show"}  # everything else changes something
-
-
-def _cli_args(tmp_path) -> dict[str, dict[str, list[str]]]:
-    from tests.badinput import FRONTEND, _beta
-
-    manifest = tmp_path / "m.yaml"
-    manifest.write_text(_beta(FRONTEND, name="cli-matrix"))
-    return {"graphs": {"list": [], "import": [str(manifest)], "export": ["matrix"], "validate": [str(manifest)],
-                       "apply": ["matrix"], "scale": ["matrix", "decode", "2"], "delete": ["matrix"],
-                       "status": ["matrix"]},
-            "benchmarks": {"run": ["matrix"], "list": [], "show": ["1"], "cancel": ["1"]}}
-
-
-def _verbs(command: str) -> set[str]:
-    import argparse
-
-    from django.core.management import load_command_class
-
-    parser = load_command_class(
-        {"graphs": "graphs", "benchmarks": "benchmarks"}[command], command).create_parser("manage.py", command)
-    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return set(sub.choices)
-
-
-def _counts() -> tuple:
-    from django.apps import apps
-
-    return tuple(m._default_manager.count() for m in apps.get_models()
-                 if m._meta.app_label in ("graphs", "benchmarks", "audit"))
-
-
-@pytest.mark.parametrize("command", ["graphs", "benchmarks"])
-@pytest.mark.parametrize("who", ["norole", "inactive", "viewer", "operator", "admin"])
-def test_every_cli_verb_follows_the_role_of_its_user(world, users, command, who, tmp_path):
-    import io
-
-    from django.core.management import CommandError, call_command
-
-    if who == "inactive":
-        users["operator"].is_active = False
-        users["operator"].save()
-    username = "operator" if who == "inactive" else who
-    args = _cli_args(tmp_path)[command]
-    assert _verbs(command) == set(args), "list the new verb's sample arguments in _cli_args"
-    may_read, may_write = who in ("viewer", "operator", "admin"), who in ("operator", "admin")
-    wrong = []
-    for verb, extra in args.items():
-        allowed = may_read if verb in CLI_READ_VERBS else may_write
-        before = _counts()
-        try:
-            call_command(command, "--user", username, verb, *extra, stdout=io.StringIO(), stderr=io.StringIO())
-            error = ""
-        except (CommandError, SystemExit) as exc:
-            error = str(exc)
-        refused_for_role = "role" in error
-        if allowed == refused_for_role:
-            wrong.append(f"{command} --user {username} {verb}: {'refused' if refused_for_role else 'allowed'} "
-                         f"({error or 'ok'})")
-        if refused_for_role and _counts() != before:
-            wrong.append(f"{command} {verb}: refused but stored something")
-    assert not wrong, "\n".join(wrong)

@@ -10,10 +10,10 @@ import yaml
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from core.catalog import PoolFields, build_spec
+from core.dgd.parse import import_manifest
+from core.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
-from graphs.dgd.parse import import_manifest
-from graphs.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs.models import Graph, Revision
 
 
@@ -561,6 +561,37 @@ def test_an_operator_can_request_an_apply(operator_api, users):
     op = Operation.objects.get()
     assert (op.kind, op.state, op.via, op.requested_by) == ("apply", "pending", "api", users["operator"])
     assert op.params == {"runtime": "local", "apiVersion": V1BETA1, "dryRun": True}
+    # 202 Accepted says where to follow it, and that URL is the operation.
+    assert response["Location"] == f"/api/operations/{op.pk}/"
+    assert operator_api.get(response["Location"]).json()["id"] == op.pk == response.json()["id"]
+
+
+def test_every_verb_that_queues_an_operation_answers_202_with_its_location(operator_api):
+    from graphs.models import Deployment, Operation
+
+    alpha = make_graph("alpha")
+    Deployment.objects.create(graph=alpha, runtime="local", revision=alpha.head, active=True, state="ready")
+    for url, body in [("/api/graphs/alpha/scale/", {"service": "decode", "replicas": 2}),
+                      ("/api/graphs/alpha/undeploy/", {})]:
+        response = operator_api.post(url, body, format="json")
+        assert response.status_code == 202, (url, response.content)
+        op = Operation.objects.latest("pk")
+        assert response["Location"] == f"/api/operations/{op.pk}/"
+        Operation.objects.filter(pk=op.pk).update(state="succeeded")  # one operation at a time per graph
+
+
+def test_the_status_answer_is_what_the_schema_describes(viewer_api):
+    """The status action goes through its serializer: the OpenAPI schema names every key it sends."""
+    import yaml
+
+    make_graph("alpha")
+    body = viewer_api.get("/api/graphs/alpha/status/").json()
+    schema = yaml.safe_load(viewer_api.get("/api/schema/").content)
+    component = schema["components"]["schemas"]["GraphStatus"]
+    assert set(body) == set(component["properties"])
+    assert (body["deployed"], body["pods"], body["state"]) == (False, [], "not_deployed")
+    pod_fields = set(schema["components"]["schemas"]["Pod"]["properties"])
+    assert {"name", "phase", "ready", "restarts", "shm_bytes", "shm_requested_bytes"} <= pod_fields
 
 
 def test_a_session_login_works_for_the_api_too(client_for):

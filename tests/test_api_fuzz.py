@@ -19,8 +19,8 @@ from schemathesis import GenerationMode
 from schemathesis.checks import CHECKS, load_all_checks
 
 from accounts.tokens import token_create
+from core.catalog import PoolFields, build_spec
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
 
 # Bodies that are documents judged beyond what a JSON Schema can say: a graph spec is rendered
 # and checked against the real CRD schema and the operational rules, a manifest likewise. Their
@@ -100,6 +100,12 @@ def _fuzz(operation, mode, headers, checks, totals, failures) -> None:
         totals[f"operations_without_{mode.value}_cases"] += 1
 
 
+def _now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 def test_generated_requests_pass_every_schemathesis_check(api_schema):
     """Every check schemathesis has (server errors, status codes, content types, headers,
     response schemas, negative data refused, positive data accepted, auth, methods...), on
@@ -118,9 +124,16 @@ def test_generated_requests_pass_every_schemathesis_check(api_schema):
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
             _fuzz(operation, mode, headers, checks, totals, failures)
     summary = {"operations": len(operations), **totals, "checks": [c.__name__ for c in checks],
+               "failures": sum(len(found) for found in failures.values()),
                "failures_by_check": {name: len(found) for name, found in sorted(failures.items())}}
     if os.environ.get("FUZZ_REPORT"):
-        Path(os.environ["FUZZ_REPORT"]).write_text(json.dumps(summary, indent=2) + "\n")
+        from bench.record import machine, provenance
+
+        knobs = " ".join(f"{k}={os.environ[k]}" for k in ("FUZZ_RANDOM", "FUZZ_EXAMPLES", "FUZZ_REPORT")
+                         if os.environ.get(k))
+        made = {"command": f"{knobs} python -m pytest tests/test_api_fuzz.py", "date": _now(), **provenance(),
+                "machine": machine()}
+        Path(os.environ["FUZZ_REPORT"]).write_text(json.dumps({**made, **summary}, indent=2) + "\n")
     print(json.dumps(summary))
     report = [f"{name}: {line}" for name, found in sorted(failures.items()) for line in sorted(set(found))]
     assert not report, f"{len(report)} distinct failures\n" + "\n".join(report[:300])

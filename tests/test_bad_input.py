@@ -6,14 +6,12 @@ and never answers 500. Plus oversized bodies."""
 from __future__ import annotations
 
 import html
-import io
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.core.management import CommandError, call_command
 
+from core.catalog import build_spec
 from graphs import services
-from graphs.catalog import build_spec
 from graphs.models import Graph, Revision
 from tests.badinput import CASES, GRAPH_NAME, PARSABLE_CASES, TEXT_CASES, UNPARSABLE_CASES, alias_bomb
 
@@ -123,48 +121,6 @@ def test_a_yaml_alias_bomb_is_refused_by_the_api_import(api_for):
     response = api_for("operator").post("/api/graphs/import/", data=text.encode(), content_type="application/yaml")
     assert response.status_code == 400
     assert Graph.objects.count() == 0
-
-
-# ------------------------------------------------------------------------------- the CLI
-
-
-def write(tmp_path, case) -> str:
-    path = tmp_path / f"{case.id}.yaml"
-    path.write_bytes(case.data)
-    return str(path)
-
-
-@pytest.mark.parametrize("case", CASES, ids=str)
-def test_the_cli_import_fails_lists_the_findings_on_stderr_and_stores_nothing(case, existing, tmp_path):
-    before = stored()
-    stdout, stderr = io.StringIO(), io.StringIO()
-    with pytest.raises(CommandError, match="nothing was stored"):
-        call_command("graphs", "import", write(tmp_path, case), stdout=stdout, stderr=stderr)
-    assert case.expect in stderr.getvalue()
-    assert stderr.getvalue().startswith("error: ")
-    assert stdout.getvalue() == ""
-    assert stored() == before
-
-
-@pytest.mark.parametrize("case", CASES, ids=str)
-def test_the_cli_validate_fails_on_every_bad_input(case, db, tmp_path):
-    stderr = io.StringIO()
-    with pytest.raises(CommandError):
-        call_command("graphs", "validate", write(tmp_path, case), stdout=io.StringIO(), stderr=stderr)
-    assert case.expect in stderr.getvalue()
-
-
-def test_the_cli_refuses_a_10_mb_file_without_reading_it(db, tmp_path):
-    path = tmp_path / "big.yaml"
-    path.write_bytes(TEN_MB)
-    with pytest.raises(CommandError, match="limit"):
-        call_command("graphs", "import", str(path), stdout=io.StringIO(), stderr=io.StringIO())
-    assert Graph.objects.count() == 0
-
-
-def test_the_cli_names_a_missing_file(db, tmp_path):
-    with pytest.raises(CommandError, match="no such file"):
-        call_command("graphs", "import", str(tmp_path / "missing.yaml"), stdout=io.StringIO(), stderr=io.StringIO())
 
 
 # ----------------------------------------------------------------------------- the pages

@@ -11,32 +11,14 @@ import pytest
 
 from benchmarks import studies
 from benchmarks.models import BenchmarkRun, Study
-from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
 from graphs import operations
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Graph, Operation, Pod
-from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import wait_until
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 SPEEDUP = "--speedup-ratio 5"
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
-
-
-@pytest.fixture
-def operator(tmp_path, settings):
-    settings.LOCAL_RUNTIME_DIR = tmp_path / "runtime"
-    settings.BENCHMARK_DIR = tmp_path / "benchmarks"
-    op = LocalOperator(runtime_dir=tmp_path / "runtime", port_min=25000, port_max=25999)
-    yield op
-    op.shutdown()
 
 
 def _converge(operator, predicate, timeout=120, what="the graph to converge"):

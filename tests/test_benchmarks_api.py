@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
-from benchmarks import services, studies
+from benchmarks import services
 from benchmarks.models import BenchmarkRun, Recommendation, RunState, Study
 from benchmarks.profiles import resolve
-from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, GraphState, Operation
 
 pytestmark = pytest.mark.django_db
@@ -24,20 +24,10 @@ RUNS = "/api/benchmarks/runs/"
 
 
 @pytest.fixture(autouse=True)
-def _nothing_runs(monkeypatch, settings, tmp_path):
-    """Record runs and studies, but start no aiperf and send no Celery message. No local
-    operator runs either: a scale succeeds once recorded, not once observed."""
+def _benchmark_dir(settings, tmp_path):
+    # No local operator runs here: a scale succeeds once recorded, not once observed.
     settings.OPERATION_OBSERVE_SECONDS = 0
-    monkeypatch.setattr(services, "_enqueue", lambda run: None)
-    monkeypatch.setattr(studies, "_schedule", lambda study_id, now: None)
     settings.BENCHMARK_DIR = tmp_path / "benchmarks"
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
 
 
 def _graph(name="demo", state=GraphState.READY, endpoint="http://127.0.0.1:18999", deployed=True):
@@ -311,3 +301,41 @@ def test_a_mocker_run_reports_no_gpus_and_no_tokens_per_gpu(client_for):
     assert page.count("none (mocker)") == 2
     detail = client_for("viewer").get(f"/benchmarks/runs/{runs[0].pk}/").content.decode()
     assert "none (mocker)" in detail
+
+
+# --- the real task, run eagerly ---------------------------------------------------------------------
+
+def test_a_requested_run_is_executed_by_the_real_task_once_the_request_commits(api_for, eager,
+                                                                              django_capture_on_commit_callbacks):
+    """No stand-in for the worker: the request's commit enqueues the real task (run inline),
+    which runs aiperf against the graph's frontend. Nothing listens there, and the run says so."""
+    _graph()
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = api_for("operator").post(RUNS, {"graph": "demo", "profile": "custom", "concurrency": 1,
+                                                   "request_count": 2}, format="json")
+    assert response.status_code == 201 and response.json()["state"] == "pending"
+    assert len(callbacks) == 1
+    run = BenchmarkRun.objects.get(pk=response.json()["id"])
+    assert run.state == "failed" and run.started_at and run.finished_at
+    assert run.error.startswith("aiperf exited with code 1 during the run")
+    assert "All 2 inference request(s) failed" in run.error  # aiperf's own words, from its log
+    assert Path(run.log_path).exists()
+
+
+def test_a_requested_study_is_advanced_by_the_real_task_once_the_request_commits(
+        api_for, eager, django_capture_on_commit_callbacks, settings, tmp_path):
+    """The real study_advance task, run inline: the first arm (agg2) is a variant graph, which the
+    study creates and applies (the apply operation runs inline too; the local operator, which
+    would start its processes, is not running here)."""
+    settings.LOCAL_RUNTIME_DIR = tmp_path / "runtime"
+    _graph()
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        response = api_for("operator").post("/api/benchmarks/studies/", {"graph": "demo", "profile": "short",
+                                                                         "request_count": 10}, format="json")
+    assert response.status_code == 201, response.content
+    assert callbacks
+    study = Study.objects.get(pk=response.json()["id"])
+    assert study.state == "running" and study.message == "agg2: apply" and not study.error
+    assert list(Operation.objects.values_list("kind", "state", "graph__name")) == [
+        ("apply", "succeeded", f"demo-ab{study.pk}-agg2")]
+    assert not study.runs.exists()  # its runs start once the variant serves

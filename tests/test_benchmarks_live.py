@@ -18,21 +18,13 @@ from django.utils import timezone
 
 from benchmarks import aiperf, services
 from benchmarks.models import BenchmarkRun
-from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, GraphState
 from graphs.runtimes.processes import allocate_ports, group_members, wait_until
 from tests.dynamo_fixtures import dynamo_graph  # noqa: F401
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
 
 
 @pytest.fixture
@@ -82,7 +74,7 @@ def test_a_short_profile_stores_aiperfs_own_percentiles(dynamo_graph, settings, 
     assert response.status_code == 201, response.content
     run = BenchmarkRun.objects.get(pk=response.json()["id"])
     assert run.state == "succeeded", run.error
-    assert run.progress == 100 and run.started_at and run.finished_at and elapsed < 120
+    assert run.progress == 100 and run.started_at and run.finished_at
     results = run.run_results
     step = results.steps[0]
     export = json.loads((Path(run.artifact_dir) / step.artifact / aiperf.EXPORT_JSON).read_text())
@@ -115,23 +107,26 @@ def test_a_short_profile_stores_aiperfs_own_percentiles(dynamo_graph, settings, 
           f"{step.ttft.p99:.1f} ms, ITL p90 {step.itl.p90:.2f} ms, {step.output_token_throughput:.0f} tok/s")
 
 
-def test_cancel_stops_every_aiperf_process(dynamo_graph, settings, bench_dir, api_for, monkeypatch):  # noqa: F811
+def test_cancel_stops_every_aiperf_process(dynamo_graph, settings, bench_dir, api_for, eager):  # noqa: F811
     settings.LOCAL_RUNTIME_DIR = dynamo_graph.root
-    monkeypatch.setattr(services, "_enqueue", lambda run: None)  # this test plays the worker itself
     _graph_on(dynamo_graph.endpoint, dynamo_graph.model, name="cancel-me")
-    run_id = api_for("operator").post("/api/benchmarks/runs/", {
+    # The request's commit runs the real task inline (eager), so the request lasts as long as the
+    # run: it is sent from a thread of its own, and the cancel from here.
+    requested = []
+    worker = threading.Thread(target=lambda: requested.append(api_for("operator").post("/api/benchmarks/runs/", {
         "graph": "cancel-me", "concurrency": 1, "request_count": 400, "output_tokens_mean": 200,
-        "max_seconds": 120}, format="json").json()["id"]
-    worker = threading.Thread(target=services.benchmark_execute, args=(run_id,), daemon=True)
+        "max_seconds": 120}, format="json")), daemon=True)
     worker.start()
-    run = wait_until(lambda: (r := BenchmarkRun.objects.get(pk=run_id)).pgid and "requests done" in
-                     r.progress_text and r, timeout=90, interval=0.3, what="aiperf to send requests")
+    run = wait_until(lambda: (r := BenchmarkRun.objects.filter(graph__name="cancel-me").first()) and r.pgid
+                     and "requests done" in r.progress_text and r, timeout=90, interval=0.3,
+                     what="aiperf to send requests")
+    run_id = run.pk
     pgid = run.pgid
     assert group_members(pgid) and len(_aiperf_processes(run_id)) > 1
     response = api_for("operator").post(f"/api/benchmarks/runs/{run_id}/cancel/")
     assert response.status_code == 200
     worker.join(timeout=60)
-    assert not worker.is_alive()
+    assert not worker.is_alive() and requested[0].status_code == 201
     run.refresh_from_db()
     assert run.state == "cancelled" and "cancelled by operator" in run.error
     assert group_members(pgid) == [] and _aiperf_processes(run_id) == []
@@ -153,24 +148,3 @@ def test_a_frontend_that_is_down_gives_a_failed_run_with_aiperfs_log(dynamo_grap
     log = b"".join(api_for("viewer").get(f"/api/benchmarks/runs/{run.pk}/log/").streaming_content).decode()
     assert "All 6 inference request(s) failed" in log or "ClientConnectorError" in log
     assert _aiperf_processes(run.pk) == []
-
-
-def test_the_cli_runs_a_benchmark_to_the_end_and_prints_its_percentiles(dynamo_graph, settings, bench_dir,  # noqa: F811
-                                                                         eager, capsys):
-    from django.core.management import call_command
-    from django.core.management.base import CommandError
-
-    settings.LOCAL_RUNTIME_DIR = dynamo_graph.root
-    _graph_on(dynamo_graph.endpoint, dynamo_graph.model, name="cli-run")
-    call_command("benchmarks", "run", "cli-run", "--profile", "custom", "--concurrency", "2",
-                 "--request-count", "6", "--input-tokens-mean", "32", "--output-tokens-mean", "8", "--wait", "120")
-    out = capsys.readouterr().out
-    run = BenchmarkRun.objects.get(graph__name="cli-run")
-    assert run.state == "succeeded" and run.via == "cli"
-    step = run.run_results.steps[0]
-    assert f"TTFT p50/p90/p99 {step.ttft.p50:.1f}/{step.ttft.p90:.1f}/{step.ttft.p99:.1f} ms" in out
-    call_command("benchmarks", "list", "--graph", "cli-run")
-    assert f"{run.pk:>5} cli-run" in capsys.readouterr().out
-    with pytest.raises(CommandError, match="invalid benchmark parameters"):
-        call_command("benchmarks", "run", "cli-run", "--concurrency", "0")
-    assert "concurrency" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from benchmarks import aiperf
 from benchmarks.profiles import ProfileError, RunParams, resolve
 from benchmarks.shapes import Shape, parse_shape, same_budget_shapes, shape_gpus, shape_of, variant_spec
 from benchmarks.sizing import Observation, recommend
-from graphs.catalog import PoolFields, build_spec
+from core.catalog import PoolFields, build_spec
 
 EXPORT = Path(__file__).resolve().parent / "fixtures" / "aiperf" / "profile_export_aiperf.json"
 

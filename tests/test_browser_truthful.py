@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from core.catalog import PoolFields, build_spec
+from core.dgd.render import render
+from core.planner import PlannerSettings
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
-from graphs.dgd.render import render
 from graphs.models import Deployment, Graph, Operation
-from graphs.planner.settings import PlannerSettings
 from tests.conftest import PASSWORD
 from tests.test_truthful_actions import ALPHA_WITH_RESOURCES
 

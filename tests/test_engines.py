@@ -15,7 +15,7 @@ from benchmarks import reports
 from benchmarks.models import BenchmarkRun
 from benchmarks.schema import RunConfig, RunResults, Step
 from benchmarks.services import _snapshot
-from graphs.catalog import PoolFields, build_spec
+from core.catalog import PoolFields, build_spec
 from graphs.engines import (
     MOCKER_LABEL,
     Host,

@@ -171,7 +171,7 @@ def test_up_says_why_the_example_graph_is_not_serving_and_what_to_do(up_factory,
         assert re.search(r"state: +Failed", text), text
         assert f"message: need 1 free ports on 127.0.0.1 in {ports[0]}-{ports[1]}" in text, text
         assert f"now {ports[0]}-{ports[1]}, and none is free" in text
-        assert "python manage.py graphs status demo" in text
+        assert "dynamo-cp graphs status demo" in text
         assert "Prometheus is not installed" in text  # --no-provision: said, not hidden
         assert up.proc.poll() is None  # the rest keeps running: the user can fix it and apply again
         # The worker's broker connection names its host: no kombu "No hostname was supplied" warning.

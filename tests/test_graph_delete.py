@@ -7,8 +7,8 @@ import pytest
 
 from audit.models import AuditRecord
 from benchmarks.models import BenchmarkRun
+from core.catalog import PoolFields, build_spec
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Graph, Revision
 
 

@@ -9,8 +9,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun, RunState
+from core.catalog import build_spec
 from graphs import services
-from graphs.catalog import build_spec
 from graphs.models import Operation, OperationState
 
 pytestmark = pytest.mark.django_db

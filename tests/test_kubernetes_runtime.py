@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import OperationRefused, RuntimeFailure
+from core.specio import spec_from_data
 from graphs import operations
-from graphs.errors import OperationRefused, RuntimeFailure
 from graphs.models import Deployment, Operation
 from graphs.services import graph_update
-from graphs.specio import spec_from_data
 from tests.k8s_helpers import CLUSTER, NS, apply, dgd_path, make_graph, run, scale
 
 pytestmark = pytest.mark.django_db
@@ -115,8 +115,8 @@ def test_a_field_another_manager_owns_is_left_alone_and_named_unless_forced(clus
     assert op.state == "succeeded", op.result
     assert 'left .spec.components[name="decode"].replicas at 5 (revision: 1): owned by kubectl (Apply)' in op.result
     assert "apply with force to take it" in op.result
-    assert all(r.param("force") is None for r in kube.find_requests("PATCH", dgd_path()) if r.param("fieldManager")
-               == "dynamo-control-plane")
+    ours = [r for r in kube.find_requests("PATCH", dgd_path()) if r.param("fieldManager") == "dynamo-control-plane"]
+    assert ours and all(r.param("force") is None for r in ours)
     assert _dgd(kube)["spec"]["components"][2]["replicas"] == 5
     assert Deployment.objects.get(graph=graph).desired_replicas(graph.head.graph_spec)["decode"] == 5
     forced = run(operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS,

@@ -6,21 +6,17 @@ metrics API, per reply as cached prompt tokens, and per pod the process's own fa
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import time
 
 import httpx
 import pytest
-from django.core.management import call_command
 from django.urls import reverse
 
-from controlplane.celery import app as celery_app
+from core.catalog import build_spec
 from graphs import operations, services
-from graphs.catalog import build_spec
 from graphs.models import Deployment, Pod
-from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import wait_until
 from metrics import localprom
 from tests.metrics_fixtures import fresh_cache, prometheus_server, use_prometheus  # noqa: F401
@@ -29,21 +25,6 @@ pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 
 # ~1,500 tokens: many 64-token KV blocks, so a repeat reuses most of the prompt.
 PROMPT = " ".join(f"word{i % 500}" for i in range(1500))
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
-
-
-@pytest.fixture
-def operator(tmp_path, settings):
-    settings.LOCAL_RUNTIME_DIR = tmp_path
-    op = LocalOperator(runtime_dir=tmp_path, port_min=26000, port_max=26999)
-    yield op
-    op.shutdown()
 
 
 def _converge(operator, graph, predicate, timeout=120):
@@ -79,9 +60,7 @@ def test_a_kv_routed_graph_reuses_prompt_prefixes_and_says_so(eager, operator, u
     argv = frontend["args"]
     assert argv[argv.index("--router-mode") + 1] == "kv"
     assert "dynamo.mocker" in pods["kvg-worker-0"]["command"]
-    out = io.StringIO()
-    call_command("graphs", "status", "kvg", stdout=out)
-    assert "router: kv" in out.getvalue().splitlines()
+    assert operations.status_snapshot(graph)["router_mode"] == "kv"
     # What the worker really has: its mount namespace's /dev/shm, next to what the spec asks.
     statvfs = os.statvfs(f"/proc/{operator.supervisor.status('kvg-worker-0').pid}/root/dev/shm")
     assert pods["kvg-worker-0"]["shm_bytes"] == statvfs.f_frsize * statvfs.f_blocks

@@ -10,29 +10,13 @@ import httpx
 import pytest
 
 from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
+from core.errors import OperationRefused
 from graphs import operations, services
-from graphs.catalog import PoolFields, build_spec
-from graphs.errors import OperationRefused
 from graphs.models import Deployment, Event, Operation, Pod
-from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import group_members, port_is_free, wait_until
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
-
-
-@pytest.fixture
-def operator(tmp_path, settings):
-    settings.LOCAL_RUNTIME_DIR = tmp_path
-    op = LocalOperator(runtime_dir=tmp_path, port_min=24000, port_max=24999)
-    yield op
-    op.shutdown()
 
 
 def _graph(name="e2e"):
@@ -101,8 +85,8 @@ def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
     operations.graph_undeploy(graph=graph, via="api")
     _converge(operator, graph, lambda dep, pods: dep.state == "not_deployed" and not pods)
     assert operator.supervisor.names() == []
-    assert all(not group_members(g) for g in groups)
-    assert all(port_is_free(p) for p in ports)
+    assert groups and all(not group_members(g) for g in groups)
+    assert ports and all(port_is_free(p) for p in ports)
     kinds = list(Operation.objects.filter(graph=graph).order_by("created_at").values_list("kind", "state"))
     assert kinds == [("apply", "succeeded"), ("scale", "succeeded"), ("scale", "succeeded"),
                      ("delete", "succeeded")]

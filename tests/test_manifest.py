@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from graphs.catalog import TEMPLATES, build_spec
-from graphs.dgd.commandline import tokens, translate_role_flag
-from graphs.dgd.parse import import_manifest
-from graphs.dgd.render import V1ALPHA1, V1BETA1, normalise_api_version, render
-from graphs.dgd.versions import DynamoVersion
-from graphs.schema import structural_findings
-from graphs.spec import GraphSpec
-from graphs.specio import dump_yaml
+from core.catalog import TEMPLATES, build_spec
+from core.dgd.commandline import tokens, translate_role_flag
+from core.dgd.parse import import_manifest
+from core.dgd.render import V1ALPHA1, V1BETA1, normalise_api_version, render
+from core.facts import DynamoVersion
+from core.schema import structural_findings
+from core.spec import GraphSpec
+from core.specio import dump_yaml
 
 REFERENCE = Path(__file__).resolve().parent / "fixtures" / "reference"
 SEED = REFERENCE / "seed-disagg.yaml"
@@ -520,6 +520,7 @@ def test_the_golden_v1beta1_workers_use_the_v1beta1_spelling_of_roles_gpus_shm_a
 
 def test_the_golden_mocker_asks_for_no_gpu_and_aggregated_vllm_has_one_worker_pool():
     mocker = load(golden_path("mocker-disagg", "1.6.1", V1BETA1))
+    assert len(mocker["spec"]["components"]) == 3  # frontend, prefill, decode
     for component in mocker["spec"]["components"]:
         assert "resources" not in component["podTemplate"]["spec"]["containers"][0]
     assert golden_container("mocker-disagg", "1.6.1", V1BETA1, "prefill")["args"][-2:] == [

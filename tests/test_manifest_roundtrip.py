@@ -20,12 +20,12 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 
-from graphs.checks import operational_findings
-from graphs.dgd.parse import import_manifest
-from graphs.dgd.render import V1ALPHA1, V1BETA1, render
-from graphs.schema import structural_findings
-from graphs.spec import GraphSpec
-from graphs.specio import dump_yaml, load_yaml
+from core.checks import operational_findings
+from core.dgd.parse import import_manifest
+from core.dgd.render import V1ALPHA1, V1BETA1, render
+from core.schema import structural_findings
+from core.spec import GraphSpec
+from core.specio import dump_yaml, load_yaml
 from tests.dgd_strategies import manifests
 
 CORPUS = sorted((Path(__file__).resolve().parent / "fixtures" / "operator-manifests").glob("*.yaml"))

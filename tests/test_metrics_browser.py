@@ -18,8 +18,8 @@ from django.urls import path
 from django.utils import timezone
 
 from controlplane.urls import urlpatterns as product_urls
+from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Graph, Operation
 from metrics.services import objectives_set
 from tests.conftest import PASSWORD

@@ -19,8 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Pod
 from metrics import localprom, promql
 from metrics import prometheus as prom

@@ -21,8 +21,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
+from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Operation, Pod
 from metrics import charts, localprom
 from metrics.models import Objectives

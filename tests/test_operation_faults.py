@@ -17,8 +17,8 @@ from django.conf import settings
 from django.db import connection
 
 from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
 from graphs import operations, services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Event, Operation
 from graphs.runtimes.processes import wait_until
 

@@ -10,12 +10,12 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from clusters.resources import service_name
+from core.errors import OperationRefused
+from core.specio import spec_from_data
 from graphs import operations
-from graphs.errors import OperationRefused
 from graphs.models import Deployment, Pod
 from graphs.runtimes.kubernetes.watch import ClusterWatcher
 from graphs.services import graph_update
-from graphs.specio import spec_from_data
 from tests.k8s_helpers import CLUSTER, NS, apply, make_graph, run, scale
 
 pytestmark = pytest.mark.django_db
@@ -68,6 +68,7 @@ def test_the_webhook_refuses_adding_or_removing_a_component(kube):
     api = _api(kube)
     kube.simulate_operator = True
     api.create_namespaced_custom_object(G, V, NS, DGD, _dgd())
+    kube.settle()
     live = api.get_namespaced_custom_object(G, V, NS, DGD, "t")
     grown = {**live, "spec": {**live["spec"], "components": [*live["spec"]["components"], {
         **live["spec"]["components"][1], "name": "prefill", "type": "prefill"}]}}
@@ -172,6 +173,7 @@ def test_the_rule_fires_on_scaling_adapter_in_the_old_or_the_new_spec_adapter_ob
     kube.simulate_operator = True
     api = _api(kube)
     api.create_namespaced_custom_object(G, V, NS, DGD, _dgd())
+    kube.settle()
     live = api.get_namespaced_custom_object(G, V, NS, DGD, "t")
     # new spec only: scalingAdapter added in the same write as a replica change (no adapter object yet)
     added = {**live, "spec": {**live["spec"], "components": [live["spec"]["components"][0], {
@@ -185,6 +187,7 @@ def test_the_rule_fires_on_scaling_adapter_in_the_old_or_the_new_spec_adapter_ob
     api.replace_namespaced_custom_object(G, V, NS, DGD, "t", {**added, "spec": {
         **added["spec"], "components": [added["spec"]["components"][0],
                                         {**added["spec"]["components"][1], "replicas": 1}]}})
+    kube.settle()
     assert kube.get("dgdsa", "t-decode", namespace=NS) is not None
     # old spec only: dropping scalingAdapter while changing replicas
     live = api.get_namespaced_custom_object(G, V, NS, DGD, "t")
@@ -199,6 +202,7 @@ def test_the_rule_fires_on_scaling_adapter_in_the_old_or_the_new_spec_adapter_ob
 def test_the_rule_exempts_by_identity_not_by_field_manager(kube):
     kube.simulate_operator = True
     _api(kube).create_namespaced_custom_object(G, V, NS, DGD, _dgd(adapter=True))
+    kube.settle()
     with pytest.raises(ApiException) as err:  # a person calling themselves "planner" is still refused
         _replicas_patch(_api(kube), 2, manager="planner")
     assert err.value.status == 422
@@ -207,6 +211,7 @@ def test_the_rule_exempts_by_identity_not_by_field_manager(kube):
     planner = _api(kube, "system:serviceaccount:anywhere:planner-serviceaccount")
     body, code, _headers = _replicas_patch(planner, 2)
     assert code == 200 and body["spec"]["components"][1]["replicas"] == 2  # admitted
+    kube.settle()
     # ... and the adapter, the source of truth, sets it back (the operator copies its count)
     assert kube.get("dgd", "t", namespace=NS)["spec"]["components"][1]["replicas"] == 1
 
@@ -215,6 +220,7 @@ def test_older_releases_answer_403_and_the_product_reads_both_as_the_webhook(clu
     kube.operator.webhook_status = 403
     kube.simulate_operator = True
     _api(kube).create_namespaced_custom_object(G, V, NS, DGD, _dgd(adapter=True))
+    kube.settle()
     with pytest.raises(ApiException) as err:
         _replicas_patch(_api(kube), 2)
     assert (err.value.status, _status(err.value)["reason"]) == (403, "Forbidden")
@@ -261,6 +267,7 @@ def test_the_product_keeps_live_replicas_of_a_component_that_gains_an_adapter(cl
 def test_pods_get_the_operators_shared_memory_volume(kube, size, volume):
     kube.simulate_operator = True
     _api(kube).create_namespaced_custom_object(G, V, NS, DGD, _dgd(shm=size))
+    kube.settle()
     pod = next(p for p in client.CoreV1Api(kube.api_client()).list_namespaced_pod(
         NS, label_selector="nvidia.com/dynamo-component=decode").items)
     volumes = [(v.name, v.empty_dir.medium, v.empty_dir.size_limit) for v in pod.spec.volumes or []
@@ -292,6 +299,7 @@ def test_the_product_reads_the_operators_volume_and_warns_of_nothing(cluster, ku
 def test_services_of_a_dgd_with_a_dot_in_its_name_are_normalised(kube):
     kube.simulate_operator = True
     _api(kube).create_namespaced_custom_object(G, V, NS, DGD, _dgd(name="qwen3.5"))
+    kube.settle()
     names = {s.metadata.name for s in client.CoreV1Api(kube.api_client()).list_namespaced_service(NS).items}
     assert names == {"qwen3-5-frontend", "qwen3-5-decode"}
     assert service_name("qwen3.5", "Frontend") == "qwen3-5-frontend"
@@ -301,8 +309,8 @@ def test_services_of_a_dgd_with_a_dot_in_its_name_are_normalised(kube):
 def test_an_imported_dgd_with_a_dot_keeps_its_name_and_gets_the_right_frontend_url(cluster, kube):
     import copy
 
+    from core.dgd.render import render
     from graphs import services
-    from graphs.dgd.render import render
     from graphs.runtimes.kubernetes.watch import ClusterWatcher
 
     dotted = copy.deepcopy(render(make_graph().head.graph_spec, "nvidia.com/v1beta1"))

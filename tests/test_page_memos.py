@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.catalog import PoolFields, build_spec
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, Event, Graph, Operation, Pod
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from core.catalog import PoolFields, build_spec
+from core.dgd.render import V1ALPHA1, V1BETA1, render
+from core.specio import dump_yaml
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
-from graphs.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs.models import Graph, Operation, Revision
-from graphs.specio import dump_yaml
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 

@@ -16,33 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.celery import app as celery_app
+from core.catalog import PoolFields, build_spec
+from core.errors import OperationRefused
+from core.planner import PlannerSettings
 from graphs import operations, services
-from graphs.catalog import PoolFields, build_spec
-from graphs.errors import OperationRefused
 from graphs.models import Deployment, Operation, PlannerDecision, Pod
-from graphs.planner.settings import PlannerSettings
-from graphs.runtimes.local.operator import LocalOperator
 from graphs.runtimes.processes import wait_until
 
 # 1.6.1's virtual connector needs etcd: scripts/services.sh installs Debian's etcd-server.
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 PUBLISHER = Path(__file__).with_name("planner_publisher.py")
-
-
-@pytest.fixture
-def eager():
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = False
-
-
-@pytest.fixture
-def operator(tmp_path, settings):
-    settings.LOCAL_RUNTIME_DIR = tmp_path
-    op = LocalOperator(runtime_dir=tmp_path, port_min=24000, port_max=24999)
-    yield op
-    op.shutdown()
 
 
 def _graph(name="plan"):

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from graphs import services
-from graphs.catalog import PoolFields, build_spec
-from graphs.dgd.render import render
-from graphs.errors import ManifestError
-from graphs.planner.settings import (
+from core.catalog import PoolFields, build_spec
+from core.dgd.render import render
+from core.errors import ManifestError
+from core.planner import (
     PlannerSettings,
     PlannerSettingsError,
     local_config,
@@ -24,6 +23,7 @@ from graphs.planner.settings import (
     planner_settings,
     settings_from_config,
 )
+from graphs import services
 
 CHECK = Path(__file__).with_name("planner_config_check.py")
 

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
+from core.catalog import PoolFields, build_spec
+from core.planner import PlannerSettings
 from graphs import services as graph_services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Deployment, PlannerDecision
 from graphs.planner import services as planner_services
-from graphs.planner.settings import PlannerSettings
 from metrics.planner import health, planner_of
 from tests.metrics_fixtures import (  # noqa: F401
     INPUT_TOKENS_PER_S,
@@ -34,29 +33,56 @@ from tests.metrics_fixtures import (  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
-PLANNER_GAUGES = {"dynamo_planner_predicted_requests_per_second": 3.5, "dynamo_planner_estimated_ttft_ms": 140.0,
-                  "dynamo_planner_estimated_itl_ms": 12.0, "dynamo_planner_predicted_num_prefill_replicas": 2,
-                  "dynamo_planner_predicted_num_decode_replicas": 3}
+# What the Planner reports, set on the Planner's own metrics (dynamo 1.6.1,
+# dynamo.planner.monitoring.planner_metrics.PlannerPrometheusMetrics): the real Planner cannot run
+# here (it needs a Dynamo runtime with its discovery plane), so this test constructs its metrics
+# object and serves it as the Planner does (dynamo.planner.core.base: PlannerPrometheusMetrics()
+# then prometheus_client.start_http_server). The values are the test's; the Planner would set
+# them in dynamo/planner/core/base.py (estimated_ttft_ms, estimated_itl_ms through _set_if_observed;
+# predicted_requests_per_second; observed_requests_per_second) and dynamo/planner/core/adapters.py
+# (predicted_num_prefill_replicas, predicted_num_decode_replicas). The names come from the wheel,
+# so a rename there fails this test instead of passing a hand-written copy.
+PLANNER_VALUES = {"predicted_requests_per_second": 3.5, "estimated_ttft_ms": 140.0, "estimated_itl_ms": 12.0,
+                  "predicted_num_prefill_replicas": 2, "predicted_num_decode_replicas": 3,
+                  "observed_requests_per_second": REQUESTS_PER_S}
+
+
+def planner_metrics_registry():
+    """The Planner's metrics, moved from prometheus_client's global registry (where the
+    Planner's constructor puts them) to one of their own, set to PLANNER_VALUES."""
+    import importlib.util
+
+    from prometheus_client import REGISTRY, CollectorRegistry
+    from prometheus_client.metrics import MetricWrapperBase
+
+    # The module file itself: importing it as dynamo.planner.monitoring.planner_metrics runs
+    # dynamo.planner's __init__, which imports the Planner's regression models (scikit-learn, not
+    # installed: the control plane never runs the Planner's performance model). The file needs
+    # prometheus_client only.
+    spec = importlib.util.find_spec("dynamo")
+    path = Path(next(iter(spec.submodule_search_locations))) / "planner" / "monitoring" / "planner_metrics.py"
+    loader = importlib.util.spec_from_file_location("dynamo_planner_metrics", path)
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    PlannerPrometheusMetrics = module.PlannerPrometheusMetrics
+
+    registry = CollectorRegistry()
+    metrics = PlannerPrometheusMetrics()
+    for metric in vars(metrics).values():
+        if isinstance(metric, MetricWrapperBase):
+            REGISTRY.unregister(metric)
+            registry.register(metric)
+    for name, value in PLANNER_VALUES.items():
+        getattr(metrics, name).set(value)
+    return registry
 
 
 @pytest.fixture(scope="module")
 def planner_scraped(prometheus_server):
-    """A Planner's /metrics (the gauges 1.6.1 exports) scraped as graph "known", pool "planner"."""
-    body = "".join(f"# TYPE {name} gauge\n{name} {value}\n" for name, value in PLANNER_GAUGES.items()).encode()
+    """The Planner's /metrics, served as the Planner serves it, scraped as graph "known", pool "planner"."""
+    from prometheus_client import start_http_server
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=planner_metrics_registry())
     prometheus_server.add_targets("known-planner", [{"targets": [f"127.0.0.1:{server.server_address[1]}"],
                                                      "labels": {"graph": KNOWN, "pool": "planner",
                                                                 "pod": "known-planner-0"}}])
@@ -67,6 +93,7 @@ def planner_scraped(prometheus_server):
     prometheus_server.remove_targets("known-planner")
     server.shutdown()
     server.server_close()
+    thread.join(timeout=5)
 
 
 def _known_graph():

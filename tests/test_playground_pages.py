@@ -8,8 +8,8 @@ import json
 import pytest
 
 from playground.models import Conversation, PlaygroundPolicy
-from playground.timing import percentile, server_breakdown, summarise
 from tests.playground_fixtures import make_graph
+from tests.playground_timing import percentile, server_breakdown, summarise
 
 TIMING = {"ttft_ms": 31.5, "itl_mean_ms": 5.8, "itl_p90_ms": 6.4, "tokens_per_s": 171.2, "total_ms": 80.1,
           "chunks": 8, "prompt_tokens": 9, "completion_tokens": 8, "cached_tokens": 0, "finish_reason": "length",
@@ -121,6 +121,56 @@ def test_conversations_belong_to_their_owner(client_for, graphs):
     assert "What is" not in admin.get("/playground/conversations/").content.decode()
     assert client_for("operator").post(f"/playground/conversations/{created['id']}/delete/").status_code == 302
     assert not Conversation.objects.exists()
+
+
+def test_the_number_of_kept_conversations_has_a_quota_with_a_clear_message(client_for, graphs, settings):
+    settings.PLAYGROUND_CONVERSATIONS_MAX = 2
+    operator = client_for("operator")
+    kept = [post_json(operator, "/playground/conversations/new/", conversation()) for _ in range(2)]
+    assert [r.status_code for r in kept] == [201, 201]
+    refused = post_json(operator, "/playground/conversations/new/", conversation())
+    assert refused.status_code == 413
+    assert "you keep 2 conversations, the most allowed" in refused.json()["error"]["message"]
+    assert Conversation.objects.count() == 2
+    # Saving one of those two again is no new conversation; other users have quotas of their own.
+    assert post_json(operator, kept[0].json()["save_url"], conversation(title="again")).status_code == 200
+    assert post_json(client_for("admin"), "/playground/conversations/new/", conversation()).status_code == 201
+
+
+def test_the_bytes_of_kept_conversations_have_a_quota(client_for, graphs, settings):
+    one = conversation()
+    size = len(one["system_prompt"].encode()) + sum(len(m["content"].encode()) for m in one["messages"])
+    settings.PLAYGROUND_CONVERSATION_BYTES = 2 * size + 10
+    operator = client_for("operator")
+    first = post_json(operator, "/playground/conversations/new/", conversation()).json()
+    assert post_json(operator, "/playground/conversations/new/", conversation()).status_code == 201
+    assert Conversation.objects.get(pk=first["id"]).size_bytes == size
+    refused = post_json(operator, "/playground/conversations/new/", conversation())
+    assert refused.status_code == 413
+    assert f"more than the {2 * size + 10:,} allowed" in refused.json()["error"]["message"]
+    # Growing a kept one past the quota is refused too, and leaves its turns as they were.
+    longer = conversation()
+    longer["messages"] += [{"role": "user", "content": "x" * 20}]
+    assert post_json(operator, first["save_url"], longer).status_code == 413
+    assert Conversation.objects.get(pk=first["id"]).messages.count() == 2
+    assert Conversation.objects.count() == 2
+
+
+def test_saving_conversations_is_rate_limited_with_retry_after(client_for, graphs, settings):
+    import time
+
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE = 3
+    operator = client_for("operator")
+    if time.time() % 60 > 55:  # the saves must fall in one rate window
+        time.sleep(60.5 - time.time() % 60)
+    created = post_json(operator, "/playground/conversations/new/", conversation())
+    saves = [post_json(operator, created.json()["save_url"], conversation()) for _ in range(3)]
+    assert [created.status_code] + [r.status_code for r in saves] == [201, 200, 200, 429]
+    assert "more than 3 conversation saves in a minute" in saves[-1].json()["error"]["message"]
+    assert 1 <= int(saves[-1]["Retry-After"]) <= 60
 
 
 def test_a_conversation_is_validated(client_for, graphs):

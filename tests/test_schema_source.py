@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from graphs.schema import CRD_DIR, schema_source, schema_used, served_versions
-from graphs.validation import validate_manifest
+from core.schema import CRD_DIR, schema_source, schema_used, served_versions
+from core.validation import validate_manifest
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "operator-manifests"
 SOURCE = (CRD_DIR / "SOURCE.txt").read_text()
@@ -95,7 +95,7 @@ def test_the_live_check_on_the_import_page_says_which_schema_it_used(client_for)
 
 @pytest.mark.django_db
 def test_validating_a_stored_graph_names_the_schema_of_the_rendered_api_version(api_for):
-    from graphs.catalog import build_spec
+    from core.catalog import build_spec
     from graphs.services import graph_create
 
     graph_create(spec=build_spec(template="vllm-disagg", name="stored", dynamo_version="0.5.1"))
@@ -109,7 +109,7 @@ def test_validating_a_stored_graph_names_the_schema_of_the_rendered_api_version(
 
 @pytest.mark.django_db
 def test_the_graph_page_says_which_schema_checked_its_manifest(client_for):
-    from graphs.catalog import build_spec
+    from core.catalog import build_spec
     from graphs.services import graph_create
 
     graph_create(spec=build_spec(template="vllm-disagg", name="shown"))

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from benchmarks.models import BenchmarkRun
+from core.catalog import build_spec
 from graphs import services
-from graphs.catalog import build_spec
 from tests.playground_fixtures import AsgiServer
 
 pytestmark = pytest.mark.django_db(transaction=True)

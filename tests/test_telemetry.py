@@ -59,7 +59,7 @@ def test_every_metric_the_dashboard_uses_is_exposed(routed_server, world):
     instruments.stream_opened()  # a process's gauge file exists once it has counted a stream
     instruments.stream_closed()
     instruments.count_request("models", 200)  # and a labelled counter's series once it has counted
-    instruments.count_relayed("python")
+    instruments.count_authorization("unknown", 401)
     from metrics import prometheus
 
     # One Prometheus query (to a port where nothing listens) so that its series exist.
@@ -150,7 +150,7 @@ def world(users):
     """Two deployed graphs (status cache 40 s and 5 s old), three finished operations and a
     running one, a cluster watched 30 s ago and one never watched."""
     from clusters.models import Cluster
-    from graphs.catalog import build_spec
+    from core.catalog import build_spec
     from graphs.models import Deployment, Operation
     from graphs.services import graph_create
 

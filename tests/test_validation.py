@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from graphs.catalog import TEMPLATES, build_spec
-from graphs.checks import operational_findings
-from graphs.dgd.render import V1ALPHA1, V1BETA1, render
-from graphs.findings import Severity
-from graphs.schema import structural_findings
-from graphs.validation import validate_manifest, validate_spec
+from core.catalog import TEMPLATES, build_spec
+from core.checks import operational_findings
+from core.dgd.render import V1ALPHA1, V1BETA1, render
+from core.findings import Severity
+from core.schema import structural_findings
+from core.validation import validate_manifest, validate_spec
 
 REFERENCE = Path(__file__).resolve().parent / "fixtures" / "reference"
 MODEL = "Qwen/Qwen3-0.6B"
@@ -371,7 +371,7 @@ def test_findings_are_sorted_errors_first():
 
 
 def test_the_seed_rendered_for_1_6_1_is_a_clean_manifest():
-    from graphs.dgd.parse import import_manifest
+    from core.dgd.parse import import_manifest
 
     spec = import_manifest(yaml.safe_load((REFERENCE / "seed-disagg.yaml").read_text()))
     report = validate_manifest(render(spec, V1BETA1, "1.6.1"))
@@ -380,7 +380,7 @@ def test_the_seed_rendered_for_1_6_1_is_a_clean_manifest():
 
 
 def test_validating_a_spec_for_another_release_judges_the_manifest_rendered_for_that_release():
-    from graphs.dgd.parse import import_manifest
+    from core.dgd.parse import import_manifest
 
     spec = import_manifest(yaml.safe_load((REFERENCE / "seed-disagg.yaml").read_text()))
     report = validate_spec(spec, api_version=V1BETA1, dynamo_version="1.6.1")

@@ -1,17 +1,16 @@
-from django.urls import include, path
-from rest_framework.routers import SimpleRouter
+"""Benchmarks' place in the API's one router (controlplane.api_urls)."""
+
+from django.urls import path
 
 from . import views
 
-app_name = "benchmarks-api"
-router = SimpleRouter()
-router.register("runs", views.BenchmarkRunViewSet, basename="run")
-router.register("studies", views.StudyViewSet, basename="study")
-router.register("recommendations", views.RecommendationViewSet, basename="recommendation")
-
+routes = [
+    ("benchmarks/runs", views.BenchmarkRunViewSet, "run"),
+    ("benchmarks/studies", views.StudyViewSet, "study"),
+    ("benchmarks/recommendations", views.RecommendationViewSet, "recommendation"),
+]
 urlpatterns = [
-    path("profiles/", views.ProfilesView.as_view(), name="profiles"),
-    path("compare/", views.CompareView.as_view(), name="compare"),
-    path("compare/report/", views.CompareReportView.as_view(), name="compare-report"),
-    path("", include(router.urls)),
+    path("benchmarks/profiles/", views.ProfilesView.as_view(), name="profiles"),
+    path("benchmarks/compare/", views.CompareView.as_view(), name="compare"),
+    path("benchmarks/compare/report/", views.CompareReportView.as_view(), name="compare-report"),
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.http import FileResponse, HttpResponse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -14,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from graphs.untrusted import query_int
+from core.untrusted import query_int
 
 from .. import reports, services, sizing, studies
 from ..models import BenchmarkRun, Recommendation, Study
@@ -78,7 +79,8 @@ class BenchmarkRunViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
         run = services.benchmark_request(graph=body.validated_data["graph"], profile=body.validated_data["profile"],
                                          params=body.validated_data["run_params"], user=request.user, via="api")
         run.refresh_from_db()
-        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED)
+        return Response(RunSerializer(run).data, status=status.HTTP_201_CREATED,
+                        headers={"Location": reverse("api:run-detail", args=[run.pk])})
 
     @extend_schema(request=None, responses={200: RunSerializer})
     @action(detail=True, methods=["post"])
@@ -133,7 +135,8 @@ class StudyViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
                                       params=data["run_params"].model_dump(), arms=data.get("arms"),
                                       keep_variants=data["keep_variants"], user=request.user, via="api")
         study.refresh_from_db()
-        return Response(StudySerializer(study).data, status=status.HTTP_201_CREATED)
+        return Response(StudySerializer(study).data, status=status.HTTP_201_CREATED,
+                        headers={"Location": reverse("api:study-detail", args=[study.pk])})
 
     @extend_schema(request=None, responses={200: StudySerializer})
     @action(detail=True, methods=["post"])

@@ -4,7 +4,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, JSONParser
 
-from .. import untrusted
+from core import untrusted
 
 
 class ManifestTextParser(BaseParser):
@@ -40,7 +40,7 @@ YAML_PARSERS = [ManifestTextParser, TextYamlParser, XYamlParser, PlainTextParser
 
 
 class BoundedJSONParser(JSONParser):
-    """DRF's JSON parser within graphs.untrusted's bounds: depth, 64-bit integers, finite
+    """DRF's JSON parser within core.untrusted's bounds: depth, 64-bit integers, finite
     numbers, storable text. A refusal is a 400 naming the field path, before any view runs."""
 
     def parse(self, stream, media_type=None, parser_context=None):

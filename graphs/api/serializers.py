@@ -5,14 +5,14 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from .. import untrusted
-from ..catalog import TEMPLATES
-from ..dgd.commandline import ROUTER_MODES
-from ..dgd.render import normalise_api_version
-from ..dgd.versions import DynamoVersion
-from ..errors import ManifestError
+from core import untrusted
+from core.catalog import TEMPLATES
+from core.dgd.render import normalise_api_version
+from core.errors import ManifestError
+from core.facts import ROUTER_MODES, DynamoVersion
+from core.specio import spec_from_data
+
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
-from ..specio import spec_from_data
 
 # What the schema can say about a name and a release (the server checks the rest).
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -35,7 +35,7 @@ class FindingSerializer(serializers.Serializer):
 
 
 class SchemaUsedSerializer(serializers.Serializer):
-    """Which CRD schema judged the manifest's structure (see graphs/crds/SOURCE.txt)."""
+    """Which CRD schema judged the manifest's structure (see core/crds/SOURCE.txt)."""
 
     api_version = serializers.CharField()
     repository = serializers.CharField()
@@ -75,15 +75,27 @@ class SpecField(serializers.JSONField):
 
 class RevisionSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    git = serializers.SerializerMethodField()
 
     class Meta:
         model = Revision
-        fields = ["number", "message", "source_api_version", "created_by", "created_at", "spec"]
+        fields = ["number", "message", "source_api_version", "created_by", "created_at", "git", "spec"]
+
+    def get_git(self, obj) -> dict | None:
+        """The Git commit the revision came from or became (repos' RevisionCommit), else null.
+        Read through the reverse relation: graphs never import repos, which sits above them."""
+        commit = getattr(obj, "git_commit", None)
+        if commit is None:
+            return None
+        return {"repository": commit.repository.name if commit.repository_id else None,
+                "direction": commit.direction, "sha": commit.sha,
+                "branch": commit.branch, "path": commit.path, "author_name": commit.author_name,
+                "author_email": commit.author_email, "message": commit.message, "committed_at": commit.committed_at}
 
 
 class RevisionSummarySerializer(RevisionSerializer):
     class Meta(RevisionSerializer.Meta):
-        fields = ["number", "message", "source_api_version", "created_by", "created_at"]
+        fields = ["number", "message", "source_api_version", "created_by", "created_at", "git"]
 
 
 class GraphListSerializer(serializers.ListSerializer):
@@ -253,7 +265,7 @@ class FromTemplateSerializer(serializers.Serializer):
 
 
 class QueryIntegerField(serializers.IntegerField):
-    """An integer query parameter, read by graphs.untrusted.parse_int_text like every other one."""
+    """An integer query parameter, read by core.untrusted.parse_int_text like every other one."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("min_value", 1)
@@ -314,11 +326,14 @@ class OperationSerializer(serializers.ModelSerializer):
 
 
 class PodSerializer(serializers.ModelSerializer):
+    # What the pod's spec asks for /dev/shm, beside what it has (shm_bytes): the status snapshot's.
+    shm_requested_bytes = serializers.IntegerField(read_only=True, allow_null=True, required=False)
+
     class Meta:
         model = Pod
         fields = ["name", "service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
-                  "shm_bytes", "shm_source", "port", "reason", "message", "command", "args", "nixl_backend",
-                  "gpu_devices", "gpu_memory_bytes", "gpu_util", "updated_at"]
+                  "shm_bytes", "shm_source", "shm_requested_bytes", "port", "reason", "message", "command", "args",
+                  "nixl_backend", "gpu_devices", "gpu_memory_bytes", "gpu_util", "updated_at"]
 
 
 class EventSerializer(serializers.ModelSerializer):
@@ -335,6 +350,31 @@ class DeploymentSerializer(serializers.ModelSerializer):
         model = Deployment
         fields = ["runtime", "cluster", "namespace", "api_version", "revision", "replicas", "active", "state",
                   "message", "endpoint", "observed_at", "generation", "observed_generation"]
+
+
+class GraphStatusSerializer(serializers.Serializer):
+    """``GET /api/graphs/<name>/status/``: the status cache's snapshot of one graph
+    (graphs.operations.status_snapshot), pods and events through their serializers."""
+
+    graph = serializers.CharField()
+    simulation = serializers.JSONField(allow_null=True, help_text="Which services run Dynamo's mocker "
+                                       "instead of their engine, and why (null: none do).")
+    deployed = serializers.BooleanField()
+    runtime = serializers.CharField(allow_null=True)
+    cluster = serializers.CharField(allow_blank=True)
+    namespace = serializers.CharField(allow_blank=True)
+    revision = serializers.IntegerField(allow_null=True)
+    state = serializers.CharField()
+    message = serializers.CharField(allow_blank=True)
+    endpoint = serializers.CharField(allow_blank=True)
+    attach = serializers.JSONField(help_text="Local graphs: the Dynamo namespace, discovery store and "
+                                   "environment a Planner or any Dynamo tool needs to attach.")
+    replicas = serializers.DictField(child=serializers.IntegerField(), help_text="Desired replicas per pool.")
+    router_mode = serializers.CharField(allow_null=True)
+    observed_at = serializers.DateTimeField(allow_null=True)
+    age_seconds = serializers.FloatField(allow_null=True)
+    pods = PodSerializer(many=True)
+    events = EventSerializer(many=True)
 
 
 class ApplySerializer(serializers.Serializer):

@@ -1,13 +1,11 @@
-from django.urls import include, path
-from rest_framework.routers import DefaultRouter
+"""Graphs' place in the API's one router (controlplane.api_urls)."""
 
 from . import views
 
-app_name = "api"
-router = DefaultRouter()
-router.register("graphs", views.GraphViewSet, basename="graph")
-router.register("validate", views.ValidateViewSet, basename="validate")
-router.register("templates", views.TemplateViewSet, basename="template")
-router.register("operations", views.OperationViewSet, basename="operation")
-
-urlpatterns = [path("", include(router.urls))]
+routes = [
+    ("graphs", views.GraphViewSet, "graph"),
+    ("validate", views.ValidateViewSet, "validate"),
+    ("templates", views.TemplateViewSet, "template"),
+    ("operations", views.OperationViewSet, "operation"),
+]
+urlpatterns: list = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -15,19 +16,17 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from accounts.roles import Role
-from metrics.charts import WindowError
-from metrics.planner import timeline_data
+from core.catalog import TEMPLATES, PoolFields, build_spec
+from core.errors import ManifestError
+from core.facts import DEFAULT_ROUTER_MODE
+from core.planner import PlannerSettings
+from core.specio import dump_yaml, load_yaml
+from core.untrusted import query_int
+from core.validation import validate_manifest
 
 from .. import operations, services
-from ..catalog import TEMPLATES, PoolFields, build_spec
-from ..dgd.commandline import DEFAULT_ROUTER_MODE
-from ..errors import ManifestError
 from ..models import Graph, Operation, Revision
-from ..planner.settings import PlannerSettings
 from ..selectors import graph_summaries
-from ..specio import dump_yaml, load_yaml
-from ..untrusted import query_int
-from ..validation import validate_manifest
 from . import serializers as s
 from .parsers import YAML_PARSERS
 
@@ -48,6 +47,12 @@ DGD_BODY = {"application/yaml": {
 DYNAMO_VERSION_PARAMETER = OpenApiParameter(
     "dynamoVersion", {"type": "string", "pattern": s.DYNAMO_VERSION}, description="A Dynamo release, e.g. 1.6.1")
 RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int), DYNAMO_VERSION_PARAMETER]
+
+
+def _queued(op) -> Response:
+    """202 Accepted for a verb that queued an operation: the operation, and where to follow it."""
+    return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED,
+                    headers={"Location": reverse("api:operation-detail", args=[op.pk])})
 
 
 def _via(request) -> str:
@@ -153,14 +158,16 @@ class GraphViewSet(viewsets.ModelViewSet):
     @action(detail=True, methods=["get"])
     def revisions(self, request, name=None):
         graph = self.get_object()
-        page = self.paginate_queryset(graph.revisions.select_related("created_by").order_by("-number"))
+        rows = graph.revisions.select_related("created_by", "git_commit__repository").order_by("-number")
+        page = self.paginate_queryset(rows)
         return self.get_paginated_response(s.RevisionSummarySerializer(page, many=True).data)
 
     @extend_schema(responses={200: s.RevisionSerializer})
     @action(detail=True, methods=["get"], url_path=r"revisions/(?P<number>[0-9]+)")
     def revision(self, request, name=None, number=None):
         graph = self.get_object()
-        revision = get_object_or_404(Revision.objects.select_related("created_by"), graph=graph, number=int(number))
+        rows = Revision.objects.select_related("created_by", "git_commit__repository")
+        revision = get_object_or_404(rows, graph=graph, number=int(number))
         return Response(s.RevisionSerializer(revision).data)
 
     @extend_schema(parameters=[OpenApiParameter("from_revision", int, required=True),
@@ -230,7 +237,7 @@ class GraphViewSet(viewsets.ModelViewSet):
                                       revision_number=v.get("revision"), api_version=v["apiVersion"] or None,
                                       dry_run=v["dry_run"], cluster=v["cluster"], namespace=v["namespace"],
                                       force=v["force"], recreate=v["recreate"], confirm=v["confirm"])
-        return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
+        return _queued(op)
 
     @extend_schema(request=s.ScaleSerializer, responses={202: s.OperationSerializer})
     @action(detail=True, methods=["post"])
@@ -242,7 +249,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         op = operations.graph_scale(graph=graph, user=request.user, via=_via(request),
                                       service=data.validated_data["service"],
                                       replicas=data.validated_data["replicas"], force=data.validated_data["force"])
-        return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
+        return _queued(op)
 
     @extend_schema(request=None, responses={202: s.OperationSerializer})
     @action(detail=True, methods=["post"])
@@ -250,14 +257,14 @@ class GraphViewSet(viewsets.ModelViewSet):
         """Stop everything the graph runs on its runtime (the graph definition stays)."""
         graph = self.get_object()
         op = operations.graph_undeploy(graph=graph, user=request.user, via=_via(request))
-        return Response(s.OperationSerializer(op).data, status=status.HTTP_202_ACCEPTED)
+        return _queued(op)
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: s.GraphStatusSerializer})
     @action(detail=True, methods=["get"])
     def status(self, request, name=None):
         """The status cache: state, pods, recent events and how fresh they are."""
         graph = self.get_object()
-        return Response(operations.status_snapshot(graph))
+        return Response(s.GraphStatusSerializer(operations.status_snapshot(graph)).data)
 
     @extend_schema(responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
@@ -267,18 +274,6 @@ class GraphViewSet(viewsets.ModelViewSet):
         the replica changes others (the Planner, autoscalers, people) made, newest first."""
         graph = self.get_object()
         return Response(operations.ownership_snapshot(graph))
-
-    @extend_schema(parameters=[OpenApiParameter("window", str, description="15m .. 7d (default 1h)")],
-                   responses={200: OpenApiTypes.OBJECT})
-    @action(detail=True, methods=["get"])
-    def planner(self, request, name=None):
-        """The Planner timeline: load, replicas per pool (desired and ready), each decision with
-        its reason, TTFT/ITL against the targets, the Planner's estimates, and its health."""
-        graph = self.get_object()
-        try:
-            return Response(timeline_data(graph, request.query_params.get("window")))
-        except WindowError as exc:
-            raise ValidationError({"window": str(exc)}) from None
 
     @extend_schema(responses={200: s.OperationSerializer(many=True)})
     @action(detail=True, methods=["get"], url_path="operations")
@@ -301,7 +296,7 @@ def _version_param(request) -> str | None:
     value = request.query_params.get("dynamoVersion")
     if value is None:
         return None
-    from ..dgd.versions import DynamoVersion
+    from core.facts import DynamoVersion
 
     try:
         return str(DynamoVersion.parse(value))

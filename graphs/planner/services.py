@@ -20,8 +20,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import audit_record
+from core.errors import OperationRefused
 
-from ..errors import OperationRefused
 from ..models import (
     ACTIVE_STATES,
     DecisionState,

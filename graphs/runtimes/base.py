@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the process layer imports this module on hosts without the spec's pydantic
-    from ..spec import GraphSpec
+    from core.spec import GraphSpec
 
 # vLLM's NIXL connector logs one line per backend its agent creates, e.g.
 # "Backend UCX was instantiated" (nixl_connector.py, through the NIXL agent).
@@ -89,7 +89,7 @@ class Runtime(Protocol):
     """``deployment`` is the graph's status-cache row (graphs.models.Deployment), locked by
     the caller for the duration of the call. A runtime sets the desired state on it (revision,
     manifest, replicas, generation) and never saves it: the operation does, in the same
-    transaction that finishes it. What a runtime observes goes to graphs.status."""
+    transaction that finishes it. What a runtime observes goes to graphs.status_cache."""
 
     kind: str
 

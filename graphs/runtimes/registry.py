@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import OperationRefused
+from core.errors import OperationRefused
+
 from .base import Runtime, Target
 
 

@@ -1,10 +1,11 @@
-from django.urls import include, path
-from rest_framework.routers import SimpleRouter
+"""Metrics' place in the API's one router (controlplane.api_urls)."""
+
+from django.urls import path
 
 from . import views
 
-app_name = "metrics-api"
-router = SimpleRouter()
-router.register("graphs", views.GraphMetricsViewSet, basename="graph-metrics")
-
-urlpatterns = [path("", include(router.urls))]
+routes = [("metrics/graphs", views.GraphMetricsViewSet, "graph-metrics")]
+urlpatterns = [
+    # The Planner timeline is metrics' (it reads Prometheus), under its graph's URL.
+    path("graphs/<str:name>/planner/", views.PlannerTimelineView.as_view(), name="graph-planner"),
+]

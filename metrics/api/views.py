@@ -4,15 +4,16 @@ writes the operator role (accounts.roles.RolePermission)."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import viewsets
+from rest_framework import generics, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from graphs.models import Graph
 
-from .. import charts, services
+from .. import charts, planner, services
 from ..models import Objectives
 from . import serializers as s
 
@@ -93,3 +94,21 @@ class GraphMetricsViewSet(viewsets.GenericViewSet):
         except DjangoValidationError as exc:
             raise ValidationError(exc.message_dict) from exc
         return Response(s.ObjectivesSerializer(saved).data)
+
+
+class PlannerTimelineView(generics.GenericAPIView):
+    """``GET /api/graphs/<name>/planner/``: the Planner timeline of one graph."""
+
+    lookup_field = "name"
+    queryset = Graph.objects.select_related("head")
+
+    @extend_schema(parameters=[OpenApiParameter("window", str, description="15m .. 7d (default 1h)")],
+                   responses={200: OpenApiTypes.OBJECT}, operation_id="graphs_planner_retrieve")
+    def get(self, request, name=None):
+        """The Planner timeline: load, replicas per pool (desired and ready), each decision with
+        its reason, TTFT/ITL against the targets, the Planner's estimates, and its health."""
+        graph = self.get_object()
+        try:
+            return Response(planner.timeline_data(graph, request.query_params.get("window")))
+        except charts.WindowError as exc:
+            raise ValidationError({"window": str(exc)}) from None

@@ -93,3 +93,7 @@ document.addEventListener("htmx:validation:halted", (event) => {
   const form = event.detail.elt.closest("form") || event.detail.elt;
   if (form.reportValidity) form.reportValidity();
 });
+// A form that hands something over as soon as the page is shown (the token for dynamo-cp login).
+document.addEventListener("DOMContentLoaded", () => {
+  document.querySelectorAll("form[data-autosubmit]").forEach((form) => form.submit());
+});

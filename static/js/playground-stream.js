@@ -3,7 +3,7 @@
 // and write the request as curl or Python. playground.js builds the pages on it; the tests
 // import it directly.
 //
-// The numbers follow playground/timing.py (the tests hold the two together):
+// The numbers follow tests/playground_timing.py (the tests hold the two together):
 //   TTFT          request sent -> first event carrying content
 //   ITL           gaps between consecutive content events (mean and p90)
 //   tokens/s      (completion tokens - 1) / (last content event - first content event)
@@ -79,8 +79,14 @@ function shellQuote(text) {
   return "'" + text.replace(/'/g, "'\\''") + "'";
 }
 
-export function curlSnippet(origin, graph, body) {
-  const url = `${origin}/api/playground/${encodeURIComponent(graph)}/v1/chat/completions`;
+// The OpenAI base URL of a graph: its cluster gateway's (``endpoint``) when it is exposed
+// there, else the control plane's relay.
+export function openaiBase(origin, graph, endpoint = "") {
+  return endpoint || `${origin}/api/playground/${encodeURIComponent(graph)}/v1`;
+}
+
+export function curlSnippet(origin, graph, body, endpoint = "") {
+  const url = `${openaiBase(origin, graph, endpoint)}/chat/completions`;
   return [
     `curl -N ${shellQuote(url)} \\`,
     `  -H "Authorization: Token $DYNAMO_CP_TOKEN" \\`,
@@ -107,7 +113,7 @@ export function pyLiteral(value, indent = 0) {
     ",\n" + end + "}";
 }
 
-export function pythonSnippet(origin, graph, body) {
+export function pythonSnippet(origin, graph, body, endpoint = "") {
   const known = ["model", "messages", "temperature", "top_p", "max_tokens", "stop", "stream", "stream_options"];
   const args = known.filter((k) => body[k] !== undefined)
     .map((k) => `    ${k}=${pyLiteral(body[k], 1)},`);
@@ -119,7 +125,7 @@ export function pythonSnippet(origin, graph, body) {
     "from openai import OpenAI",
     "",
     "client = OpenAI(",
-    `    base_url=${JSON.stringify(`${origin}/api/playground/${encodeURIComponent(graph)}/v1`)},`,
+    `    base_url=${JSON.stringify(openaiBase(origin, graph, endpoint))},`,
     '    api_key=os.environ["DYNAMO_CP_TOKEN"],  # your control-plane API token',
     ")",
     "stream = client.chat.completions.create(",

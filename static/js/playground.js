@@ -140,8 +140,10 @@ class ChatColumn {
     if (request) {
       const tools = el("div", { class: "pg-tools" });
       const origin = window.location.origin;
-      copyButtons(tools, [["Copy as curl", () => curlSnippet(origin, request.graph, request.body)],
-        ["Copy as Python", () => pythonSnippet(origin, request.graph, request.body)]]);
+      // Through the cluster's gateway when the graph is exposed there (data-endpoint).
+      const endpoint = [...this.graphSelect.options].find((o) => o.value === request.graph)?.dataset.endpoint || "";
+      copyButtons(tools, [["Copy as curl", () => curlSnippet(origin, request.graph, request.body, endpoint)],
+        ["Copy as Python", () => pythonSnippet(origin, request.graph, request.body, endpoint)]]);
       box.append(tools);
     }
     node.append(box);

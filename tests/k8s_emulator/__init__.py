@@ -2,7 +2,7 @@
 
 Usage::
 
-    with KubeEmulator() as kube:                     # DGD + DGDSA CRDs from graphs/crds
+    with KubeEmulator() as kube:                     # DGD + DGDSA CRDs from core/crds
         api = client.CustomObjectsApi(kube.api_client())          # retries off by default
         api.create_namespaced_custom_object("nvidia.com", "v1beta1", "default",
                                             "dynamographdeployments", manifest)
@@ -18,15 +18,18 @@ Fidelity notes (what is knowingly approximate):
 * Objects are stored in the version they were last written in and converted on read/list/watch
   through the other version (``conversion.py``); the real cluster stores v1beta1 and calls the
   operator's webhook. Same-version round trips are exact; cross-version ones are close.
-* Server-side apply: leaf-field ownership with ``x-kubernetes-list-type: map`` merge keys from the
-  CRD schema; lists of core kinds are atomic; defaulted fields are attributed to the applier.
+* Server-side apply: the emulator's own structured-merge-diff (``smd/``, from upstream's rules) on
+  the CRD schema; core kinds have no schema, so their lists are atomic (the deduced type); fields
+  defaulted after the merge are nobody's; conflicts and ``time`` as apimachinery's field manager
+  (``apply.py``). A manager whose entry is in another version is compared after conversion.
 * Strategic merge patch on core kinds merges lists of objects by ``name``/``type``/... and
   ignores ``$patch`` directives.
 * List ``continue`` reads the current state after the last key (no snapshot); a token older than
   ``expire_history()`` gives 410. ``resourceVersion``/``resourceVersionMatch`` on list are ignored.
-* Not evaluated: CEL ``x-kubernetes-validations``, ``format`` (int32 ranges, date-time), core-kind
-  schemas (pods, events... are stored as sent). Pod/namespace deletion is immediate (no grace
-  period, no Terminating phase); garbage collection follows ownerReferences synchronously.
+* Not evaluated: CEL ``x-kubernetes-validations``, ``format`` (int32 ranges, date-time; ``/scale``
+  does refuse counts beyond int32), core-kind schemas (pods, events... are stored as sent).
+  Pod/namespace deletion is immediate (no grace period, no Terminating phase); garbage
+  collection follows ownerReferences synchronously.
 * Watches: ``timeoutSeconds`` ends the stream cleanly (default 1800 s); BOOKMARKs when
   ``allowWatchBookmarks`` (at the end, and every ``bookmark_interval`` s); ``end_watches()``
   closes all streams. No ``Table``/protobuf output (except ``/openapi/v2``), no aggregated discovery.

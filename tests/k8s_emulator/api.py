@@ -221,6 +221,8 @@ class Api(WritesMixin):
         if not isinstance(new_scale, dict):
             raise bad_request("the body of the request is not a Scale object")
         replicas = (new_scale.get("spec") or {}).get("replicas")
+        if isinstance(replicas, int) and not isinstance(replicas, bool) and not -2**31 <= replicas < 2**31:
+            raise _not_int32(req, new_scale, replicas)
         if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
             raise invalid("Scale", "autoscaling", req.name or "", [cause(
                 "FieldValueInvalid", f"Invalid value: {json.dumps(replicas)}: must be greater than or equal to 0",
@@ -268,6 +270,21 @@ class Api(WritesMixin):
             lines = text.splitlines(keepends=True)
             text = "".join(lines[-int(req.query["tailLines"]):]) if int(req.query["tailLines"]) else ""
         return 200, text
+
+
+def _not_int32(req: Request, scale: dict[str, Any], replicas: int) -> ApiError:
+    """A Scale's ``spec.replicas`` is an int32: the decode fails. After a patch the API server answers
+    422 on field ``patch`` (kubernetes/apiserver 24a394e516bfda066d7e2221d7d92c052de27c54,
+    pkg/endpoints/handlers/patch.go ``applyPatchToCurrentObject``); a PUT body that does not decode
+    is 400 (handlers/rest.go ``transformDecodeError``)."""
+    error = (f"json: cannot unmarshal number {replicas} into Go struct field ScaleSpec.spec.replicas of type "
+             "int32")
+    if req.method == "PUT":
+        return bad_request(f'Scale in version "v1" cannot be handled as a Scale: {error}')
+    text = json.dumps(scale, separators=(",", ":"))
+    return ApiError(422, f' "" is invalid: patch: Invalid value: {json.dumps(text)}: {error}', "Invalid",
+                    {"causes": [{"reason": "FieldValueInvalid", "message": f"Invalid value: {json.dumps(text)}: "
+                                 f"{error}", "field": "patch"}]})
 
 
 def get_path(obj: Any, dotted: str) -> Any:

@@ -72,6 +72,7 @@ class KubeEmulator:
         return self
 
     def stop(self) -> None:
+        self.operator.stop()
         self.store.close()
         if self._server is not None:
             self._server.shutdown()
@@ -219,6 +220,11 @@ class KubeEmulator:
             self._rebuild_registry()
         if self.simulate_operator:
             self.operator.on_change(res.key, stored, old)
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until the fake operator has converged (a no-op without it)."""
+        if self.simulate_operator:
+            self.operator.settle(timeout)
 
     # -- direct store access ------------------------------------------------------------------------
     def resolve(self, resource: str) -> Resource:

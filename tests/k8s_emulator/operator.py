@@ -1,7 +1,10 @@
 """A tiny fake Dynamo operator (opt-in: ``emulator.simulate_operator = True``).
 
-Runs synchronously after every write that concerns a DGD, so by the time a client call returns the
-cluster has converged:
+Runs in its own loop (a thread), as a controller does: a write that concerns a DGD queues a
+reconcile and returns at once; the operator then acts, and the pods it starts are Pending
+(``ContainerCreating``) until the kubelet's part makes them Running and Ready ``ready_delay``
+seconds later, after which the DGD status converges. ``settle()`` waits until all of that is done:
+* a DGDSA ``<dgd>-<lower(component)>`` for each component with a scaling adapter (v1alpha1
 * a DGDSA ``<dgd>-<lower(component)>`` for each component with a scaling adapter (v1alpha1
   ``scalingAdapter.enabled: true``, v1beta1 ``scalingAdapter: {}``); DGDSAs of components that
   dropped it are deleted; the DGDSA's ``spec.replicas`` is the source of truth and is copied into
@@ -25,13 +28,16 @@ cluster has converged:
   its message, and ``observedGeneration`` left where it was.
 
 ``pod_overrides[component] = {...}`` passes extra :func:`build_pod` arguments (e.g.
-``{"waiting_reason": "ImagePullBackOff"}`` or ``{"unschedulable": True}``) to its pods.
+``{"waiting_reason": "ImagePullBackOff"}`` or ``{"unschedulable": True}``) to its pods, which then
+stay in that state.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -55,8 +61,12 @@ class FakeOperator:
         self.enforce_adapter_webhook = True
         self.webhook_status = 422  # 403 for releases before the v1beta1 webhooks
         self.fail_reconcile: dict[str, str] = {}  # DGD name -> the error its reconcile returns
+        self.ready_delay = 0.1  # seconds from a pod's creation to its readiness
         self.queue: deque[tuple[str, str]] = deque()
         self.busy = False
+        self._starting: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}  # pod -> (ready at, build args)
+        self._thread: threading.Thread | None = None
+        self._stopped = False
 
     # -- triggers ---------------------------------------------------------------------------------
     def on_change(self, key: tuple[str, str], obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
@@ -72,16 +82,71 @@ class FakeOperator:
             self.enqueue(meta.get("namespace", ""), meta["labels"][DGD_LABEL])
 
     def enqueue(self, namespace: str, name: str) -> None:
-        if (namespace, name) not in self.queue:
-            self.queue.append((namespace, name))
-        if self.busy:
-            return
-        self.busy = True
-        try:
-            while self.queue:
-                self.reconcile(*self.queue.popleft())
-        finally:
-            self.busy = False
+        """Queue a reconcile for the operator's own loop: a write returns before the operator
+        acts, as with a real controller watching the API server."""
+        with self.emu.store.cond:
+            if (namespace, name) not in self.queue:
+                self.queue.append((namespace, name))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="fake-dynamo-operator", daemon=True)
+                self._thread.start()
+            self.emu.store.cond.notify_all()
+
+    def _loop(self) -> None:
+        cond = self.emu.store.cond
+        with cond:
+            while not self._stopped:
+                self._promote_started_pods()
+                if self.queue:
+                    self.busy = True
+                    try:
+                        self.reconcile(*self.queue.popleft())
+                    except Exception as exc:  # a bug in the fake operator: fail the test that owns it
+                        self.emu.errors.append(f"fake operator: {exc!r}")
+                    finally:
+                        self.busy = False
+                    cond.notify_all()
+                    continue
+                due = min((at for at, _ in self._starting.values()), default=None)
+                cond.wait(0.5 if due is None else max(due - time.monotonic(), 0.001))
+
+    def stop(self) -> None:
+        with self.emu.store.cond:
+            self._stopped = True
+            self.emu.store.cond.notify_all()
+
+    def settle(self, timeout: float = 10.0, *, pods: bool = True) -> None:
+        """Wait until the operator has nothing left to do: its queue is empty and (``pods``) every
+        pod it started is Ready (or held in the state ``pod_overrides`` gives it)."""
+        deadline = time.monotonic() + timeout
+        with self.emu.store.cond:
+            while self.queue or self.busy or (pods and self._starting):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"the fake operator did not settle in {timeout}s: queue {list(self.queue)}, "
+                                       f"{len(self._starting)} pods starting")
+                self.emu.store.cond.wait(min(left, 0.05))
+
+    def start_pods_now(self) -> None:
+        """Make every starting pod due now (for a test that held them with a long ``ready_delay``)."""
+        with self.emu.store.cond:
+            self._starting = {pod: (0.0, kwargs) for pod, (_at, kwargs) in self._starting.items()}
+            self.emu.store.cond.notify_all()
+
+    def _promote_started_pods(self) -> None:
+        """The kubelet's part: a pod started by the operator becomes Running and Ready once its
+        delay has passed."""
+        clock = time.monotonic()
+        for (namespace, name), (at, kwargs) in list(self._starting.items()):
+            if at > clock:
+                continue
+            del self._starting[(namespace, name)]
+            pod = self.emu.store.get(POD, namespace, name)
+            if pod is None or pod["metadata"].get("deletionTimestamp"):
+                continue
+            ready = build_pod(name, namespace, **kwargs)
+            self.emu.put({**pod, "status": ready["status"], "spec": {**pod["spec"], **{
+                k: v for k, v in ready["spec"].items() if k == "nodeName"}}})
 
     # -- webhook ----------------------------------------------------------------------------------
     def admission(self, req: Any, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
@@ -203,11 +268,16 @@ class FakeOperator:
             kwargs = {"dgd": name, "component": cname, "component_type": ctype, "sub_component_type": sub,
                       "image": image, "gpus": int(limits.get("nvidia.com/gpu", 0) or 0), "owner": owner,
                       **self.pod_overrides.get(cname, {})}
-            pod = with_shared_memory(build_pod(pod_name, namespace, **kwargs), comp.get("sharedMemorySize"))
+            overridden = bool(self.pod_overrides.get(cname))
+            starting = {} if overridden else {"waiting_reason": "ContainerCreating", "ready": False}
+            pod = with_shared_memory(build_pod(pod_name, namespace, **{**kwargs, **starting}),
+                                     comp.get("sharedMemorySize"))
             # The main container runs the component's own command line, as the operator renders it.
             pod["spec"]["containers"][0].update({k: list(containers[0][k]) for k in ("command", "args")
                                                  if k in containers[0]})
             emu.put(pod)
+            if not overridden:
+                self._starting[(namespace, pod_name)] = (time.monotonic() + self.ready_delay, kwargs)
 
     def _alpha_worker(self, namespace: str, name: str, component: str) -> bool:
         dgd = self.emu.store.get(DGD, namespace, name)

@@ -27,7 +27,7 @@ from jsonschema import Draft4Validator
 
 from .errors import cause
 
-CRD_DIR = Path(__file__).resolve().parents[2] / "graphs" / "crds"
+CRD_DIR = Path(__file__).resolve().parents[2] / "core" / "crds"
 DEFAULT_CRD_FILES = (
     "nvidia.com_dynamographdeployments.yaml",
     "nvidia.com_dynamographdeploymentscalingadapters.yaml",

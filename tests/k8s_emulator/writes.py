@@ -112,22 +112,31 @@ class WritesMixin:
         if old is None:
             if req.res.namespaced:
                 self.require_namespace(req.namespace)
-            live: dict[str, Any] = {"apiVersion": req.api_version, "kind": req.res.kind,
-                                    "metadata": {"name": req.name}}
-            owners: ssa.Owners = {}
+            live: dict[str, Any] = {}  # an apply that creates merges into an empty object
         else:
             if meta.get("resourceVersion") and meta["resourceVersion"] != old["metadata"]["resourceVersion"]:
                 raise conflict(req.res.plural, req.res.group, req.name or "")
             live = clone(self.view(req.res, old, req.version))
-            owners = ssa.read_owners(live)
-        schema = self.raw_schema(req)
-        result = ssa.server_side_apply(live, body, owners, req.query["fieldManager"], schema, req.sub or "",
-                                       req.flag("force"), req.api_version)
-        return (201 if old is None else 200), self.write(req, old, result, owners=owners)
+        result, fields = self.field_manager(req).apply(live, body, ssa.Fields.read(live), req.query["fieldManager"],
+                                                       req.sub or "", req.api_version, req.flag("force"))
+        result.setdefault("metadata", {}).setdefault("name", req.name)
+        return (201 if old is None else 200), self.write(req, old, result, fields=fields)
+
+    def field_manager(self, req: Request) -> ssa.FieldManager:
+        res = req.res
+
+        def schema_of(api_version: str) -> dict[str, Any] | None:
+            schema = res.schema(api_version.rpartition("/")[2]) if res.custom else None
+            return schema.schema if schema else None
+
+        def convert(obj: dict[str, Any], api_version: str) -> dict[str, Any]:
+            return self.view(res, obj, api_version.rpartition("/")[2]) or obj
+
+        return ssa.FieldManager(schema_of, convert, req.sub if req.sub in ("status", "scale") else "", res.status)
 
     # -- the pipeline -------------------------------------------------------------------------------
     def write(self, req: Request, old: dict[str, Any] | None, new: dict[str, Any],
-              owners: ssa.Owners | None = None) -> dict[str, Any]:
+              fields: ssa.Fields | None = None) -> dict[str, Any]:
         res, sub = req.res, req.sub or ""
         new = clone(new)
         if not isinstance(new.get("metadata", {}), dict):
@@ -171,7 +180,7 @@ class WritesMixin:
             hook(req, old_v, new)
         if old_v is not None and "generation" in meta and self._spec_changed(res, old_v, new):
             meta["generation"] = int(meta["generation"]) + 1
-        self._record_fields(req, old_v, new, owners)
+        self._record_fields(req, old_v, new, fields)
         if old_v is not None and _comparable(old_v) == _comparable(new):
             return old_v
         if req.dry_run:
@@ -216,18 +225,12 @@ class WritesMixin:
         return schema.schema if schema else None
 
     def _record_fields(self, req: Request, old: dict[str, Any] | None, new: dict[str, Any],
-                       owners: ssa.Owners | None) -> None:
-        before = ssa.read_owners(old)
-        if owners is None:
-            owners = ssa.read_owners(old)
-            changed, removed = ssa.changed_fields(old, new, self.raw_schema(req), req.sub or "")
-            if changed or removed or old is None:
-                sub = req.sub if req.sub in ("status", "scale") else ""
-                ssa.record_update(owners, req.manager, sub, changed, removed)
-        stamps = {(e.get("manager", ""), e.get("operation", ""), e.get("subresource", "")): e.get("time", "")
-                  for e in ((old or {}).get("metadata") or {}).get("managedFields") or []}
-        unchanged = {k: t for k, t in stamps.items() if before.get(k) == owners.get(k)}
-        ssa.write_owners(new, owners, req.api_version, unchanged)
+                       fields: ssa.Fields | None) -> None:
+        if fields is None:  # not an apply: the writer takes what it changed
+            sub = req.sub if req.sub in ("status", "scale") else ""
+            fields = self.field_manager(req).update(old, new, ssa.Fields.read(old), req.manager, sub,
+                                                    req.api_version)
+        fields.write(new)
 
     # -- validation -------------------------------------------------------------------------------
     def validate(self, req: Request, obj: dict[str, Any]) -> None:

@@ -25,12 +25,12 @@ from metrics.localprom import find_binary
 
 
 def web_command(host: str, port: int, workers: int | None = None) -> list[str]:
-    """The web process (controlplane.serve: uvicorn workers with a socket each). It believes
-    X-Forwarded-For (the client address behind login throttling) only from the proxies in
-    FORWARDED_ALLOW_IPS: from none by default, where uvicorn alone would trust any client on
-    127.0.0.1."""
+    """The web process: uvicorn as it ships (uvloop and httptools, which it picks itself), with
+    ``--workers``. It believes X-Forwarded-For (the client address behind login throttling) only
+    from the proxies in FORWARDED_ALLOW_IPS: from none by default, where uvicorn alone would
+    trust any client on 127.0.0.1."""
     # One web process per core: a Django page is CPU-bound Python, one process serves one at a time.
-    argv = [sys.executable, "-m", "controlplane.serve", "--host", host, "--port", str(port),
+    argv = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
             "--no-access-log", "--workers", str(workers or settings.WEB_WORKERS)]
     proxies = settings.FORWARDED_ALLOW_IPS.strip()
     return argv + (["--proxy-headers", "--forwarded-allow-ips", proxies] if proxies else ["--no-proxy-headers"])

@@ -9,10 +9,10 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from core.catalog import PoolFields, build_spec
+from core.specio import load_yaml
 from graphs import services
-from graphs.catalog import PoolFields, build_spec
 from graphs.models import Graph
-from graphs.specio import load_yaml
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

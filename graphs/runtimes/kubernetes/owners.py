@@ -3,7 +3,7 @@
 
 * ``Deployment.ownership``: per pool the revision's, the adapter's and the live replicas and who
   owns the count (from ``managedFields``), and the drift between the stored revision and the live
-  DGD with autoscaler-owned fields set apart (graphs/dgd/ownership.py decides);
+  DGD with autoscaler-owned fields set apart (core/dgd/ownership.py decides);
 * a ``ReplicaChange`` row each time a pool's desired count moves and the writer is not the
   control plane: the Planner's decisions (its field manager on the adapter's replicas through
   ``/scale``), an HPA's, a person's with kubectl: ``at``, ``service``, ``before`` -> ``after``,
@@ -18,10 +18,12 @@ import datetime as dt
 
 from django.utils import timezone
 
-from ...dgd import ownership
+from core.dgd import ownership
+from core.dgd.gitops import gitops_owner
+
 from ...models import Deployment, ReplicaChange
 from ...planner import services as planner_services
-from .status import parse_time
+from .observe import parse_time
 
 MAX_DRIFT = 200  # fields listed per graph; the count says how many there were
 
@@ -43,7 +45,9 @@ def record_ownership(dep: Deployment, dgd: dict | None, adapters: dict[str, dict
     view = {"pools": [p.as_dict() for p in pools],
             "drift": [d.as_dict() for d in shown[:MAX_DRIFT]], "drift_count": len(shown),
             "ignored": [d.as_dict() for d in ignored[:MAX_DRIFT]], "ignored_count": len(ignored),
-            "generation": (dgd.get("metadata") or {}).get("generation")}
+            "generation": (dgd.get("metadata") or {}).get("generation"),
+            # Argo CD or Flux applies this DGD from Git: apply then means commit (graphs.operations).
+            "gitops": gitops_owner(dgd)}
     if view != dep.ownership:
         Deployment.objects.filter(pk=dep.pk).update(ownership=view)
         dep.ownership = view

@@ -33,12 +33,13 @@ from clusters.kubernetes import (
 )
 from clusters.resources import adapter_name, custom_path
 from clusters.selectors import cluster_named
+from core.dgd import immutable, ownership, topology
+from core.dgd.render import V1ALPHA1
+from core.specio import dump_yaml
 
-from ...dgd import ownership, topology
-from ...dgd.render import V1ALPHA1
 from ...models import GraphState
-from ...specio import dump_yaml
 from ..base import ApplyResult, Target
+from . import gateway
 
 _CONFLICT_WITH = re.compile(r'conflict with "([^"]+)"')
 _NOISE_METADATA = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink")
@@ -120,15 +121,24 @@ class KubernetesRuntime:
         path = custom_path(api_version, DGD, namespace, name)
         what = f"apply DynamoGraphDeployment {namespace}/{name} ({api_version}) on cluster {target.cluster}"
         warnings: list[str] = []
+        beside = gateway.objects_beside(graph=deployment.graph, dgd_name=name, namespace=namespace, spec=spec)
         with connect(target.cluster) as kube:
+            for obj in beside:  # a server dry run first: a kind the cluster lacks writes nothing at all
+                self._apply_beside(kube, obj, [("fieldManager", FIELD_MANAGER), ("dryRun", "All")], target.cluster)
             live = kube.get(path, what=what)
             change = topology.change(topology.components(live), topology.components(body) or [])
             if change is not None and not recreate:
                 raise KubeFailure(f"{what}: {change.refusal(name, revision.number)}", status=422)
-            if change is not None and not dry_run:
+            fixed = immutable.changes(live, body)  # what else the operator's webhook refuses to change
+            if fixed and not recreate:
+                raise KubeFailure(f"{what}: {immutable.refusal(name, revision.number, fixed)}", status=422)
+            recreating = change is not None or bool(fixed)
+            if recreating and not dry_run:
                 self._delete_and_wait(kube, path, what)
-                warnings.append(f"deleted and recreated: the live DGD had {', '.join(change.live)}, "
-                                f"revision {revision.number} {change.describe()}")
+                what_changed = [f"revision {revision.number} {change.describe()}"] if change is not None else []
+                what_changed += [f"revision {revision.number} changes {f.describe()}" for f in fixed]
+                warnings.append(f"deleted and recreated: the live DGD had {', '.join(topology.components(live))}, "
+                                + "; ".join(what_changed))
                 live = None
             held = self._adapter_held(spec, body, live)
             kept = [] if force else self._leave_foreign(body, live)
@@ -136,12 +146,15 @@ class KubernetesRuntime:
             query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
             if dry_run:
                 query.append(("dryRun", "All"))
-            if change is not None and dry_run:
+            if recreating and dry_run:
                 after = body  # the server cannot preview a create over the live object: show the new one
             elif force:
                 after = self._server_side_apply(kube, path, body, [*query, ("force", "true")], what, api_version)
             else:
                 after = self._server_side_apply(kube, path, body, query, what, api_version)
+            # What goes beside the DGD (its endpoint through the cluster's gateway, when asked).
+            for obj in beside:
+                self._apply_beside(kube, obj, query, target.cluster)
         diff = live_diff(live, after, live_label=f"live {target.cluster}/{namespace}/{name}",
                          after_label=f"revision {revision.number}" + (" (server dry run)" if dry_run else ""))
         warnings += [f"{component} keeps its live {count} replicas: its scaling adapter owns the count (the Dynamo "
@@ -205,12 +218,29 @@ class KubernetesRuntime:
         return held
 
     def _leave_foreign(self, body: dict, live: dict | None) -> list:
-        """Set the fields another manager owns to their live values, so that a plain apply leaves
-        them alone (it would otherwise fail with a conflict, or take them)."""
-        kept = ownership.foreign_fields(body, live)
-        for field_path, _ours, theirs, _who in kept:
-            ownership.set_path(body, field_path, copy.deepcopy(theirs))
+        """Leave out of the apply every field another manager owns (for a list-map item, all but its
+        key fields), so that a plain apply neither changes nor co-owns it: re-sending their live
+        value would make us a co-owner, and their next change would conflict with us. Returns the
+        fields whose live value differs from the revision's."""
+        kept = []
+        for found in ownership.foreign_fields(body, live, differing=False):
+            field_path, ours, theirs, _who = found
+            if ownership.leave_out(body, field_path) and theirs != ours:
+                kept.append(found)
         return kept
+
+    def _apply_beside(self, kube: KubeClient, obj: dict, query: list, cluster: str) -> None:
+        """Server-side apply an object of ours beside the DGD (ours alone: force)."""
+        what = f"apply {obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']} on cluster {cluster}"
+        try:
+            kube.call("PATCH", gateway.object_path(obj), what=what, query=[*query, ("force", "true")], body=obj,
+                      content_type=APPLY_PATCH)
+        except KubeFailure as exc:
+            if exc.status != 404:
+                raise
+            raise KubeFailure(f"{exc}. Cluster {cluster} does not serve {obj['apiVersion']} {obj['kind']} (or the "
+                              f"namespace does not exist): install it, or stop applying the graph's gateway objects "
+                              "with it on its Gateway page", status=404) from None
 
     def _server_side_apply(self, kube: KubeClient, path: str, body: dict, query: list, what: str,
                            api_version: str) -> dict:

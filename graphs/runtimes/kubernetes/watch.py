@@ -39,11 +39,11 @@ from clusters.selectors import cluster_found, cluster_stamps
 from clusters.services import cluster_unreachable, cluster_watched
 
 from ...models import Deployment, GraphState
-from ...status import observation_record, state_record
+from ...status_cache import observation_record, state_record
 from ..base import Observation, PodStatus
 from .facts import WorkerFacts
+from .observe import DGD_LABEL, caught_up, event_record, graph_state, pod_status
 from .owners import record_ownership
-from .status import DGD_LABEL, caught_up, event_record, graph_state, pod_status
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from ...dgd.commandline import ROUTER_FLAGS
-from ...dgd.commandline import ROUTER_MODES as DYNAMO_ROUTER_MODES
+from core.dgd.commandline import ROUTER_FLAGS
+from core.facts import ROUTER_MODES as DYNAMO_ROUTER_MODES
+
 from ..processes import LOOPBACK
 
 MAX_SYSTEM_PORT = 32767  # DYN_SYSTEM_PORT is an i16 in the 1.6.1 runtime config

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from ...errors import OperationRefused
+from core.errors import OperationRefused
+from core.spec import GraphSpec
+
 from ...models import Deployment, Pod
-from ...spec import GraphSpec
 from .hostlimits import inotify_problem
 
 # Roles the local operator starts one process per replica for (the Planner's process, where it

@@ -21,13 +21,14 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from ...dgd.commandline import flag_value, tokens
+from core.dgd.commandline import flag_value, tokens
+from core.planner import PlannerSettingsError
+from core.spec import GraphSpec, Service
+
 from ...engines import Host, local_engine, resolve_model, spec_model
 from ...models import Deployment, GraphState
 from ...planner import services as planner_services
-from ...planner.settings import PlannerSettingsError
-from ...spec import GraphSpec, Service
-from ...status import observation_record
+from ...status_cache import observation_record
 from ..base import EventRecord, Observation, PodStatus, nixl_backend
 from ..processes import PortRangeExhausted, allocate_ports, group_members
 from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process_env

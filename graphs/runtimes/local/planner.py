@@ -23,9 +23,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.planner import PlannerSettingsError, graph_mode, local_config, planner_settings
+
 from ...models import Deployment
 from ...planner import services
-from ...planner.settings import PlannerSettingsError, graph_mode, local_config, planner_settings
 from ..base import EventRecord
 from ..processes import LOOPBACK
 from .argv import build_process_env

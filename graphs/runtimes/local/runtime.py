@@ -11,8 +11,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from core.specio import dump_yaml
+
 from ...models import GraphState
-from ...specio import dump_yaml
 from ..base import ApplyResult, Target
 
 LOG_DIR_NAME = "logs"

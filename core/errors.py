@@ -1,0 +1,57 @@
+"""Our own small error types. Adapters turn library exceptions into these."""
+
+from __future__ import annotations
+
+from core.findings import Finding, Severity, bounded
+
+
+class Refused(Exception):
+    """The one base of every refusal: a request the control plane will not carry out as asked,
+    with the reason for the user. Pages show the message as is; the API's one exception
+    handler (controlplane/api.py) answers ``as_dict()`` with ``status``: 409 for a conflict
+    with the current state, 400 where the request itself is wrong."""
+
+    status = 409
+
+    def as_dict(self) -> dict:
+        return {"detail": str(self)}
+
+
+class ManifestError(Refused):
+    """Input that cannot become a graph: unparsable YAML, a wrong shape, schema errors.
+    Carries every finding so the caller can show all of them at once, with their paths."""
+
+    status = 400
+
+    def __init__(self, findings: list[Finding]):
+        self.findings = bounded(findings)
+        shown = self.findings[:10]
+        more = f" (and {len(findings) - len(shown):,} more)" if len(findings) > len(shown) else ""
+        super().__init__("; ".join(f"{f.path}: {f.message}" for f in shown) + more or "invalid manifest")
+
+    @classmethod
+    def single(cls, path: str, message: str, code: str = "invalid", fix: str = "") -> ManifestError:
+        return cls([Finding(Severity.ERROR, code, path, message, fix)])
+
+    def as_dict(self) -> dict:
+        return {
+            "detail": "The manifest is invalid: " + str(self),
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+class OperationRefused(Refused):
+    """An operation that cannot start: another one runs, the graph is invalid, bad counts.
+    ``forceable``: the same request with force would be carried out (the page offers it)."""
+
+    def __init__(self, message: str, *, forceable: bool = False):
+        super().__init__(message)
+        self.forceable = forceable
+
+
+class RuntimeFailure(Exception):
+    """A runtime could not do what was asked. The message is shown to the user as is."""
+
+    def __init__(self, message: str, *, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient

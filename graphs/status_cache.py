@@ -1,0 +1,85 @@
+"""The status cache's one writer. Runtimes observe (the local operator its processes, the
+cluster watchers their clusters) and report each graph's Observation here; this module alone
+writes the observed side of the cache: Deployment's state, message, endpoint and observed
+time, its Pod rows and its Events. Pages and the API read the cache, never a runtime."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from .models import Deployment, Event, GraphState, Operation, OperationState, Pod
+from .runtimes.base import Observation
+
+POD_FIELDS = ["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus", "shm_bytes", "port",
+              "reason", "message", "last_log", "shm_source", "command", "args", "nixl_backend", "gpu_devices",
+              "gpu_memory_bytes", "gpu_util", "updated_at"]
+
+# Readings of live pods that apps above the graph store add to the pod table, registered in
+# their AppConfig.ready (metrics adds each pod's GPU memory and utilisation from Prometheus):
+# functions (deployment, pods) -> {pod name: {"gpu_memory_bytes": ..., "gpu_util": ...}}.
+POD_READINGS: list = []
+
+
+def observation_record(deployment: Deployment, observation: Observation, *, observed_generation: int,
+                       merge_events: bool = False, runtime_info: dict | None = None) -> None:
+    """Write what a runtime saw of one graph, in one transaction: its pods replace the last
+    set, its events are added (``merge_events``: one row per object, reason and message, its
+    time moved on when it repeats, as Kubernetes events do), and the graph's state follows
+    (``runtime_info``: what a Dynamo tool needs to attach to the graph; None leaves it as is)."""
+    pods = observation.pods
+    with transaction.atomic():
+        Pod.objects.filter(deployment=deployment).exclude(name__in=[p.name for p in pods]).delete()
+        if pods:
+            Pod.objects.bulk_create(
+                [Pod(deployment=deployment, name=p.name, service=p.service, role=p.role, phase=p.phase[:40],
+                     ready=p.ready, restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
+                     shm_bytes=p.shm_bytes, port=p.port, reason=p.reason[:100], message=p.message[:2000],
+                     last_log=p.last_log[-4000:], shm_source=p.shm_source[:40], command=p.command, args=p.args,
+                     nixl_backend=p.nixl_backend[:60], gpu_devices=p.gpu_devices[:100],
+                     gpu_memory_bytes=p.gpu_memory_bytes, gpu_util=p.gpu_util) for p in pods],
+                update_conflicts=True, unique_fields=["deployment", "name"], update_fields=POD_FIELDS,
+            )
+        if merge_events:
+            for e in observation.events:
+                Event.objects.update_or_create(graph_id=deployment.graph_id, object=e.object[:253], reason=e.reason,
+                                               message=e.message[:2000], defaults={"at": e.at, "type": e.type})
+        elif observation.events:
+            Event.objects.bulk_create([Event(graph_id=deployment.graph_id, at=e.at, type=e.type, reason=e.reason,
+                                             object=e.object[:253], message=e.message[:2000])
+                                       for e in observation.events])
+        Deployment.objects.filter(pk=deployment.pk).update(
+            state=observation.state, message=observation.message[:2000], observed_at=timezone.now(),
+            endpoint=observation.endpoint, observed_generation=observed_generation,
+            **({} if runtime_info is None else {"runtime_info": runtime_info}))
+        scales_settle(deployment, observation, observed_generation)
+
+
+def scales_settle(deployment: Deployment, observation: Observation, observed_generation: int) -> None:
+    """Finish the scale operations that wait for this observation (operations.operation_run
+    leaves a local scale running with ``params["await"]``): succeeded once the pool runs the
+    replicas asked for, failed when the runtime reports it cannot run them. What is not seen by
+    the deadline, the reconcile task fails."""
+    waiting = Operation.objects.filter(graph_id=deployment.graph_id, state=OperationState.RUNNING,
+                                       params__has_key="await")
+    for op in waiting:
+        want = op.params["await"]
+        if observed_generation < want["generation"]:
+            continue
+        service, replicas = want["service"], want["replicas"]
+        asked = {k: v for k, v in op.params.items() if k != "await"}  # the request, as it was made
+        pods = [p for p in observation.pods if p.service == service]
+        running = sum(1 for p in pods if p.phase == "Running")
+        if observation.state == GraphState.FAILED and observation.message:
+            Operation.finish(op.pk, OperationState.FAILED, params=asked,
+                             result=f"{service}: the runtime cannot run {replicas} replica(s): {observation.message}")
+        elif len(pods) == replicas and running == replicas:
+            Operation.finish(op.pk, OperationState.SUCCEEDED, params=asked,
+                             result=f"{service}: {op.before.get('replicas')} → {replicas} replicas "
+                                    f"({running} running, observed)")
+
+
+def state_record(deployment: Deployment, *, state: str, message: str) -> None:
+    """The graph's state alone, when its runtime cannot be observed (its cluster does not
+    answer): pods and the observed time stay as last seen."""
+    Deployment.objects.filter(pk=deployment.pk).update(state=state, message=message[:2000])

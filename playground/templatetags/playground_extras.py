@@ -1,0 +1,19 @@
+"""The graph page's line about its OpenAI endpoint (templates/graphs/detail.html)."""
+
+from django import template
+from django.urls import reverse
+
+from playground.models import GraphExposure
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def openai_endpoint(context, graph) -> str:
+    """The base URL an OpenAI client uses for ``graph``: through its cluster's gateway when it is
+    exposed there, else the control plane's relay."""
+    exposure = GraphExposure.objects.filter(graph=graph).first()
+    if exposure is not None:
+        return exposure.options.url()
+    return context["request"].build_absolute_uri(reverse("api:playground-models", args=[graph.name])).removesuffix(
+        "/models")

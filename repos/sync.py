@@ -1,0 +1,206 @@
+"""Git → product: every new commit that changes a manifest file becomes the next revision of
+its graph, through the same lossless importer and validation as an uploaded manifest.
+
+A sync holds its repository's row lock from fetch to the last revision, so a webhook, the
+periodic task and a command arriving together sync once each, in turn, and the second finds
+nothing new. The lock is FOR NO KEY UPDATE: a revision saved meanwhile records its export
+with a foreign key to the repository (FOR KEY SHARE), and must not wait on the sync while
+holding its graph's lock, which the sync needs (tests/test_repos_concurrency.py found it).
+Each file is imported in its own savepoint: a file that does not validate is refused (its
+findings and commit recorded on the link) while the others go on."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from audit.services import audit_record
+from core.errors import ManifestError
+from core.findings import Finding, Severity
+from core.specio import load_yaml
+from core.validation import validate_manifest
+from graphs.models import Graph
+from graphs.services import graph_create, graph_update
+
+from .git import Commit, GitError, Mirror
+from .models import Direction, GraphLink, LinkState, Repository, RevisionCommit, SyncState
+from .services import importing_from_git, mirror_for
+
+MANIFEST_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class SyncResult:
+    commit: str | None = None
+    commits: int = 0
+    imported: list[dict] = field(default_factory=list)  # {"graph", "revision", "commit", "path"}
+    removed: list[dict] = field(default_factory=list)
+    refused: list[dict] = field(default_factory=list)  # {"path", "commit", "findings"}
+    error: str = ""
+
+    def as_dict(self) -> dict:
+        return {"commit": self.commit, "commits": self.commits, "imported": self.imported[:200],
+                "removed": self.removed[:200], "refused": self.refused[:200], "error": self.error,
+                "counts": {"imported": len(self.imported), "removed": len(self.removed),
+                           "refused": len(self.refused)}}
+
+
+def is_manifest(repo: Repository, path: str) -> bool:
+    """A file directly in the repository's folder, named *.yaml or *.yml: one graph."""
+    return posixpath.dirname(path) == repo.path and path.endswith(MANIFEST_SUFFIXES)
+
+
+def repository_sync(*, repository: Repository, via: str = "system") -> SyncResult:
+    """Fetch the branch and bring every linked graph up to its tip. Git failing (unreachable,
+    credentials refused) is recorded on the repository, not raised: the periodic task retries."""
+    with transaction.atomic():
+        repo = Repository.objects.select_for_update(no_key=True).get(pk=repository.pk)
+        mirror = mirror_for(repo)
+        result = SyncResult()
+        try:
+            tip = mirror.fetch()
+            result.commit = tip
+            _bring_up_to(repo, mirror, tip, result)
+        except GitError as exc:
+            result.error = str(exc)
+        now = timezone.now()
+        fields = {"synced_at": now, "last_sync": result.as_dict(), "error": result.error,
+                  "state": SyncState.FAILED if result.error else SyncState.OK}
+        if not result.error and result.commit:
+            fields["synced_commit"] = result.commit
+        Repository.objects.filter(pk=repo.pk).update(**fields)
+        for key, value in fields.items():
+            setattr(repository, key, value)
+    if result.imported or result.removed or result.refused:
+        audit_record(via=via, action="repository.sync", target_type="repository", target=repo.name,
+                     after=result.as_dict()["counts"], message=f"synced to {(result.commit or '')[:12]}")
+    return result
+
+
+def _bring_up_to(repo: Repository, mirror: Mirror, tip: str, result: SyncResult) -> None:
+    since = repo.synced_commit or None
+    if since and mirror.is_ancestor(since, tip):
+        for sha in mirror.commits_between(since, tip, repo.path):
+            result.commits += 1
+            commit = mirror.commit(sha)
+            for change in mirror.changes(sha, repo.path):
+                if not is_manifest(repo, change.path):
+                    continue
+                if change.status == "D":
+                    _remove(repo, change.path, commit, result)
+                else:
+                    blob = mirror.blob_id(sha, change.path)
+                    if blob:
+                        _import(repo, mirror, change.path, blob, commit, result)
+        return
+    # The first sync, or a branch whose history was rewritten: compare the tip with what is linked.
+    files = {p: b for p, b in mirror.files(tip, repo.path).items() if is_manifest(repo, p)}
+    for path, blob in sorted(files.items()):
+        link = GraphLink.objects.filter(repository=repo, path=path).first()
+        if link is not None and blob in (link.blob, link.refused_blob):
+            continue
+        result.commits += 1
+        _import(repo, mirror, path, blob, mirror.commit(mirror.last_commit_of(tip, path)), result)
+    gone = GraphLink.objects.filter(repository=repo).exclude(path__in=list(files)).exclude(state=LinkState.REMOVED)
+    for link in gone:
+        _remove(repo, link.path, mirror.commit(tip), result)
+
+
+def _refuse(repo: Repository, path: str, blob: str, commit: Commit, findings: list[Finding],
+            result: SyncResult) -> None:
+    link, _ = GraphLink.objects.get_or_create(repository=repo, path=path)
+    shown = [f.as_dict() for f in findings]
+    GraphLink.objects.filter(pk=link.pk).update(
+        state=LinkState.INVALID, refused_commit=commit.sha,
+        refused_blob=blob, findings=shown, updated_at=timezone.now())
+    result.refused.append({"path": path, "commit": commit.sha, "findings": shown})
+
+
+def _author(commit: Commit):
+    """The product user with the commit's author e-mail, when there is exactly one."""
+    if not commit.author_email:
+        return None
+    users = list(get_user_model().objects.filter(email__iexact=commit.author_email)[:2])
+    return users[0] if len(users) == 1 else None
+
+
+def _import(repo: Repository, mirror: Mirror, path: str, blob: str, commit: Commit, result: SyncResult) -> None:
+    link = GraphLink.objects.filter(repository=repo, path=path).select_related("graph").first()
+    if link is not None and blob == link.blob:
+        return  # the product's own export, or a commit that put back what is stored
+    where = f"{path} at {commit.sha[:12]}"
+    try:
+        size = mirror.blob_size(blob)
+        if size > settings.MAX_MANIFEST_BYTES:  # refused before it is read into memory
+            raise ManifestError.single("", f"the file is {size:,} bytes; a manifest may have at most "
+                                           f"{settings.MAX_MANIFEST_BYTES:,}", "too_large")
+        data = mirror.read_blob(blob)
+        obj = load_yaml(data, max_bytes=settings.MAX_MANIFEST_BYTES)
+        report = validate_manifest(obj)
+        errors = [f for f in report.findings if f.severity == Severity.ERROR]
+        if errors or report.spec is None:
+            raise ManifestError(errors or [Finding(Severity.ERROR, "invalid", "", "not a graph")])
+        spec = report.spec
+        graph = link.graph if link is not None else None
+        if graph is None:
+            graph = Graph.objects.filter(name=spec.name).first()
+            other = GraphLink.objects.filter(graph=graph).exclude(repository=repo, path=path).first() if graph else None
+            if other is not None:
+                raise ManifestError.single("metadata.name", f"graph {spec.name!r} is already kept in "
+                                           f"{other.repository.name}:{other.path}", "gitops_taken",
+                                           "give this manifest another metadata.name, or remove one of the files")
+        elif spec.name != graph.name:
+            raise ManifestError.single("metadata.name", f"{path} holds graph {graph.name!r}; it now names "
+                                       f"{spec.name!r}, and a graph cannot be renamed", "rename",
+                                       "put the new graph in a new file")
+        text = data.decode("utf-8")
+        message = (commit.subject or f"commit {commit.sha[:12]}")[:480]
+        user = _author(commit)
+        api_version = obj.get("apiVersion", "")
+        token = importing_from_git.set(True)
+        try:
+            with transaction.atomic():
+                if graph is None:
+                    graph = graph_create(spec=spec, user=user, message=message, source_yaml=text,
+                                         source_api_version=api_version, via="git")
+                    revision = graph.head
+                else:
+                    revision = graph_update(graph=graph, spec=spec, user=user, message=message, source_yaml=text,
+                                            source_api_version=api_version, via="git")
+                RevisionCommit.objects.create(
+                    revision=revision, repository=repo, direction=Direction.FROM_GIT, path=path, sha=commit.sha,
+                    branch=repo.branch, author_name=commit.author_name[:200], author_email=commit.author_email[:200],
+                    message=(commit.subject + ("\n\n" + commit.body if commit.body else ""))[:10000],
+                    committed_at=commit.committed_at)
+                GraphLink.objects.update_or_create(repository=repo, path=path, defaults={
+                    "graph": graph, "state": LinkState.LINKED, "blob": blob, "commit": commit.sha,
+                    "api_version": api_version, "refused_commit": "", "refused_blob": "", "findings": [],
+                    "removed_commit": ""})
+        finally:
+            importing_from_git.reset(token)
+    except ManifestError as exc:
+        findings = [Finding(f.severity, f.code, f.path, f"{where}: {f.message}", f.fix) for f in exc.findings]
+        _refuse(repo, path, blob, commit, findings, result)
+        return
+    except UnicodeDecodeError:
+        _refuse(repo, path, blob, commit, [Finding(Severity.ERROR, "encoding", "", f"{where}: not UTF-8 text")], result)
+        return
+    result.imported.append({"graph": graph.name, "revision": revision.number, "commit": commit.sha, "path": path})
+
+
+def _remove(repo: Repository, path: str, commit: Commit, result: SyncResult) -> None:
+    """The file is gone: its graph stays, with every revision, marked removed from Git."""
+    link = GraphLink.objects.filter(repository=repo, path=path).select_related("graph").first()
+    if link is None:
+        return
+    if link.graph_id is None:
+        link.delete()  # a file that never became a graph: nothing to keep
+        return
+    GraphLink.objects.filter(pk=link.pk).update(state=LinkState.REMOVED, removed_commit=commit.sha,
+                                                updated_at=timezone.now())
+    result.removed.append({"graph": link.graph.name, "commit": commit.sha, "path": path})

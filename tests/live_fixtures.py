@@ -1,0 +1,32 @@
+"""Fixtures of the tests that run real Dynamo graphs on the local runtime, written once.
+
+* ``eager``: Celery tasks run in the calling thread (the real task code, no worker process), so
+  an apply or a benchmark run queued by a service has finished when the call returns.
+* ``operator``: a real local operator (graphs.runtimes.local.operator) with its own runtime
+  folder under the test's tmp_path and the port range of the settings
+  (LOCAL_RUNTIME_PORT_MIN/MAX), stopped with every process it started at the end.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.celery import app as celery_app
+from graphs.runtimes.local.operator import LocalOperator
+
+
+@pytest.fixture
+def eager():
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = False
+
+
+@pytest.fixture
+def operator(tmp_path, settings):
+    settings.LOCAL_RUNTIME_DIR = tmp_path / "runtime"
+    settings.BENCHMARK_DIR = tmp_path / "benchmarks"
+    op = LocalOperator(runtime_dir=settings.LOCAL_RUNTIME_DIR, port_min=settings.LOCAL_RUNTIME_PORT_MIN,
+                       port_max=settings.LOCAL_RUNTIME_PORT_MAX)
+    yield op
+    op.shutdown()

@@ -1,0 +1,127 @@
+"""Every figure README.md quotes comes from the committed result file it names, and every result
+file says how it was made.
+
+The README's tables are read generically: a table whose last column is headed "file" names,
+in each row, a file under bench/results/ (the first `*.json` in that cell); every number in the
+row's "measured" cell must be in that file, as written or rounded to the figures the README
+shows (13.87 may be quoted as 13.87 or 13.9, never as 13.8). A percentage may be stored as a
+fraction."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+README = ROOT / "README.md"
+MINUS = "\N{MINUS SIGN}"
+# A number, not a label such as "c=16" (concurrency 16) or a name such as "p95".
+NUMBER = re.compile(rf"(?<![\w=])(?<!\d\.)([{MINUS}+-]?)(\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.(\d+))?(?!\w|\.\d)")
+PROVENANCE = ("command", "date", "commit", "machine")
+
+
+def tables(text: str) -> list[list[list[str]]]:
+    """Markdown tables: lists of rows (the header first, the |---| line dropped), cells stripped."""
+    found, current = [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(re.fullmatch(r":?-{3,}:?", c) for c in cells):
+                current.append(cells)
+        elif current:
+            found.append(current)
+            current = []
+    return found
+
+
+def figure_rows() -> list[tuple[str, str, str]]:
+    """(measure, measured, files) for every row of every table that names its files (several,
+    comma-separated, when a row quotes more than one run)."""
+    rows = []
+    for table in tables(README.read_text()):
+        header = [h.lower() for h in table[0]]
+        if not header[-1].startswith("file") or "measured" not in header:
+            continue
+        measured = header.index("measured")
+        for row in table[1:]:
+            named = re.findall(r"`([\w.-]+\.json)`", row[-1])
+            rows.append((row[0], row[measured], ",".join(named)))
+    return rows
+
+
+def figures(cell: str) -> list[tuple[float, int]]:
+    """The numbers of a cell with their decimals: "-7.7" -> (-7.7, 1), "1,180" -> (1180, 0)."""
+    out = []
+    for sign, whole, decimals in NUMBER.findall(cell):
+        value = float(whole.replace(",", "") + (f".{decimals}" if decimals else ""))
+        out.append((-value if sign and sign in MINUS + "-" else value, len(decimals)))
+    return out
+
+
+def numbers_in(data) -> list[float]:
+    if isinstance(data, bool):
+        return []
+    if isinstance(data, int | float):
+        return [float(data)]
+    if isinstance(data, dict):
+        return [n for v in data.values() for n in numbers_in(v)]
+    if isinstance(data, list):
+        return [n for v in data for n in numbers_in(v)]
+    return []
+
+
+def found(value: float, decimals: int, stored: list[float], percent: bool) -> bool:
+    # A percentage may be stored as a fraction (0.036) or as a ratio to a baseline (1.036).
+    candidates = stored + ([y for x in stored for y in (x * 100, (x - 1) * 100)] if percent else [])
+    return any(round(x, decimals) == value or x == value for x in candidates)
+
+
+ROWS = figure_rows()
+
+
+def test_the_readme_has_a_table_of_measured_figures_with_their_files():
+    assert len(ROWS) >= 10, "README.md's measured-figures table was not found (or lost its 'file' column)"
+    assert all(file for _m, _v, file in ROWS), [m for m, _v, file in ROWS if not file]
+
+
+@pytest.mark.parametrize(("measure", "measured", "file"), ROWS, ids=[r[0][:50] for r in ROWS])
+def test_every_figure_of_the_row_is_in_the_file_it_names(measure, measured, file):
+    stored = []
+    for name in file.split(","):
+        path = RESULTS / name
+        assert path.is_file(), f"{measure}: bench/results/{name} is not committed"
+        stored += numbers_in(json.loads(path.read_text()))
+    quoted = figures(measured)
+    assert quoted, f"{measure}: no figure in {measured!r}"
+    percent = "%" in measured
+    missing = [f"{v:g}" for v, d in quoted if not found(v, d, stored, percent)]
+    assert not missing, f"{measure}: {', '.join(missing)} quoted from {file}, which holds no such number"
+
+
+def test_figure_matching_rounds_as_the_readme_shows_and_no_further():
+    assert figures(f"2.9 / 13.8, {MINUS}7.7..+26.9 %, 1,180 cases (c=16)") == [
+        (2.9, 1), (13.8, 1), (-7.7, 1), (26.9, 1), (1180.0, 0)]
+    assert found(13.9, 1, [13.87], percent=False) and found(13.87, 2, [13.87], percent=False)
+    assert not found(13.8, 1, [13.87], percent=False)
+    assert found(3.6, 1, [0.0361], percent=True) and not found(3.6, 1, [0.0361], percent=False)
+    assert found(-7.7, 1, [0.923], percent=True)  # a ratio, quoted as a change
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("*.json")), ids=lambda p: p.name)
+def test_every_result_file_records_how_it_was_made_or_says_what_is_missing(path):
+    """command, date, commit (of a clean tree) and machine; a file measured before these were
+    recorded says which are missing, in a "provenance" note, instead of having them made up."""
+    data = json.loads(path.read_text())
+    note = data.get("provenance", "")
+    absent = [key for key in PROVENANCE if not data.get(key)]
+    if data.get("clean_tree") is not True:
+        absent.append("clean_tree")
+    if absent:
+        assert note.startswith("missing:") and all(key in note for key in absent), (
+            f"{path.name} lacks {', '.join(absent)}: re-run its benchmark, or say so in 'provenance'")
+    else:
+        assert not note, f"{path.name} has all of {PROVENANCE} and a clean tree, yet says {note!r}"

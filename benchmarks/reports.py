@@ -15,6 +15,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from graphs.engines import MOCKER_LABEL
+from sizing.predictions import prediction, versus
 
 from .models import BenchmarkRun
 from .schema import Step
@@ -59,8 +60,12 @@ def step_row(run: BenchmarkRun, step: Step) -> dict:
 
 
 def _engine(config) -> str:
-    """What measured the numbers: MOCKER_LABEL for Dynamo's mocker, else the real engine."""
-    return MOCKER_LABEL if config.simulated else "real engine"
+    """What measured the numbers: the mocker's label (with who timed it, for a graph made from an
+    AIConfigurator configuration), else the real engine."""
+    if not config.simulated:
+        return "real engine"
+    label = config.simulated.split(": ", 1)[0]  # "<label>: <why>", as benchmarks.services records it
+    return label if label.startswith(MOCKER_LABEL) else MOCKER_LABEL
 
 
 def rows(runs: list[BenchmarkRun]) -> list[dict]:
@@ -87,6 +92,18 @@ def to_csv(runs: list[BenchmarkRun]) -> str:
     for row in rows(runs):
         writer.writerow(["" if row[key] is None else row[key] for key, _title in COLUMNS])
     return out.getvalue()
+
+
+def predicted(runs: list[BenchmarkRun]) -> list[dict]:
+    """For runs of graphs made from an AIConfigurator configuration: what it predicted beside
+    what the run simulated at its headline load point, with the relative differences."""
+    out = []
+    for run in runs:
+        step = run.run_results.headline
+        pred = prediction(run.revision.graph_spec) if run.revision is not None and step is not None else None
+        if pred is not None:
+            out.append({"run": run.pk, **versus(pred, step.model_dump(mode="json"))})
+    return out
 
 
 def series(runs: list[BenchmarkRun]) -> list[dict]:

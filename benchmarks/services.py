@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from audit.services import audit_record
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation
 from graphs.runtimes.local.tinymodel import ensure_model_dir
 from jobs.dispatch import enqueue
+from jobs.runner import JobFailed, JobRunner
 
 from . import aiperf
 from .errors import BenchmarkRefused, RunCancelled, RunFailed
@@ -117,24 +118,29 @@ def benchmark_request(*, graph: Graph, profile: str, params: dict | RunParams | 
 
 # --- execution -----------------------------------------------------------------------------------
 
-def _claim(run_id: int) -> bool:
-    return BenchmarkRun.claim(run_id, lease_seconds=settings.BENCHMARK_LEASE_SECONDS, attempts=1, host=hostname(),
-                              progress_text="starting aiperf")
-
-
 def _finish(run_id: int, state: str, *, error: str = "", results: RunResults | None = None) -> bool:
-    fields = {"pgid": None, "error": error[:20000]}
-    if results is not None:
-        fields["results"] = results.model_dump(mode="json")
+    """End a run from outside its worker (the reconcile, a cancel of an orphan)."""
+    fields = _ending(state, {"error": error[:20000]} if results is None else
+                     {"error": error[:20000], "results": results.model_dump(mode="json")})
+    done = BenchmarkRun.finish(run_id, state, **fields)
+    if done:
+        _advance_study(run_id)
+    return bool(done)
+
+
+def _ending(state: str, fields: dict) -> dict:
+    fields = {"pgid": None, **fields}
     if state == RunState.SUCCEEDED:
         fields.update(progress=100, progress_text="done")
     else:
         fields["progress_text"] = {RunState.CANCELLED: "cancelled"}.get(state, "failed")
-    done = BenchmarkRun.finish(run_id, state, **fields)
+    return fields
+
+
+def _advance_study(run_id: int) -> None:
     study_id = BenchmarkRun.objects.filter(pk=run_id).values_list("study_id", flat=True).first()
-    if done and study_id:
+    if study_id:
         enqueue("benchmarks.tasks.study_advance", study_id)
-    return bool(done)
 
 
 def resolve_tokenizer(dep: Deployment, model: str) -> aiperf.Tokenizer:
@@ -175,12 +181,16 @@ def _snapshot(dep: Deployment) -> tuple[RunConfig, str]:
     return config, model
 
 
-def _heartbeat(run_id: int, progress: int, text: str) -> tuple[bool, str]:
-    """Renew the lease and publish progress. Returns (keep going, why not)."""
-    if not BenchmarkRun.renew(run_id, lease_seconds=settings.BENCHMARK_LEASE_SECONDS, progress=progress,
-                              progress_text=text[:200]):
-        return False, "the run was finished elsewhere (reconciled or cancelled)"
-    row = BenchmarkRun.objects.filter(pk=run_id).values("cancel_requested_at", "cancel_requested_by__username").get()
+def _heartbeat(runner: JobRunner, progress: int, text: str) -> tuple[bool, str]:
+    """Renew the lease, publish progress: (keep going, why not). A database blip does not stop aiperf."""
+    try:
+        if not runner.renew(progress=progress, progress_text=text[:200]):
+            return False, "the run was finished elsewhere (reconciled or cancelled)"
+        row = BenchmarkRun.objects.filter(pk=runner.pk).values("cancel_requested_at",
+                                                               "cancel_requested_by__username").get()
+    except (OperationalError, InterfaceError):
+        connection.close()  # the next beat takes a new connection
+        return True, ""
     if row["cancel_requested_at"] is not None:
         return False, f"cancelled by {row['cancel_requested_by__username'] or 'request'}"
     return True, ""
@@ -190,7 +200,7 @@ def _failure(prefix: str, log_path: Path) -> str:
     return f"{prefix}\n\naiperf's log (last lines):\n{log_tail(log_path, 25)}"
 
 
-def _measure(run: BenchmarkRun, workdir: Path, scratch: Path) -> RunResults:
+def _measure(runner: JobRunner, run: BenchmarkRun, workdir: Path, scratch: Path) -> RunResults:
     dep = serving_deployment(run.graph)
     config, model = _snapshot(dep)
     tokenizer = resolve_tokenizer(dep, model)
@@ -216,7 +226,7 @@ def _measure(run: BenchmarkRun, workdir: Path, scratch: Path) -> RunResults:
                                  artifact_dir=artifacts / name, concurrency=concurrency, request_rate=rate,
                                  slo=slo, request_timeout=min(params.max_seconds, 600))
         point = f"load point {index + 1}/{len(loads)}" if len(loads) > 1 else "the run"
-        code = _invoke(run.pk, argv, env, workdir, log_path, artifacts / name, params, index, len(loads), deadline)
+        code = _invoke(runner, argv, env, workdir, log_path, artifacts / name, params, index, len(loads), deadline)
         if code != 0:
             raise RunFailed(_failure(f"aiperf exited with code {code} during {point}", log_path))
         try:
@@ -239,7 +249,7 @@ def _measure(run: BenchmarkRun, workdir: Path, scratch: Path) -> RunResults:
     return results
 
 
-def _invoke(run_id: int, argv: list[str], env: dict[str, str], workdir: Path, log_path: Path, artifact: Path,
+def _invoke(runner: JobRunner, argv: list[str], env: dict[str, str], workdir: Path, log_path: Path, artifact: Path,
             params: RunParams, index: int, points: int, deadline: float) -> int:
     """Run one aiperf invocation to its end, publishing progress; stop it on cancel or timeout."""
     invocation = Invocation(argv, env, workdir, log_path)
@@ -247,7 +257,7 @@ def _invoke(run_id: int, argv: list[str], env: dict[str, str], workdir: Path, lo
         ref = invocation.start()
     except OSError as exc:
         raise RunFailed(f"aiperf could not start: {exc}") from None
-    BenchmarkRun.objects.filter(pk=run_id).update(pgid=ref.pgid, proc_start=ref.start_ticks, host=hostname())
+    BenchmarkRun.objects.filter(pk=runner.pk).update(pgid=ref.pgid, proc_start=ref.start_ticks, host=hostname())
     progress = aiperf.Progress(artifact)
     try:
         while (code := invocation.poll()) is None:
@@ -258,7 +268,7 @@ def _invoke(run_id: int, argv: list[str], env: dict[str, str], workdir: Path, lo
             where = f" (load point {index + 1}/{points})" if points > 1 else ""
             text = {"starting": "aiperf is starting", "processing": "aiperf is computing the results"}.get(
                 progress.phase, f"{progress.records} requests done")
-            keep_going, why = _heartbeat(run_id, percent, text + where)
+            keep_going, why = _heartbeat(runner, percent, text + where)
             if not keep_going:
                 invocation.stop()
                 raise RunCancelled(why)
@@ -272,29 +282,48 @@ def _invoke(run_id: int, argv: list[str], env: dict[str, str], workdir: Path, lo
     return code
 
 
+class BenchmarkRunner(JobRunner):
+    """Runs one benchmark (jobs.runner), once: a run whose worker died is failed by the reconcile
+    (its aiperf stopped), never retried: half a measurement cannot be resumed. Its work beats
+    every second with progress and reads cancellation requests from the row."""
+
+    model = BenchmarkRun
+    task = EXECUTE_TASK
+    message_field = "error"
+    failures = (RunFailed, BenchmarkRefused, aiperf.BadTarget, aiperf.ExportMissing)
+
+    @classmethod
+    def lease_seconds(cls) -> float:
+        return settings.BENCHMARK_LEASE_SECONDS
+
+    def work(self) -> dict:
+        self.renew(host=hostname(), progress_text="starting aiperf")
+        run = BenchmarkRun.objects.select_related("graph").get(pk=self.pk)
+        # aiperf's temp files and ZMQ IPC sockets: a short path of its own (a Unix socket path has
+        # at most 107 bytes, and aiperf exits 0 without results when its sockets cannot bind).
+        scratch = Path(tempfile.mkdtemp(prefix=f"bench{self.pk}-"))
+        try:
+            results = _measure(self, run, run_dir(self.pk), scratch)
+        except RunCancelled as exc:
+            raise JobFailed(str(exc), state=RunState.CANCELLED) from None
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return {"results": results.model_dump(mode="json")}
+
+    def failure_fields(self, message: str) -> dict:
+        return {"error": message[:20000]}
+
+    def ending(self, state: str, fields: dict) -> dict:
+        return _ending(state, fields)
+
+    def finished(self, state: str) -> None:
+        _advance_study(self.pk)
+
+
 def benchmark_execute(run_id: int) -> str:
-    """Run one benchmark. Safe to call any number of times: only the first claims it."""
-    if not _claim(run_id):
-        return "not claimed"
-    run = BenchmarkRun.objects.select_related("graph").get(pk=run_id)
-    workdir = run_dir(run_id)
-    # aiperf's temp files and ZMQ IPC sockets: a short path of its own (a Unix socket path has
-    # at most 107 bytes, and aiperf exits 0 without results when its sockets cannot bind).
-    scratch = Path(tempfile.mkdtemp(prefix=f"bench{run_id}-"))
-    try:
-        results = _measure(run, workdir, scratch)
-    except RunCancelled as exc:
-        _finish(run_id, RunState.CANCELLED, error=str(exc))
-    except (RunFailed, BenchmarkRefused, aiperf.BadTarget, aiperf.ExportMissing) as exc:
-        _finish(run_id, RunState.FAILED, error=str(exc))
-    except Exception as exc:
-        log.exception("benchmark run %s failed", run_id)
-        _finish(run_id, RunState.FAILED, error=f"internal error: {exc}")
-    else:
-        _finish(run_id, RunState.SUCCEEDED, results=results)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return BenchmarkRun.objects.values_list("state", flat=True).get(pk=run_id)
+    """Run one benchmark (BenchmarkRunner). Safe to call any number of times: only the first
+    claims it."""
+    return BenchmarkRunner.handle(run_id)
 
 
 # --- cancel, reconcile ---------------------------------------------------------------------------

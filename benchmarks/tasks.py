@@ -3,6 +3,8 @@
 from celery import shared_task
 from django.conf import settings
 
+from sizing import services as sizing_services
+
 from . import services, sizing, studies
 
 
@@ -29,4 +31,5 @@ def benchmarks_reconcile() -> dict:
     out = services.runs_reconcile()
     out.update(studies.studies_reconcile())
     out.update(sizing.recommendations_reconcile())
+    out.update(sizing_services.estimates_reconcile())  # AIConfigurator estimates: one beat entry for both apps
     return out

@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from accounts.roles import Role, role_required
 from graphs.models import Deployment, Graph
+from sizing.selectors import estimates_for
 
 from . import reports, services, sizing, studies
 from .errors import BenchmarkRefused
@@ -164,7 +165,8 @@ def compare(request):
     runs = _selected(request)
     ids = ",".join(str(r.pk) for r in runs)
     return render(request, "benchmarks/compare.html", {"runs": runs, "ids": ids, "rows": reports.rows(runs),
-                                                       "columns": reports.COLUMNS, "chart_json": _chart_json(runs)})
+                                                       "columns": reports.COLUMNS, "chart_json": _chart_json(runs),
+                                                       "predicted": reports.predicted(runs)})
 
 
 @role_required(Role.VIEWER)
@@ -245,6 +247,7 @@ def _sizing(request, graph: Graph, form: RecommendForm, error: str = "") -> Http
         "rows": reports.rows(evidence), "columns": reports.COLUMNS, "chart_json": _chart_json(evidence, targets),
         "recommendations": Recommendation.objects.filter(graph=graph).select_related(
             "created_by", "applied_by").prefetch_related("runs")[:10],
+        "aiconfigurator": estimates_for(graph.head.graph_spec) if graph.head else None,
     }, status=400 if error else 200)
 
 

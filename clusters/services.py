@@ -39,6 +39,13 @@ class ClusterError(Refused, ValueError):
     status = 400
 
 
+class ClusterConflict(ClusterError):
+    """A valid request that clashes with the cluster as registered (HTTP 409): a partial update
+    against stored settings, a namespace the cluster does not allow."""
+
+    status = 409
+
+
 def clean_namespaces(value) -> list[str]:
     """A list of namespaces from a list or a comma/space separated string; each a DNS label."""
     items = value.replace(",", " ").split() if isinstance(value, str) else list(value or [])
@@ -101,8 +108,16 @@ def cluster_update(*, cluster: Cluster, user: Actor = None, via: str = "ui", **c
         dropped = set(used.values_list("namespace", flat=True)) - set(changes["namespaces"])
         if dropped:
             raise ClusterError(f"graphs are deployed in {', '.join(sorted(dropped))}: keep that namespace allowed")
+    stored = {key: getattr(cluster, key) for key in ("in_cluster", "kubeconfig", "context")}
     for key, value in changes.items():
         setattr(cluster, key, value.strip() if key in ("kubeconfig", "context") else value)
+    if cluster.in_cluster and (cluster.kubeconfig or cluster.context) and not (
+            changes.get("in_cluster") and (changes.get("kubeconfig") or changes.get("context"))):
+        # The request alone is valid; it clashes with what the cluster has stored (a partial
+        # update): a conflict with the current state, which the schema cannot state.
+        kept = "a kubeconfig" if stored["kubeconfig"] or stored["context"] else "the in-cluster service account"
+        raise ClusterConflict(f"{cluster.name} is registered with {kept}: send in_cluster and an empty "
+                              "kubeconfig and context together to switch (one or the other, not both)")
     _validate(cluster)
     cluster.save()
     audit_record(actor=user, via=via, action="cluster.update", target_type="cluster", target=cluster.name,
@@ -167,7 +182,7 @@ def hf_token_secret_put(*, cluster: Cluster, namespace: str, value: str, secret_
     (other keys of that Secret stay). True when the Secret was created. The value goes to the
     cluster only: it is not stored, returned or logged here."""
     if not cluster.allows(namespace):
-        raise ClusterError(f"namespace {namespace!r} is not allowed on cluster {cluster.name}")
+        raise ClusterConflict(f"namespace {namespace!r} is not allowed on cluster {cluster.name}")
     if len(secret_name) > 253 or not DNS_SUBDOMAIN.match(secret_name):
         raise ClusterError(f"{secret_name!r} is not a valid Secret name")
     if len(key) > 253 or not SECRET_KEY.match(key):

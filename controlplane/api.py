@@ -10,11 +10,16 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from controlplane.unavailable import RETRY_AFTER_SECONDS, dependency_down, detail
 from core.errors import Refused
 from core.untrusted import QueryParameterError, query_int
 
 
 def exception_handler(exc, context):
+    down = dependency_down(exc)
+    if down is not None:  # the database or broker is down: 503 with Retry-After, never a 500
+        return Response({"detail": detail(down), "unavailable": down}, status=503,
+                        headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(exc, Refused):  # every refusal, of every app: one status per kind, set on the class
         return Response(exc.as_dict(), status=exc.status)
     if isinstance(exc, QueryParameterError):
@@ -53,7 +58,7 @@ class Pagination(PageNumberPagination):
     30-digit page is a 400 naming ``page``; a page past the end is still a 404."""
 
     def get_page_number(self, request, paginator):
-        return query_int(request.query_params, self.page_query_param, default=1)
+        return query_int(request.query_params, self.page_query_param, default=1, strict=True)
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)

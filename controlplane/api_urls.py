@@ -14,8 +14,10 @@ from graphs.api import urls as graphs_api
 from metrics.api import urls as metrics_api
 from playground.api import urls as playground_api
 from repos.api import urls as repos_api
+from sizing.api import urls as sizing_api
 
-APPS = (graphs_api, clusters_api, benchmarks_api, metrics_api, playground_api, repos_api, accounts_api, audit_api)
+APPS = (graphs_api, clusters_api, benchmarks_api, metrics_api, playground_api, repos_api, sizing_api, accounts_api,
+        audit_api)
 
 app_name = "api"
 router = DefaultRouter()

@@ -3,7 +3,8 @@
 * every operation documents the 4xx answers it can give (400 malformed or refused input, 401
   no or bad credentials, 403 the role does not allow it, 404 no such object), writes also 409
   (a conflict: another operation runs, the graph changed, the name is taken) and, with a body,
-  415; all of them JSON, in the shape of ``Error``;
+  415, and every one 503 (a dependency down: controlplane/unavailable.py); all of them JSON, in
+  the shape of ``Error``;
 * request bodies that refuse unknown fields say so (``additionalProperties: false``);
 * integers are bounded to 64 bits, as the server enforces;
 * text is UTF-8 without NUL (``x-text`` note in the description): the server refuses the rest
@@ -27,11 +28,14 @@ REASONS = {
     "404": "No such object (or not yours).",
     "409": "Conflicts with the current state (another operation runs, the object changed, the name is taken).",
     "415": "The body's media type is not one this operation reads.",
+    "503": "A dependency is down (the database or the task broker); `Retry-After` says when to try again.",
 }
 UNSAFE = {"post", "put", "patch", "delete"}
 # Request bodies whose serializers refuse unknown fields (benchmarks' ParamsMixin); the others
 # ignore them, as DRF does.
 CLOSED_BODIES = ("RunCreateRequest", "StudyCreateRequest", "PoolRequest")
+# Decimal fields whose model validators refuse negatives (metrics.models.Objectives).
+NON_NEGATIVE_DECIMALS = (("ObjectivesRequest", "gpu_hour_price"), ("PatchedObjectivesRequest", "gpu_hour_price"))
 # Rules across fields that serializers check in code, stated for the schema too.
 _BLANK = {"type": "string", "pattern": r"^\s*$"}
 CROSS_FIELD_RULES = {
@@ -44,7 +48,11 @@ CROSS_FIELD_RULES = {
 
 def _error_response(code: str) -> dict:
     schema = {"$ref": "#/components/schemas/Error"}
-    return {"description": REASONS[code], "content": {"application/json": {"schema": schema}}}
+    response = {"description": REASONS[code], "content": {"application/json": {"schema": schema}}}
+    if code == "503":
+        response["headers"] = {"Retry-After": {"schema": {"type": "integer", "minimum": 1},
+                                               "description": "Seconds to wait before trying again."}}
+    return response
 
 
 def document_errors(result, generator, request, public):
@@ -53,7 +61,7 @@ def document_errors(result, generator, request, public):
         for method, operation in path_item.items():
             if method not in {"get", "head", "options", *UNSAFE}:
                 continue
-            codes = ["400", "401", "403", "404"]
+            codes = ["400", "401", "403", "404", "503"]
             if method in UNSAFE:
                 codes.append("409")
             if "requestBody" in operation:
@@ -69,6 +77,11 @@ def document_errors(result, generator, request, public):
     for name, rule in CROSS_FIELD_RULES.items():
         schemas[name].update(rule)
     schemas["JSONValue"] = JSON_VALUE
+    for name, field in NON_NEGATIVE_DECIMALS:
+        prop = schemas.get(name, {}).get("properties", {}).get(field, {})
+        if prop.get("pattern", "").startswith("^-?") and prop["pattern"].endswith("$"):
+            # drf-spectacular's decimal pattern allows a minus; the field's minimum is 0 (-0 is 0).
+            prop["pattern"] = r"^(?:" + prop["pattern"][3:-1] + r"|-0{0,5}(?:\.0{0,4})?)$"
     for name, schema in schemas.items():
         if name.endswith("Request"):
             _open_objects_take_json(schema)

@@ -45,7 +45,7 @@ INSTALLED_APPS = [
     "clusters",
     "playground",
     "metrics",
-    "benchmarks",
+    "benchmarks", "sizing",
     "repos",  # Git repositories holding graphs: synced every REPOS_SYNC_SECONDS and on push webhooks
 ]
 
@@ -160,10 +160,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # A slow database fails a request after this long instead of holding a worker forever.
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
         f"-c statement_timeout={int(env('DATABASE_STATEMENT_TIMEOUT_MS', '30000'))}")
-    DATABASES["default"]["OPTIONS"]["pool"] = {
+    # After a failover: every pooled connection is checked when handed out, and reconnect back-off
+    # restarts every 4 s, so requests are served again within seconds of the database's return.
+    DATABASES["default"].update(CONN_HEALTH_CHECKS=True)
+    DATABASES["default"]["OPTIONS"].update(connect_timeout=int(env("DATABASE_CONNECT_TIMEOUT", "5")), pool={
         "min_size": int(env("DATABASE_POOL_MIN", "1")), "max_size": int(env("DATABASE_POOL_MAX", "20")),
-        "timeout": float(env("DATABASE_POOL_TIMEOUT", "10")),
-    }
+        "timeout": float(env("DATABASE_POOL_TIMEOUT", "10")), "reconnect_timeout": 4.0})
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several processes (web, worker, operator) share the file: wait instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})
@@ -267,9 +269,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
-    "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 15.0},
+    "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 5.0},
     "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
-    "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 10.0},
+    "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 5.0},
     "repos-sync": {"task": "repos.tasks.repositories_sync", "schedule": float(env("REPOS_SYNC_SECONDS", "60"))},
 }
 
@@ -288,12 +290,11 @@ KUBERNETES_WATCH_SECONDS = int(env("KUBERNETES_WATCH_SECONDS", "30"))
 # (create) in the graphs' namespaces; a refusal is shown, and the pod's volumes still say.
 KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 
-# Operations: a claim lasts LEASE (then reconcile hands it on); a local scale unobserved in OBSERVE fails (0: no wait)
-OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "90"))
-OPERATION_OBSERVE_SECONDS = float(env("OPERATION_OBSERVE_SECONDS", "120"))
-# Fault injection for reliability tests only: seconds to wait inside an operation's
-# transaction, widening the window in which a killed worker dies mid-operation.
-OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))
+# Jobs (jobs/runner.py): a lease (OPERATION_/BENCHMARK_LEASE_SECONDS) renewed every beat; a dead worker's lapses.
+JOB_HEARTBEAT_SECONDS = float(env("JOB_HEARTBEAT_SECONDS", "5"))
+OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "20"))
+OPERATION_OBSERVE_SECONDS = float(env("OPERATION_OBSERVE_SECONDS", "120"))  # a local scale unseen by then fails
+OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))  # fault tests: seconds from claim to work
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
 # and the port range it hands out to graphs.
@@ -376,11 +377,11 @@ METRICS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
 METRICS_TOKEN = (env("METRICS_TOKEN", "") if not os.environ.get("METRICS_TOKEN_FILE")
                  or Path(os.environ["METRICS_TOKEN_FILE"]).is_file() else "")
 
-# Benchmarks (benchmarks/): aiperf runs against a graph's own frontend. Every run is bounded in
-# time (BENCHMARK_DEFAULT_SECONDS unless the request says otherwise, never past
-# BENCHMARK_MAX_SECONDS); at most BENCHMARK_MAX_RUNNING runs at once on this host, since a
-# load generator competing with another one measures neither. Artifacts live in BENCHMARK_DIR.
+# Benchmarks (benchmarks/): aiperf runs against a graph's own frontend, bounded in time (BENCHMARK_DEFAULT_SECONDS
+# unless asked otherwise, never past BENCHMARK_MAX_SECONDS); BENCHMARK_MAX_RUNNING at once, since two load generators
+# measure neither. Artifacts in BENCHMARK_DIR; AIConfigurator's DGDs and mocker profiles made from them in SIZING_DIR.
 BENCHMARK_DIR = Path(env("BENCHMARK_DIR", str(VAR_DIR / "benchmarks")))
+SIZING_DIR = Path(env("SIZING_DIR", str(VAR_DIR / "sizing")))
 BENCHMARK_AIPERF = env("BENCHMARK_AIPERF", "")  # the aiperf executable; empty: this Python's -m aiperf
 BENCHMARK_DEFAULT_SECONDS = int(env("BENCHMARK_DEFAULT_SECONDS", "300"))
 BENCHMARK_MAX_SECONDS = int(env("BENCHMARK_MAX_SECONDS", "1800"))
@@ -388,7 +389,7 @@ BENCHMARK_MAX_RUNNING = int(env("BENCHMARK_MAX_RUNNING", "1"))
 BENCHMARK_MAX_CONCURRENCY = int(env("BENCHMARK_MAX_CONCURRENCY", "512"))
 BENCHMARK_MAX_REQUESTS = int(env("BENCHMARK_MAX_REQUESTS", "20000"))
 BENCHMARK_AIPERF_WORKERS = int(env("BENCHMARK_AIPERF_WORKERS", "2"))  # aiperf worker processes, at most
-BENCHMARK_LEASE_SECONDS = float(env("BENCHMARK_LEASE_SECONDS", "30"))  # a running run's heartbeat expires after
+BENCHMARK_LEASE_SECONDS = float(env("BENCHMARK_LEASE_SECONDS", "20"))  # a running run's heartbeat expires after
 
 LOGGING = {
     "version": 1,

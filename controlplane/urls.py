@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.permissions import AllowAny
 
 from accounts import sso_views
+from controlplane.unavailable import error_handler
 from graphs.views import home
 
 
@@ -23,6 +24,7 @@ urlpatterns = [
     path("playground/", include("playground.urls")),
     path("metrics/", include("metrics.urls")),
     path("benchmarks/", include("benchmarks.urls")),
+    path("sizing/", include("sizing.urls")),
     path("clusters/", include("clusters.urls")),
     path("api/", include("controlplane.api_urls")),
     path("repos/", include("repos.urls")),
@@ -54,4 +56,5 @@ def _api_aware(page_handler, status: int, detail: str):
 handler400 = _api_aware(defaults.bad_request, 400, "Bad request.")
 handler403 = _api_aware(defaults.permission_denied, 403, "You do not have permission to perform this action.")
 handler404 = _api_aware(defaults.page_not_found, 404, "Not found.")
-handler500 = _api_aware(defaults.server_error, 500, "The server could not complete this request.")
+# A dependency that is down (the database, the broker) is a 503 saying so (controlplane/unavailable.py).
+handler500 = error_handler(_api_aware(defaults.server_error, 500, "The server could not complete this request."))

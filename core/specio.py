@@ -89,16 +89,21 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _construct_mapping(loader, node, deep=False):
-    seen = set()
-    for key_node, _ in node.value:
+    """A mapping whose keys are each unique. A key that is itself a list or a map (YAML's
+    ``? [a, b]``) becomes an untrusted.ComplexKey, so that check() refuses it with its path, as
+    it refuses every key that is not text."""
+    mapping = {}
+    for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
+        if isinstance(key, (list, dict)):
+            key = untrusted.ComplexKey("list" if isinstance(key, list) else "map", key_node.start_mark.line + 1)
+        if key in mapping:
             line = key_node.start_mark.line + 1
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r} (line {line}): each name may appear once", key_node.start_mark
             )
-        seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+        mapping[key] = loader.construct_object(value_node, deep=deep)
+    return mapping
 
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)

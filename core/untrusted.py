@@ -58,6 +58,28 @@ class _BigNumber:
         self.literal = literal
 
 
+class ComplexKey:
+    """A mapping key that was itself a list or a map, kept (hashable) until check() names its path."""
+
+    def __init__(self, kind: str, line: int):
+        self.kind, self.line = kind, line
+
+    def __repr__(self) -> str:
+        return f"<a {self.kind} (line {self.line})>"
+
+
+def _key_problem(key: Any) -> str | None:
+    """Why a mapping key cannot be one (Kubernetes objects and JSON have text keys only)."""
+    if isinstance(key, str):
+        problem = text_problem(key)
+        return f"the key {key!r} {problem}" if problem else None
+    if isinstance(key, ComplexKey):
+        return f"a key is a {key.kind} (line {key.line}); keys must be text"
+    literal = json.dumps(key) if isinstance(key, (bool, int, float)) or key is None else repr(key)
+    kind = {bool: "a boolean", int: "a number", float: "a number", type(None): "null"}.get(type(key), "not text")
+    return f"the key {literal} is {kind}, not text: keys must be text; quote it (\"{literal}\") if it is a name"
+
+
 def check(data: Any) -> None:
     """Raises UntrustedInputError for the first value outside the bounds (depth, numbers, text)."""
     stack: list[tuple[Any, str, int]] = [(data, "", 0)]
@@ -82,10 +104,9 @@ def check(data: Any) -> None:
                                             f"(at most {MAX_NUMBER_CHARS} characters; integers fit in 64 bits)")
         elif isinstance(node, dict):
             for key, value in reversed(list(node.items())):
-                if isinstance(key, str):
-                    problem = text_problem(key)
-                    if problem:
-                        raise UntrustedInputError(path, f"the key {key!r} {problem}")
+                problem = _key_problem(key)
+                if problem:
+                    raise UntrustedInputError(path, problem)
                 stack.append((value, _join(path, key), depth + 1))
         elif isinstance(node, (list, tuple)):
             for index in range(len(node) - 1, -1, -1):
@@ -181,10 +202,17 @@ class QueryParameterError(ValueError):
 
 
 def query_int(params, name: str, *, default: int | None = None, minimum: int = 1,
-              maximum: int = INT_MAX) -> int | None:
+              maximum: int = INT_MAX, strict: bool = False) -> int | None:
     """The integer query parameter ``name`` of a QueryDict (request.GET or query_params), or
     ``default`` when it is absent or empty. Every integer parameter of every page and endpoint
-    goes through here, so none can overflow a database column or Python's digit limit."""
+    goes through here, so none can overflow a database column or Python's digit limit.
+    ``strict`` (the API, whose schema says "an integer"): given once, not empty, no spaces."""
+    if strict:
+        values = params.getlist(name)
+        if len(values) > 1:
+            raise QueryParameterError(name, f"given {len(values)} times; give it once")
+        if values and not re.fullmatch(r"[-+]?[0-9]+", values[0]):
+            raise QueryParameterError(name, f"{_short(values[0])!r} is not a whole number")
     raw = params.get(name)
     if raw is None or not str(raw).strip():
         return default

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import benchmarks, config, exits, graphs, login, operations, repos
+from . import benchmarks, config, exits, graphs, login, operations, repos, sizing
 from .client import Client
 from .exits import CliError
 from .output import FORMATS, emit, say
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     benchmarks.add_parsers(sub, common)
     login.add_parsers(sub, common)
     repos.add_parsers(sub, common)
+    sizing.add_parsers(sub, common)
     cfg = sub.add_parser("config", help="the config file", parents=[common])
     verbs = cfg.add_subparsers(dest="verb", required=True, metavar="VERB")
     p = verbs.add_parser("set", help="write url and/or token to the config file (mode 0600)", parents=[common])
@@ -68,7 +69,8 @@ def do_config(args) -> int:
     return exits.OK
 
 
-COMMANDS = {"graphs": graphs.run, "operations": operations.run, "benchmarks": benchmarks.run, "repos": repos.run}
+COMMANDS = {"graphs": graphs.run, "operations": operations.run, "benchmarks": benchmarks.run, "repos": repos.run,
+            "sizing": sizing.run}
 
 
 def main(argv: list[str] | None = None) -> int:

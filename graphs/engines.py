@@ -21,6 +21,13 @@ from core.dgd.commandline import engine_of, flag_value, tokens
 from core.spec import GraphSpec, Service
 
 MOCKER_LABEL = "simulated with Dynamo's mocker"
+# A graph made from an AIConfigurator configuration (sizing/) carries these annotations: the
+# estimate, experiment and rank (``12/disagg/1``), and who times its mocker workers
+# ("AIConfigurator for h200_sxm, TP2 prefill / TP4 decode"). The local runtime gives its mocker
+# workers that estimate's profile data (``timed_profile``); every label says so.
+ESTIMATE_ANNOTATION = "sizing.dynamo-cp.nvidia.com/estimate"
+TIMING_ANNOTATION = "sizing.dynamo-cp.nvidia.com/timed-by"
+PROFILE_FILE = "perf_data.npz"
 _ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "mocker": "the mocker"}
 
 
@@ -102,13 +109,40 @@ def engine_choices(spec: GraphSpec, runtime: str, host: Host | None = None) -> l
     return [cluster_engine(spec, s) for s in services]
 
 
+def _annotations(spec: GraphSpec) -> dict[str, Any]:
+    annotations = spec.metadata_extra.get("annotations")
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def profile_dir(root: Path, estimate_id: int, mode: str, rank: int) -> Path:
+    """Where sizing writes the mocker profile data of one ranked configuration, under SIZING_DIR."""
+    return Path(root) / "estimates" / str(estimate_id) / "mocker" / f"{mode}-{rank}"
+
+
+def timed_profile(spec: GraphSpec, root: Path) -> Path | None:
+    """The mocker profile data of a graph made from a configuration, if it was written; None
+    for every other graph (and for an annotation naming nothing that exists under ``root``)."""
+    try:
+        estimate_id, mode, rank = str(_annotations(spec).get(ESTIMATE_ANNOTATION, "")).split("/")
+        path = profile_dir(root, int(estimate_id), mode, int(rank)) / PROFILE_FILE
+    except ValueError:
+        return None
+    return path if mode in ("agg", "disagg") and path.is_file() else None
+
+
+def mocker_label(spec: GraphSpec) -> str:
+    """``simulated with Dynamo's mocker``, and who times it where a configuration does."""
+    timed = _annotations(spec).get(TIMING_ANNOTATION)
+    return f"{MOCKER_LABEL}, timed by {timed}" if isinstance(timed, str) and timed else MOCKER_LABEL
+
+
 def graph_simulation(spec: GraphSpec, runtime: str, host: Host | None = None) -> Simulation | None:
     """None when every worker runs a real engine; otherwise the label, with the reason."""
     simulated = [c for c in engine_choices(spec, runtime, host) if c.simulated]
     if not simulated:
         return None
     reasons = list(dict.fromkeys(c.reason for c in simulated))
-    return Simulation(MOCKER_LABEL, "; ".join(reasons), [c.service for c in simulated])
+    return Simulation(mocker_label(spec), "; ".join(reasons), [c.service for c in simulated])
 
 
 def deployment_simulation(deployment: Any) -> Simulation | None:

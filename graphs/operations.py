@@ -2,15 +2,14 @@
 
 State machine (OperationState): pending → running → succeeded | failed.
 
-* ``request_*`` records a pending row (refused with OperationRefused while another operation
-  of the same graph is unfinished: a partial unique index makes that race-proof) and enqueues
-  ``operation_run`` after commit.
-* ``operation_run`` claims the row with a conditional UPDATE (pending, or running with an
-  expired lease: its worker died), does the work, and finishes the row. Local-runtime work is
-  a database write in the same transaction as the finish, so it happens exactly once; cluster
-  work is server-side apply, which is idempotent, so a re-run changes nothing.
-* ``operations_reconcile`` (periodic) re-enqueues what no worker picked up and fails what was
-  retried too often: no operation stays pending or running forever."""
+* ``graph_apply``, ``graph_scale`` and ``graph_undeploy`` record a pending row (refused with
+  OperationRefused while another operation of the same graph is unfinished: a partial unique
+  index makes that race-proof) and enqueue ``operation_run`` after commit.
+* ``operation_run`` hands the row to OperationRunner (the one job runner, jobs/runner.py):
+  claim, heartbeat, work with no transaction open, then record the outcome.
+* ``operations_reconcile`` (periodic) re-enqueues what no worker picked up (its broker message
+  was lost, or its worker died: the lease expired) and fails what was retried too often: no
+  operation stays pending or running forever."""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import audit_record
@@ -33,6 +32,7 @@ from core.findings import Severity
 from core.spec import MAX_REPLICAS, WORKER_ROLES
 from core.validation import validate_spec
 from jobs.dispatch import enqueue
+from jobs.runner import JobRunner
 
 from .engines import graph_simulation
 from .models import (
@@ -56,9 +56,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
-STALE_PENDING = dt.timedelta(seconds=30)
+# A pending row older than this has most likely lost its broker message (a broker restarted
+# with its queue lost): the reconcile sends it again; a duplicate message finds it claimed.
+STALE_PENDING = dt.timedelta(seconds=10)
 RUN_TASK = "graphs.tasks.operation_run"
-# What a runtime changes on the (locked) Deployment row it is handed; the operation saves it.
+# What a runtime changes on the Deployment row it is handed; the operation's commit saves it.
 DESIRED_FIELDS = ["runtime", "cluster", "namespace", "api_version", "revision", "manifest", "replicas", "active",
                   "generation", "state", "message"]
 
@@ -207,106 +209,132 @@ def graph_undeploy(*, graph: Graph, user: Actor = None, via: str = "ui") -> Oper
                    before={"revision": deployment.revision.number if deployment.revision else None}, after={})
 
 
-def _claim(op_id: int) -> int | None:
-    """Take the operation: pending, or running with an expired lease (its worker died).
-    Returns the attempt number this caller owns, or None."""
-    now = timezone.now()
-    claimable = Q(state=OperationState.PENDING) | Q(state=OperationState.RUNNING, lease_until__lt=now)
-    if not Operation.claim(op_id, lease_seconds=settings.OPERATION_LEASE_SECONDS,
-                           claimable=claimable & Q(attempts__lt=MAX_ATTEMPTS), attempts=F("attempts") + 1):
-        return None
-    return Operation.objects.values_list("attempts", flat=True).get(pk=op_id)
+class OperationRunner(JobRunner):
+    """Runs one operation (jobs.runner): the claim takes a pending row, or a running one whose
+    lease expired (its worker died), up to MAX_ATTEMPTS. The work computes the desired state on
+    an unlocked copy of the graph's Deployment row, talking to the cluster where the runtime is
+    Kubernetes, with no transaction open; the commit writes that state, and the event, under
+    the row locks in the transaction that finishes the operation, after checking this attempt
+    still holds it. Local-runtime work is only that database write, so it happens exactly once;
+    cluster work is server-side apply, which is idempotent, so a re-run changes nothing."""
 
+    model = Operation
+    task = RUN_TASK
+    max_attempts = MAX_ATTEMPTS
+    message_field = "result"
+    failures = (OperationRefused, RuntimeFailure)
 
-def _finish(op_id: int, state: str, result: str, diff: str = "") -> None:
-    Operation.finish(op_id, state, result=result[:10000], diff=diff[:100000])
+    @classmethod
+    def lease_seconds(cls) -> float:
+        return settings.OPERATION_LEASE_SECONDS
+
+    @classmethod
+    def claimable(cls) -> Q:
+        return Q(state=OperationState.PENDING) | Q(state=OperationState.RUNNING, lease_until__lt=timezone.now())
+
+    def __init__(self, pk: int, attempt: int):
+        super().__init__(pk, attempt)
+        self.deployment: Deployment | None = None
+        self.generation = 0  # the row's generation when read: commit adds only this run's bumps
+        self.event: tuple[str, str, str] | None = None
+        self.awaiting: dict | None = None  # a local scale: what the runtime must be seen running
+
+    def transient(self, exc: BaseException) -> bool:
+        return isinstance(exc, RuntimeFailure) and exc.transient
+
+    def failure_fields(self, message: str) -> dict:
+        return {"result": message[:10000]}
+
+    def work(self) -> dict:
+        if settings.OPERATION_FAULT_DELAY:  # fault tests kill workers here: claimed, nothing done yet
+            time.sleep(settings.OPERATION_FAULT_DELAY)
+        op = Operation.objects.select_related("graph", "revision").get(pk=self.pk)
+        result, diff = _execute_apply(self, op) if op.kind == OperationKind.APPLY else _execute_change(self, op)
+        return {"result": result[:10000], "diff": diff[:100000]}
+
+    def finish(self, state: str, fields: dict) -> bool:
+        """A local scale is not done once its desired state is written: it stays running until
+        the local operator has observed the pool at its new size (graphs.status_cache
+        .scales_settle), or fails at its deadline (operations_reconcile)."""
+        if state != OperationState.SUCCEEDED or self.awaiting is None:
+            return super().finish(state, fields)
+        self.heartbeat.__exit__(None, None, None)  # the deadline below is the lease from now on
+        with transaction.atomic():
+            op = Operation.objects.select_for_update(of=("self",)).filter(self.mine()).first()
+            if op is None:
+                return False
+            self.commit(state, fields)
+            deadline = timezone.now() + dt.timedelta(seconds=settings.OPERATION_OBSERVE_SECONDS)
+            Operation.objects.filter(pk=self.pk).update(
+                params={**op.params, "await": {**self.awaiting, "generation": self.deployment.generation}},
+                lease_until=deadline, result=f"{fields['result']}: waiting for the local runtime to run it")
+        return True
+
+    def commit(self, state: str, fields: dict) -> None:
+        if state != OperationState.SUCCEEDED or self.deployment is None:
+            return
+        locked = Deployment.objects.select_for_update().get(pk=self.deployment.pk)
+        self.deployment.generation = locked.generation + (self.deployment.generation - self.generation)
+        self.deployment.save(update_fields=DESIRED_FIELDS)
+        if self.event:
+            _event(self.deployment.graph, *self.event)
 
 
 def operation_run(op_id: int) -> str:
-    """Run one operation. Safe to call any number of times, from any number of workers: the
-    claim picks one caller, and the row lock held for the whole change means a claim taken
-    over after a lease expiry cannot run beside a live first attempt: either the first
-    attempt committed (the row is no longer running) or it died and rolled back."""
-    attempt = _claim(op_id)
-    if attempt is None:
-        return "not claimed"
-    if settings.OPERATION_FAULT_DELAY:  # fault tests kill workers here: claimed, nothing done yet
-        time.sleep(settings.OPERATION_FAULT_DELAY)
-    try:
-        with transaction.atomic():
-            op = Operation.objects.select_for_update(of=("self",)).select_related("graph", "revision").get(pk=op_id)
-            if op.state != OperationState.RUNNING or op.attempts != attempt:
-                return "claim lost"
-            result, diff = _execute(op)
-            awaiting = getattr(op, "awaiting", None)
-            if awaiting:
-                # Done only when the runtime has observed it (graphs.status_cache.scales_settle), or
-                # failed when it has not by the deadline (operations_reconcile).
-                deadline = timezone.now() + dt.timedelta(seconds=settings.OPERATION_OBSERVE_SECONDS)
-                Operation.objects.filter(pk=op_id).update(
-                    params={**op.params, "await": awaiting}, lease_until=deadline,
-                    result=f"{result}: waiting for the local runtime to run it")
-            else:
-                _finish(op_id, OperationState.SUCCEEDED, result, diff)
-    except OperationRefused as exc:
-        _finish(op_id, OperationState.FAILED, str(exc))
-    except RuntimeFailure as exc:
-        if exc.transient and attempt < MAX_ATTEMPTS:
-            # Leave it running with an expired lease: the retry (or the reconcile task) takes it.
-            Operation.objects.filter(pk=op_id).update(lease_until=timezone.now(), result=str(exc))
-            raise
-        _finish(op_id, OperationState.FAILED, str(exc))
-    except Exception as exc:
-        log.exception("operation %s failed", op_id)
-        _finish(op_id, OperationState.FAILED, f"internal error: {exc}")
-    return Operation.objects.values_list("state", flat=True).get(pk=op_id)
+    """Run one operation (OperationRunner). Safe to call any number of times, from any number
+    of workers."""
+    return OperationRunner.handle(op_id)
 
 
-def _execute(op: Operation) -> tuple[str, str]:
+def _read_deployment(runner: OperationRunner, graph: Graph, deployment: Deployment) -> Deployment:
+    runner.deployment, runner.generation = deployment, deployment.generation
+    deployment.graph = graph
+    return deployment
+
+
+def _execute_change(runner: OperationRunner, op: Operation) -> tuple[str, str]:
     graph = op.graph
-    if op.kind == OperationKind.APPLY:
-        return _execute_apply(op, graph)
-    deployment = Deployment.objects.select_for_update().filter(graph=graph).first()
+    deployment = Deployment.objects.filter(graph=graph).select_related("revision", "cluster").first()
     if deployment is None or deployment.revision is None:
         raise RuntimeFailure(f"{graph.name} is not deployed")
+    _read_deployment(runner, graph, deployment)
     spec = deployment.revision.graph_spec
     runtime = get_runtime(deployment.runtime)
     target = target_for(deployment)
     if op.kind == OperationKind.SCALE:
         service, replicas = op.params["service"], int(op.params["replicas"])
         runtime.scale(target=target, spec=spec, service=service, replicas=replicas, deployment=deployment)
-        deployment.save(update_fields=DESIRED_FIELDS)
         if runtime.kind == "local" and settings.OPERATION_OBSERVE_SECONDS > 0:  # 0: no local operator observes
-            op.awaiting = {"generation": deployment.generation, "service": service, "replicas": replicas}
-        _event(graph, "Scaled", service, f"{service} scaled from {op.before.get('replicas')} to {replicas} replicas")
+            runner.awaiting = {"service": service, "replicas": replicas}
+        runner.event = ("Scaled", service, f"{service} scaled from {op.before.get('replicas')} to {replicas} replicas")
         return f"{service}: {op.before.get('replicas')} → {replicas} replicas", ""
     runtime.delete(target=target, spec=spec, deployment=deployment)
-    deployment.save(update_fields=DESIRED_FIELDS)
-    _event(graph, "Deleted", graph.name, "delete requested: stopping every pod")
+    runner.event = ("Deleted", graph.name, "delete requested: stopping every pod")
     return "delete requested", ""
 
 
-def _execute_apply(op: Operation, graph: Graph) -> tuple[str, str]:
-    revision = op.revision
+def _execute_apply(runner: OperationRunner, op: Operation) -> tuple[str, str]:
+    graph, revision = op.graph, op.revision
     spec = revision.graph_spec
     api_version = op.params.get("apiVersion", "nvidia.com/v1beta1")
     manifest = render(spec, api_version)
     runtime = get_runtime(op.params.get("runtime", "local"))
-    deployment, _ = Deployment.objects.select_for_update().get_or_create(
-        graph=graph, defaults={"runtime": runtime.kind, "api_version": api_version})
+    with transaction.atomic():  # the row the outcome is written to; short, before any cluster call
+        deployment, _ = Deployment.objects.get_or_create(
+            graph=graph, defaults={"runtime": runtime.kind, "api_version": api_version})
+    _read_deployment(runner, graph, deployment)
     target = target_for(deployment, runtime=runtime.kind)
+    options = {}
     if runtime.kind == "kubernetes":  # the operation names its cluster and namespace; the row follows on success
         target = Target(kind=runtime.kind, cluster=op.params.get("cluster", ""),
                         namespace=op.params.get("namespace", ""))
-    options = {}
-    if runtime.kind == "kubernetes":
         options = {"force": bool(op.params.get("force")), "recreate": bool(op.params.get("recreate"))}
     result = runtime.apply(target=target, spec=spec, manifest=manifest, dry_run=bool(op.params.get("dryRun")),
                            deployment=deployment, revision=revision, **options)
     if op.params.get("dryRun"):
+        runner.deployment = None  # a preview records nothing on the deployment
         return ("dry run: no change" if not result.changed else "dry run: would change the live graph"), result.diff
-    deployment.save(update_fields=DESIRED_FIELDS)
-    _event(graph, "Applied", graph.name, f"revision {revision.number} applied to the {runtime.kind} runtime")
+    runner.event = ("Applied", graph.name, f"revision {revision.number} applied to the {runtime.kind} runtime")
     text = f"revision {revision.number} applied" if result.changed else "no change"
     return "; ".join([text, *result.warnings]), result.diff
 

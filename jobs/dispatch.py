@@ -8,8 +8,13 @@ dropped, because nothing would wait: the caller or the periodic reconcile drives
 
 from __future__ import annotations
 
+import logging
+
 from celery import current_app
 from django.db import transaction
+from kombu.exceptions import OperationalError as BrokerError
+
+log = logging.getLogger(__name__)
 
 
 def enqueue(name: str, *args, countdown: float = 0, on_commit: bool = True) -> None:
@@ -24,7 +29,13 @@ def enqueue(name: str, *args, countdown: float = 0, on_commit: bool = True) -> N
             app.loader.import_default_modules()  # registers every app's tasks in this process
             app.tasks[name].apply(args)
         else:
-            app.send_task(name, args, countdown=countdown or None)
+            try:
+                app.send_task(name, args, countdown=countdown or None)
+            except BrokerError as exc:
+                # The work is recorded (a pending row) and the request must not fail for it:
+                # the periodic reconcile sends it again once the broker is back.
+                log.warning("task %s%r not sent, the broker is unreachable (the reconcile sends it again): %s",
+                            name, args, exc)
 
     if on_commit:
         transaction.on_commit(send)

@@ -76,6 +76,15 @@ class Job(models.Model):
             state=state, finished_at=timezone.now(), lease_until=None, **fields)
 
     @classmethod
+    def end_unfinished(cls, state: str, **fields) -> list[int]:
+        """End every pending or running job in ``state`` (after a restore: the workers that held
+        them are not the ones running now). The ids it ended."""
+        ids = list(cls.objects.filter(state__in=ACTIVE).values_list("pk", flat=True))
+        cls.objects.filter(pk__in=ids, state__in=ACTIVE).update(state=state, finished_at=timezone.now(),
+                                                                lease_until=None, **fields)
+        return ids
+
+    @classmethod
     def lease_expired(cls, now: dt.datetime) -> models.QuerySet:
         """Running jobs whose worker stopped renewing the lease (it died, or hangs)."""
         return cls.objects.filter(state=RUNNING, lease_until__lt=now)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from core import untrusted
 from telemetry import instruments
@@ -138,8 +139,26 @@ _background: set[asyncio.Task] = set()  # strong references: a pending task must
 def _lookup(call: Call, authorization: str | None) -> Callable[[], admission.Admission]:
     """The (synchronous, database) admission of ``call``'s caller, ready to run in a thread."""
     if authorization:
-        return functools.partial(admission.admit_token, authorization, call.graph)
-    return functools.partial(admission.admit_session, call.django_request(), call.graph)
+        return functools.partial(_in_database, admission.admit_token, authorization, call.graph)
+    return functools.partial(_in_database, admission.admit_session, call.django_request(), call.graph)
+
+
+def _in_database(admit: Callable[..., admission.Admission], *args) -> admission.Admission:
+    """``admit(*args)`` as a request would run it: this path has no request_started/finished
+    signals, so without close_old_connections a connection the database cut (a failover)
+    stayed in the thread and failed every later lookup. A database that is down is a 503.
+    (Inside a transaction, a test's, the connection is the transaction's to keep.)"""
+    release = not connection.in_atomic_block
+    if release:
+        close_old_connections()
+    try:
+        return admit(*args)
+    except (OperationalError, InterfaceError):
+        raise ChatRefused(503, "service_unavailable",
+                          "the database is unavailable: try again in a few seconds") from None
+    finally:
+        if release:
+            close_old_connections()
 
 
 async def _refresh(call: Call, authorization: str | None, key: str) -> None:

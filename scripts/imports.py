@@ -36,14 +36,15 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
         "clusters.urls", "clusters.templatetags", "clusters.admin", "benchmarks.views", "benchmarks.forms",
         "benchmarks.urls", "benchmarks.admin", "metrics.views", "metrics.forms", "metrics.urls", "metrics.admin",
         "playground.views", "playground.forms", "playground.urls", "playground.admin", "playground.asgi",
-        "audit.views", "audit.urls", "audit.admin", "repos.views", "repos.forms", "repos.urls", "repos.templatetags")),
+        "audit.views", "audit.urls", "audit.admin", "repos.views", "repos.forms", "repos.urls", "repos.templatetags",
+        "sizing.views", "sizing.forms", "sizing.urls", "sizing.templatetags")),
     ("interfaces", "API", (
         "graphs.api", "clusters.api", "benchmarks.api", "metrics.api", "accounts.api", "audit.api",
-        "playground.api", "repos.api")),
+        "playground.api", "repos.api", "sizing.api")),
     ("interfaces", "CLIs", (
         "graphs.management", "benchmarks.management", "metrics.management", "dynamo_cp",
         "repos.management")),
-    ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks", "repos.tasks")),
+    ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks", "repos.tasks", "sizing.tasks")),
     ("wiring", "controlplane", ("controlplane",)),
     ("core", "definition", (
         "core.facts", "core.spec", "core.specio", "core.schema", "core.catalog", "core.findings", "core.errors",
@@ -60,6 +61,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("graphs", "graph store", ("graphs",)),
     ("features", "metrics", ("metrics",)),
     ("features", "playground", ("playground",)),
+    ("features", "sizing", ("sizing",)),
     ("features", "benchmarks", ("benchmarks",)),
     ("features", "repos", ("repos",)),
 ]
@@ -76,8 +78,8 @@ def rank_of(component: str) -> int:
 
 # The order of the boxes, left to right in the drawing.
 FLOW = ["definition", "manifest", "operations", "runtimes", "status cache", "pages", "API", "graph store",
-        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "playground", "benchmarks",
-        "repos"]
+        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "playground", "sizing",
+        "benchmarks", "repos"]
 
 
 def product_modules(root: Path) -> dict[str, Path]:

@@ -7,6 +7,9 @@ listed here."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+
 from tests.access_world import Op
 
 VIEWER, OPERATOR, ADMIN = 1, 2, 3
@@ -40,6 +43,27 @@ def _conversation(world, who):
     return {"data": '{"graph": "matrix", "title": "t", "messages": []}', "content_type": "application/json"}
 
 
+WEBHOOK_SECRET = "matrix-webhook-secret"
+PUBLIC = 0  # the least role of a public operation: nobody's role is asked
+
+
+def _webhook(world, who):
+    """A GitHub push to the followed branch, signed with the repository's shared secret."""
+    body = world["push"]
+    signature = hmac.new(WEBHOOK_SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return {"data": body, "content_type": "application/json", "HTTP_X_GITHUB_EVENT": "push",
+            "HTTP_X_HUB_SIGNATURE_256": f"sha256={signature}"}
+
+
+def _repository(world, who, **changes):
+    return {"data": {"name": world["repo"], "url": world["remote_url"], "branch": "main", "path": "",
+                     "mode": "direct", **changes}, "format": "json"}
+
+
+def _cli_token(world, who):
+    return {"port": "40123", "state": "s" * 32, "name": "laptop"}
+
+
 # A pool of the create-from-template form, as the page posts it.
 POOL = {"replicas": "1", "gpus": "0", "shared_memory": "1Gi", "image": "", "engine_args": "", "hf_token_secret": ""}
 RUN = {"id": "run", "pk": "run"}
@@ -53,6 +77,12 @@ CLUSTER = {"name": "cluster"}
 TOKEN = {"prefix": "token"}
 CONVERSATION = {"pk": "conversation"}
 CSV = {"query": "type=csv"}
+REPO = {"name": "repo"}
+EXPORT = {"name": "repo", "pk": "export"}
+# Anonymous by design, each authenticated by its own means.
+WEBHOOK = "the Git host calls it with no user: the repository's shared secret signs the body"
+SIGN_IN = ("the sign-in itself: anonymous by nature, authenticated by OpenID Connect's state, code and "
+           "ID token (here its legs answer their own pages: no provider answers; tests/test_sso.py signs in)")
 
 API = [
     Op("GET", "/api/", VIEWER, 200),
@@ -119,6 +149,17 @@ API = [
     Op("PATCH", "/api/metrics/graphs/{name}/objectives/", OPERATOR, 200, body=_json({"ttft_ms": 300})),
     Op("GET", "/api/operations/", VIEWER, 200),
     Op("GET", "/api/operations/{id}/", VIEWER, 200, OPERATION),
+    Op("GET", "/api/repos/", VIEWER, 200),
+    Op("POST", "/api/repos/", ADMIN, 201, body=lambda w, who: _repository(w, who, name="other")),
+    Op("GET", "/api/repos/{name}/", VIEWER, 200, REPO),
+    Op("PUT", "/api/repos/{name}/", ADMIN, 200, REPO, lambda w, who: _repository(w, who, mode="propose")),
+    Op("PATCH", "/api/repos/{name}/", ADMIN, 200, REPO, _json({"mode": "propose"})),
+    Op("DELETE", "/api/repos/{name}/", ADMIN, 204, REPO),
+    Op("POST", "/api/repos/{name}/commit/", OPERATOR, 202, REPO, _json({"graph": "kept"})),
+    Op("GET", "/api/repos/{name}/exports/", VIEWER, 200, REPO),
+    Op("GET", "/api/repos/{name}/links/", VIEWER, 200, REPO),
+    Op("POST", "/api/repos/{name}/sync/", OPERATOR, 200, REPO, _json({})),
+    Op("POST", "/api/repos/{name}/webhook/", PUBLIC, 202, REPO, _webhook, public=WEBHOOK),
     Op("GET", "/api/templates/", VIEWER, 200),
     Op("GET", "/api/tokens/", VIEWER, 200),
     Op("POST", "/api/tokens/", VIEWER, 201, body=_json({"name": "matrix"})),
@@ -194,9 +235,28 @@ PAGES = [
     Op("GET", "/clusters/{name}/hf-token/", ADMIN, 200, CLUSTER),
     Op("POST", "/clusters/{name}/hf-token/", ADMIN, 302, CLUSTER,
        _form({"namespace": "llm", "secret_name": "hf-token-secret", "key": "HF_TOKEN", "value": "hf_matrix"})),
+    Op("GET", "/repos/", VIEWER, 200),
+    # Readable by viewers; registering needs an admin, refused by the page in its own words.
+    Op("POST", "/repos/", ADMIN, 302, body=lambda w, who: {"data": _repository(w, who, name="other")["data"]},
+       refusals={"viewer": "Registering a repository needs the admin role.",
+                 "operator": "Registering a repository needs the admin role.",
+                 "norole": "This needs the viewer role."}),
+    Op("GET", "/repos/{name}/", VIEWER, 200, REPO),
+    Op("POST", "/repos/{name}/sync/", OPERATOR, 302, REPO, _form({})),
+    Op("POST", "/repos/{name}/delete/", ADMIN, 302, REPO, _form({})),
+    Op("POST", "/repos/{name}/commit/{graph}/", OPERATOR, 302, {"name": "repo", "graph": "kept"}, _form({})),
+    Op("GET", "/repos/{name}/exports/{pk}/", VIEWER, 200, EXPORT),
+    Op("GET", "/playground/exposure/{graph}/", OPERATOR, 200, {"graph": "name"}),
+    Op("POST", "/playground/exposure/{graph}/", OPERATOR, 302, {"graph": "name"},
+       _form({"host": "llm2.example.com", "gateway_name": "gw"})),
+    Op("GET", "/auth/oidc/login/", PUBLIC, 502, public=SIGN_IN),
+    Op("GET", "/auth/oidc/callback/", PUBLIC, 400, body=lambda w, who: {"query": "code=c&state=never-issued"},
+       public=SIGN_IN),
     Op("GET", "/audit/", ADMIN, 200),
     Op("GET", "/account/tokens/", VIEWER, 200),
     Op("POST", "/account/tokens/", VIEWER, 200, body=_form({"name": "matrix", "days": 7})),
+    Op("GET", "/account/tokens/cli/", VIEWER, 200, body=lambda w, who: {"data": _cli_token(w, who)}),
+    Op("POST", "/account/tokens/cli/", VIEWER, 200, body=lambda w, who: {"data": _cli_token(w, who)}),
     Op("POST", "/account/tokens/{prefix}/revoke/", VIEWER, 302, TOKEN, _form({"name": "spare"})),
 ]
 

@@ -8,6 +8,7 @@ every table, before and after)."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -61,7 +62,13 @@ class Op:
     or, for pages, as the URL configuration does (converted to ``{name}``); ``least`` the least
     role allowed (1 viewer, 2 operator, 3 admin); ``ok`` the exact status of a success;
     ``values`` names the world's object behind each path parameter; ``body`` builds the
-    request's keyword arguments from the world and the asking role."""
+    request's keyword arguments from the world and the asking role.
+
+    ``public`` names an operation that is anonymous by design and authenticates by its own
+    means (a webhook's shared secret, the sign-in's own protocol): every caller, anonymous
+    included, must get exactly ``ok``, and the text says why it is public. ``refusals`` gives,
+    per caller, the product's words where a page refuses in its own (a page readable by all,
+    one of whose actions needs more)."""
 
     method: str
     path: str
@@ -69,6 +76,8 @@ class Op:
     ok: int
     values: dict = field(default_factory=dict)
     body: object = None
+    public: str = ""
+    refusals: dict = field(default_factory=dict)
 
     @property
     def is_api(self) -> bool:
@@ -112,7 +121,7 @@ def _refusal_problem(op: Op, who: str, url: str, response) -> str:
         ok = status == 403 and detail == API_REFUSED
         return "" if ok else f"expected 403 {API_REFUSED!r}, got {status} {detail!r}"
     text = response.content.decode(errors="replace")
-    message = page_refused(ROLE_OF[op.least])
+    message = op.refusals.get(who) or page_refused(ROLE_OF[op.least])
     return "" if status == 403 and message in text else f"expected 403 with {message!r}, got {status}"
 
 
@@ -139,7 +148,8 @@ def matrix_problems(ops: list[Op], world: dict, clients: dict, roles: tuple[str,
         for who in roles:
             page_client, api_client = clients[who]
             client = api_client if op.is_api else page_client
-            allowed = RANK[who] >= op.least + 1  # norole ranks 1, viewer 2...
+            allowed = bool(op.public) or RANK[who] >= op.least + 1  # norole ranks 1, viewer 2...
+            cookies = copy.deepcopy(client.cookies)
             with transaction.atomic():
                 response = send(client, op, world, who)
                 url = op.url(world, who)
@@ -154,6 +164,9 @@ def matrix_problems(ops: list[Op], world: dict, clients: dict, roles: tuple[str,
                     elif database_digest() != baseline:
                         problems.append(f"{who} {op.method} {url}: refused, yet the database changed")
                 transaction.set_rollback(True)
+            # A failed sign-in flushes the session (rolled back above) and hands the client a new
+            # cookie: the old one, restored, keeps the caller signed in for the next operation.
+            client.cookies = cookies
     return problems
 
 

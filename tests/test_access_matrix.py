@@ -5,8 +5,10 @@ that the OpenAPI schema and the URL configuration publish, with a request that s
 allowed role (a valid body, an existing object), as anonymous, a user without a role, a viewer,
 an operator and an admin, and asserts the exact answer: the success for allowed roles; 401 (the
 API) or the login redirect (pages) for anonymous users; 403 with the product's message for
-everyone else, the database unchanged. Breaking the role check makes it fail (the mutation
-tests below). Besides the matrix:
+everyone else, the database unchanged. A few operations are public by design and
+authenticate by their own means (the Git webhook's shared secret, the OpenID Connect sign-in):
+every caller gets their one answer, and their views are checked to ask no role. Breaking the
+role check makes it fail (the mutation tests below). Besides the matrix:
 * no role ever gets a 5xx, whatever it sends;
 * with CSRF enforced, no unsafe request authenticated by a session cookie succeeds without
   the token;
@@ -14,6 +16,7 @@ tests below). Besides the matrix:
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -22,6 +25,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from core.catalog import PoolFields, build_spec
 from graphs import services
+from tests.access_cases import WEBHOOK_SECRET
 from tests.access_world import Op, send
 
 pytestmark = pytest.mark.django_db
@@ -153,7 +157,7 @@ def full_world(users, cluster, tmp_path, settings, api_for, client_for):
     tokens["anonymous"] = tokens["viewer"]
     conversations["anonymous"] = conversations["viewer"]
     manifest = dump_yaml(render(spec.model_copy(update={"name": "imported"})))
-    world = {
+    world = {**_git_world(tmp_path, settings, users), **_sso_world(settings),
         "name": "matrix", "spare": "spare", "pod": "matrix-frontend-0", "number": 1,
         "cluster": cluster.name, "kubeconfig": cluster.kubeconfig,
         "run": run.pk, "active_run": active_run.pk, "study": study.pk, "active_study": active_study.pk,
@@ -166,6 +170,48 @@ def full_world(users, cluster, tmp_path, settings, api_for, client_for):
     }
     clients = {who: (client_for(who), api_for(who)) for who in ("anonymous", "norole", "viewer", "operator", "admin")}
     return world, clients
+
+
+def _git_world(tmp_path, settings, users) -> dict:
+    """A repository on a real bare Git repository (file://), synced: its graph is linked, and a
+    product revision of it waits as an Export; the graph is exposed through a gateway."""
+    from graphs.models import Graph
+    from playground.services import exposure_set
+    from repos import services as repos
+    from repos.models import Export
+    from repos.sync import repository_sync
+    from tests.git_fixtures import Remote, manifest
+
+    settings.VAR_DIR = tmp_path / "var"
+    remote = Remote(tmp_path / "remote")
+    remote.write("kept.yaml", manifest("kept"))
+    remote.commit("add kept")
+    remote.push()
+    repo = repos.repository_create(name="fleet", url=remote.url, webhook_secret=WEBHOOK_SECRET, user=users["admin"])
+    result = repository_sync(repository=repo)
+    assert not result.error, result.error
+    kept = Graph.objects.get(name="kept")
+    services.graph_update(graph=kept, spec=kept.head.graph_spec.model_copy(update={"model": "changed"}),
+                          user=users["operator"], message="made in the product")
+    export = Export.objects.get(revision=Graph.objects.get(name="kept").head)
+    exposure_set(graph=Graph.objects.get(name="matrix"), host="llm.example.com", gateway_name="gw")
+    return {"repo": repo.name, "kept": "kept", "export": export.pk, "remote_url": remote.url,
+            "push": json.dumps({"ref": "refs/heads/main", "after": "0" * 40}).encode()}
+
+
+def _sso_world(settings) -> dict:
+    """Single sign-on on, against an issuer nobody answers at (a closed loopback port): the
+    sign-in's legs answer with their own pages. The whole sign-in against a real provider is
+    tests/test_sso.py's and tests/test_sso_browser.py's."""
+    from accounts.sso_config import DEFAULT_SCOPES, SsoConfig
+    from tests.git_fixtures import _free_port
+
+    port = _free_port()  # free in this run's own port range, and nothing is started on it
+    settings.SSO = SsoConfig(issuer=f"http://127.0.0.1:{port}", client_id="cp", client_secret="matrix",
+                             scopes=DEFAULT_SCOPES, groups_claim="groups",
+                             username_claims=("preferred_username", "email"), role_groups={}, session_seconds=3600,
+                             timeout=1.0)
+    return {}
 
 
 # Published, yet outside the matrix, and why.
@@ -318,6 +364,41 @@ def test_the_matrix_fails_when_the_role_check_is_broken(full_world, monkeypatch,
     mutation(monkeypatch)
     problems = matrix_problems(OPERATIONS, world, clients, roles=("viewer",))
     assert any(p.startswith(expected) for p in problems), "\n".join(problems)
+
+
+def test_only_operations_that_ask_no_role_are_public():
+    """"Public" is no way around the matrix: each public operation's view really asks for no
+    role (no role_required on the page, AllowAny on the API view) and says how it authenticates."""
+    from django.urls import resolve
+    from rest_framework.permissions import AllowAny
+
+    from tests.access_cases import OPERATIONS
+
+    public = sorted((op.method, op.path) for op in OPERATIONS if op.public)
+    assert public == [("GET", "/auth/oidc/callback/"), ("GET", "/auth/oidc/login/"),
+                      ("POST", "/api/repos/{name}/webhook/")]
+    for op in (op for op in OPERATIONS if op.public):
+        callback = resolve(op.path.replace("{name}", "x")).func
+        drf = getattr(callback, "cls", None)
+        if drf is not None:
+            assert drf.permission_classes == [AllowAny] and drf.authentication_classes == [], op.path
+        else:
+            assert not hasattr(callback, "required_role"), op.path
+        assert len(op.public) > 40, f"{op.path}: say how it authenticates"
+
+
+def test_the_matrix_fails_when_a_public_operation_asks_for_a_role(full_world, monkeypatch):
+    """The webhook given the API's role check: the Git host, who has no user, is refused."""
+    from accounts.roles import RolePermission
+    from repos.api.views import WebhookView
+    from tests.access_cases import OPERATIONS
+    from tests.access_world import matrix_problems
+
+    world, clients = full_world
+    monkeypatch.setattr(WebhookView, "permission_classes", [RolePermission])
+    problems = matrix_problems([op for op in OPERATIONS if op.public], world, clients, roles=("anonymous",))
+    assert problems == [f"anonymous POST /api/repos/{world['repo']}/webhook/: expected 202, got 403 "
+                        f"{{\"detail\":\"{RolePermission.message}\"}}"], problems
 
 
 @pytest.mark.parametrize("role", ["operator", "admin"])

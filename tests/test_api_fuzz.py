@@ -29,8 +29,11 @@ from graphs import services
 # them; every other check runs on them as on the rest.
 # A template's Planner settings carry rules across fields (scale-up above scale-down thresholds)
 # that the spec checks when it is built from the template.
+# A sizing estimate's model, system and backend must be a pair AIConfigurator's support matrix
+# lists; a DGDR is checked against its CRD and the cluster's allowed namespaces.
 JUDGED_DOCUMENTS = {("POST", "/api/graphs/"), ("PUT", "/api/graphs/{name}/"), ("POST", "/api/graphs/import/"),
-                    ("POST", "/api/graphs/from-template/")}
+                    ("POST", "/api/graphs/from-template/"), ("POST", "/api/sizing/estimates/"),
+                    ("POST", "/api/sizing/estimates/{id}/dgdr/")}
 # Streams and long-running launches are exercised by their own tests, not fuzzed.
 EXCLUDED_PATHS = r"^/api/playground/|^/api/benchmarks/.*/(run|sweep|ab)|/log/$|^/api/clusters/.*/(secret|token)"
 

@@ -194,7 +194,7 @@ def test_the_token_api_creates_then_replaces_and_never_answers_the_value(cluster
     assert _secret_value(kube) == CANARY and _secret_value(kube, key="OTHER") == "kept"
     assert _secret_value(kube, "hf-alt", "TOKEN") == CANARY
     refused = admin.post(url, {"namespace": "default2", "value": CANARY}, format="json")
-    assert refused.status_code == 400
+    assert refused.status_code == 409  # a valid name this cluster does not allow: a conflict with its settings
     empty = admin.post(url, {"namespace": NS, "value": "   "}, format="json")
     assert empty.status_code == 400
     _assert_nowhere([first.content, second.content, third.content, refused.content, empty.content], caplog)
@@ -228,3 +228,11 @@ def test_the_api_and_cli_name_the_cluster_and_namespace(cluster, kube, api_for):
                                   {"runtime": "kubernetes", "cluster": CLUSTER, "namespace": NS}, format="json")
     assert ok.status_code == 202 and ok.json()["params"]["namespace"] == NS
     assert Operation.objects.get(graph=graph).params["cluster"] == CLUSTER
+
+
+def test_a_partial_update_that_clashes_with_the_stored_kubeconfig_is_a_conflict(cluster, api_for):
+    admin = api_for("admin")
+    clash = admin.patch(f"/api/clusters/{cluster.name}/", {"in_cluster": True}, format="json")
+    assert clash.status_code == 409 and "registered with a kubeconfig" in clash.json()["detail"]
+    both = admin.patch(f"/api/clusters/{cluster.name}/", {"in_cluster": True, "kubeconfig": "/x"}, format="json")
+    assert both.status_code == 400 and "not both" in both.json()["detail"]

@@ -156,6 +156,8 @@ class CompareSerializer(serializers.Serializer):
     runs = RunSerializer(many=True)
     rows = serializers.ListField(child=serializers.DictField())
     series = serializers.ListField(child=serializers.DictField())
+    predicted = serializers.ListField(child=serializers.DictField(), help_text=(
+        "runs of graphs made from an AIConfigurator configuration: predicted against simulated"))
 
 
 class ProfileSerializer(serializers.Serializer):

@@ -156,13 +156,15 @@ class StudyViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
 
 
 class CompareView(APIView):
-    """Several runs side by side: their rows (one per load point) and overlaid chart series."""
+    """Several runs side by side: their rows (one per load point) and overlaid chart series; for
+    runs of graphs made from an AIConfigurator configuration, ``predicted``: its TTFT, ITL and
+    throughput against the run's, with the differences."""
 
     @extend_schema(parameters=[RUN_IDS], responses={200: CompareSerializer})
     def get(self, request):
         runs = runs_by_ids(request.query_params.get("runs", ""))
         return Response({"runs": RunSerializer(runs, many=True).data, "rows": reports.rows(runs),
-                         "series": reports.series(runs)})
+                         "series": reports.series(runs), "predicted": reports.predicted(runs)})
 
 
 class CompareReportView(APIView):

@@ -3,6 +3,8 @@ writes the operator role (accounts.roles.RolePermission)."""
 
 from __future__ import annotations
 
+import re
+
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -54,6 +56,11 @@ class GraphMetricsViewSet(viewsets.GenericViewSet):
         """TTFT and ITL p50/p90/p99, request rate, output tokens/s, in-flight and goodput over
         a window, with the graph's applies and scale changes as markers."""
         graph = self.get_object()
+        windows = request.query_params.getlist("window")
+        # The API takes exactly what its schema states (WINDOW_PATTERN), once; pages are lenient.
+        if len(windows) > 1 or (windows and not re.search(WINDOW_PATTERN, windows[0])):
+            raise ValidationError({"window": [f"{windows[0][:40]!r} is not a window from 15m to 7d like 1h or 24h"
+                                              if len(windows) == 1 else "give it once"]})
         try:
             return Response(charts.chart_data(graph, request.query_params.get("window")))
         except charts.WindowError as exc:

@@ -42,6 +42,7 @@ from collections import deque
 from typing import Any
 
 from . import webhook
+from .dgdr import DgdrController
 from .fixtures import COMPONENT_LABEL, DGD_LABEL, build_pod, now
 
 DGD = ("nvidia.com", "dynamographdeployments")
@@ -67,9 +68,11 @@ class FakeOperator:
         self._starting: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}  # pod -> (ready at, build args)
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self.dgdr = DgdrController(emu)  # reacts only where the DGDR CRD is served
 
     # -- triggers ---------------------------------------------------------------------------------
     def on_change(self, key: tuple[str, str], obj: dict[str, Any] | None, old: dict[str, Any] | None) -> None:
+        self.dgdr.on_change(key, obj, old)
         current = obj or old or {}
         meta = current.get("metadata") or {}
         if key == DGD:

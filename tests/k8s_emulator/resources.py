@@ -72,6 +72,9 @@ CORE_RESOURCES = [
     _core("services", "Service", short=("svc",), status=True),
     _core("namespaces", "Namespace", namespaced=False, short=("ns",), status=True, fields=("status.phase",)),
     _core("nodes", "Node", namespaced=False, short=("no",), status=True, fields=("spec.unschedulable",)),
+    # The DGDR controller's profiling Job (tests/k8s_emulator/dgdr.py).
+    Resource("batch", ["v1"], "jobs", "job", "Job", short_names=[], status=True, field_labels=_META_FIELDS,
+             storage_version="v1"),
 ]
 
 CRD_RESOURCE = Resource(

@@ -112,7 +112,7 @@ def build_process_argv(
     *, kind: Kind, python: str = sys.executable, http_port: int | None = None,
     model_path: str | Path | None = None, model_name: str | None = None, mode: Mode = "agg",
     bootstrap_port: int | None = None, speedup_ratio: float | None = None,
-    router_mode: str = "round-robin", extra_args: Sequence[str] = (),
+    router_mode: str = "round-robin", extra_args: Sequence[str] = (), profile_data: Path | None = None,
 ) -> list[str]:
     """argv for one Dynamo process. Only the modules in ENTRY_MODULES can come out of here."""
     if kind not in ENTRY_MODULES:
@@ -146,6 +146,10 @@ def build_process_argv(
             if not 0 <= speedup_ratio <= 1000:
                 raise ValueError("speedup_ratio must be within [0, 1000]")
             argv += ["--speedup-ratio", f"{speedup_ratio:g}"]
+        if profile_data is not None:
+            # A mocker-format NPZ (prefill TTFT by ISL, decode ITL by KV tokens and context): the
+            # mocker times each step from it instead of its built-in model (dynamo/mocker/args.py).
+            argv += ["--planner-profile-data", str(profile_data)]
         return argv + extra
     # dynamo.vllm (GPU hosts): built here, never run on this machine.
     argv += ["--model", str(model_path), "--served-model-name", model_name, *planes,

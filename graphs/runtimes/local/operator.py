@@ -25,7 +25,7 @@ from core.dgd.commandline import flag_value, tokens
 from core.planner import PlannerSettingsError
 from core.spec import GraphSpec, Service
 
-from ...engines import Host, local_engine, resolve_model, spec_model
+from ...engines import Host, local_engine, resolve_model, spec_model, timed_profile
 from ...models import Deployment, GraphState
 from ...planner import services as planner_services
 from ...status_cache import observation_record
@@ -44,6 +44,11 @@ from .tinymodel import ensure_model_dir
 log = logging.getLogger(__name__)
 
 # Flags the operator sets itself from the spec (model, role, discovery): never copied.
+# A vLLM prefill worker's --max-num-seqs bounds the prefills it batches, and more requests queue;
+# the 1.6.1 mocker's prefill worker also bounds by it the KV hand-offs waiting for a decode
+# worker, and refuses the request beyond ("mocker handoff session limit reached"): with
+# AIConfigurator's prefill batch of 1, all but one request in flight would fail.
+_MOCKER_PREFILL_IGNORED = frozenset({"--max-num-seqs"})
 _OWN_FLAGS = {"--model", "--model-path", "--model-name", "--served-model-name", "--disaggregation-mode",
               "--is-prefill-worker", "--is-decode-worker", "--discovery-backend", "--request-plane",
               "--bootstrap-ports", "--speedup-ratio", "--http-port", "--http-host", "--router-mode"}
@@ -85,7 +90,9 @@ def extra_engine_args(service: Service, kind: str) -> tuple[list[str], list[str]
         takes_value = "=" not in token and i + 1 < len(argv) and not argv[i + 1].startswith("--")
         value = [argv[i + 1]] if takes_value else []
         if token.startswith("--") and name not in _OWN_FLAGS:
-            (kept if name in SAFE_FLAGS[kind] else ignored).extend([token, *value])
+            allowed = name in SAFE_FLAGS[kind] and not (kind == "mocker" and service.role == "prefill"
+                                                        and name in _MOCKER_PREFILL_IGNORED)
+            (kept if allowed else ignored).extend([token, *value])
         i += 1 + len(value)
     return kept, ignored
 
@@ -311,7 +318,8 @@ class LocalOperator:
                     argv = build_process_argv(
                         kind=kind, python=self.python, model_path=model_path, model_name=model_name, mode=mode,
                         bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
-                        speedup_ratio=float(speedup) if speedup else None, extra_args=extra)
+                        speedup_ratio=float(speedup) if speedup else None, extra_args=extra,
+                        profile_data=timed_profile(spec, settings.SIZING_DIR) if kind == "mocker" else None)
                     env = build_process_env(discovery_dir=discovery, system_port=port, hub_offline=offline)
                     gpus = (service.gpus or 1) if kind == "vllm" else 0
                 self.model_names[name] = model_name

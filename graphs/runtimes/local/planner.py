@@ -220,7 +220,8 @@ class PlannerExecutor:
         if self.aisimulate_missing():
             missing.append("AISimulate (aisimulate_core), which the Planner's AIS performance models need: the "
                            "package index does not provide it (its aisimulate is a stub that downloads from a "
-                           "private index)")
+                           "private index, and the ForwardPassPerfModelConfig the Planner imports from it is not in "
+                           "aiconfigurator-core 0.12.0)")
         if etcd is None:
             missing.append("no etcd binary: 1.6.1's virtual connector keeps its decisions in etcd "
                            "(install Debian's etcd-server)")

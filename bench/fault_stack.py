@@ -1,0 +1,204 @@
+"""The product as deploy/ runs it, on this host, for bench/faults.py: a PostgreSQL cluster and a
+Redis of its own (never the machine's shared ones), var/ on a small tmpfs (so that the disk can
+be filled), 2 web processes, 2 Celery workers and beat, the local operator and Prometheus, and
+the Kubernetes API emulator in this process. A supervisor restarts what dies, as the kubelet
+does; a fault may hold a process down. Everything listens on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+PY = sys.executable
+
+
+def _wait_port(port: int, timeout: float, what: str) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{what} did not listen on {port} within {timeout:.0f}s")
+
+
+class Process:
+    def __init__(self, name: str, argv: list[str], env: dict, log: Path):
+        self.name, self.argv, self.env, self.log = name, argv, env, log
+        self.proc: subprocess.Popen | None = None
+        self.held = False  # a fault keeps it down: the supervisor leaves it
+        self.restarts = 0
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """The whole process group, as a container's death takes every process in it."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(20)
+
+    def children(self) -> list[psutil.Process]:
+        if not self.alive():
+            return []
+        with contextlib.suppress(psutil.Error):
+            return psutil.Process(self.proc.pid).children()
+        return []
+
+
+class Stack:
+    """Ports: PostgreSQL ``base``, Redis ``base+1``, web ``base+2``, Prometheus ``base+3``; graphs get
+    ``graph_ports`` (the local runtime's range)."""
+
+    def __init__(self, *, base_port: int = 22990, graph_ports: tuple[int, int] = (22500, 22899),
+                 var_size: str = "384m"):
+        self.root = Path(tempfile.mkdtemp(prefix="cp-faults-"))
+        self.var = self.root / "var"
+        self.pgdata = self.root / "pg"
+        self.pg_port, self.redis_port, self.web_port, self.prom_port = (base_port + i for i in range(4))
+        self.graph_ports = graph_ports
+        self.var_size = var_size
+        self.processes: dict[str, Process] = {}
+        self.redis: Process | None = None
+        self.kube = None
+        self._stop = threading.Event()
+        self._supervisor: threading.Thread | None = None
+
+    # --- PostgreSQL, Redis, var/ ---------------------------------------------------------------
+
+    def _pg(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata),
+                               "-l", str(self.root / "pg.log"), *args], capture_output=True, text=True, check=check)
+
+    def pg_start(self) -> None:
+        self._pg("start", "-w", "-o", f"-p {self.pg_port} -k {self.root} -c listen_addresses=127.0.0.1 "
+                                      "-c max_connections=300")
+
+    def pg_stop(self) -> None:
+        self._pg("stop", "-m", "fast", "-w", check=False)
+
+    def psql(self, sql: str, db: str = "cp") -> str:
+        out = subprocess.run([str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "postgres",
+                              "-d", db, "-At", "-c", sql], capture_output=True, text=True, timeout=30)
+        if out.returncode:
+            raise RuntimeError(out.stderr.strip())
+        return out.stdout.strip()
+
+    def redis_start(self) -> None:
+        # No persistence: a restart loses the queue, which is the fault to survive.
+        self.redis = Process("redis", ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
+                                       "--save", "", "--appendonly", "no"], dict(os.environ), self.root / "redis.log")
+        self.redis.start()
+        _wait_port(self.redis_port, 15, "redis")
+
+    def setup(self) -> None:
+        # Prometheus as `make up` provisions it (idempotent: nothing to do once installed).
+        subprocess.run(["scripts/services.sh", "prometheus"], cwd=ROOT, capture_output=True, check=False)
+        self.var.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.var_size}", "tmpfs", str(self.var)], check=True)
+        self.pgdata.mkdir()
+        shutil.chown(self.pgdata, "postgres")
+        shutil.chown(self.root, "postgres")
+        subprocess.run(["runuser", "-u", "postgres", "--", str(PG_BIN / "initdb"), "-D", str(self.pgdata), "-U",
+                        "postgres", "--auth=trust", "-E", "UTF8"], capture_output=True, check=True)
+        self.pg_start()
+        self.psql("CREATE DATABASE cp", db="postgres")
+        self.redis_start()
+        from tests.k8s_emulator import KubeEmulator
+
+        self.kube = KubeEmulator(simulate_operator=True).start()
+        self.kube.add_namespace("llm")
+        self.kubeconfig = self.kube.write_kubeconfig(self.root / "kubeconfig", context="emulator")
+
+    @property
+    def env(self) -> dict:
+        lo, hi = self.graph_ports
+        return dict(
+            os.environ, DATABASE_URL=f"postgres://postgres@127.0.0.1:{self.pg_port}/cp",
+            CELERY_BROKER_URL=f"redis://127.0.0.1:{self.redis_port}/0", CONTROLPLANE_VAR_DIR=str(self.var),
+            CACHE_URL=f"file://{self.var / 'cache'}", LOCAL_RUNTIME_PORT_MIN=str(lo), LOCAL_RUNTIME_PORT_MAX=str(hi),
+            PROMETHEUS_LOCAL_PORT=str(self.prom_port), PROMETHEUS_URL=f"http://127.0.0.1:{self.prom_port}",
+            KUBERNETES_READ_TIMEOUT="5", KUBERNETES_CONNECT_TIMEOUT="2", CELERY_TASK_ALWAYS_EAGER="0",
+            PLAYGROUND_RATE_PER_MINUTE="100000", WEB_WORKERS="2", LOG_LEVEL="WARNING",
+            BENCHMARK_AIPERF_WORKERS="1", PYTHONPATH=str(ROOT / "bench" / "isolate"))
+
+    def manage(self, *args: str, timeout: float = 300) -> str:
+        out = subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
+                             timeout=timeout)
+        if out.returncode:
+            raise RuntimeError(f"manage.py {' '.join(args)}: {out.stderr[-2000:]}")
+        return out.stdout
+
+    # --- the product's processes ---------------------------------------------------------------
+
+    def start_product(self) -> None:
+        env, logs = self.env, self.var.parent / "logs"
+        logs.mkdir(exist_ok=True)
+        celery = [PY, "-m", "celery", "-A", "controlplane"]
+        commands = {
+            # as deploy/ runs it: stock uvicorn with 2 workers (controlplane.management.commands.up)
+            "web": [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1",
+                    "--port", str(self.web_port), "--workers", "2", "--no-access-log", "--no-proxy-headers"],
+            "worker-1": [*celery, "worker", "--concurrency", "2", "-n", "w1@%h", "--loglevel", "WARNING"],
+            "worker-2": [*celery, "worker", "--concurrency", "2", "-n", "w2@%h", "--loglevel", "WARNING"],
+            "beat": [*celery, "beat", "--loglevel", "WARNING", "--schedule", str(self.root / "celerybeat-schedule")],
+            "operator": [PY, "manage.py", "runoperator"],
+            "prometheus": [PY, "manage.py", "runprometheus"],
+        }
+        for name, argv in commands.items():
+            self.processes[name] = Process(name, argv, env, logs / f"{name}.log")
+            self.processes[name].start()
+        _wait_port(self.web_port, 90, "web")
+        self._supervisor = threading.Thread(target=self._supervise, daemon=True)
+        self._supervisor.start()
+
+    def _supervise(self) -> None:
+        while not self._stop.wait(0.5):
+            for process in [*self.processes.values(), self.redis]:
+                if process is not None and not process.held and not process.alive():
+                    time.sleep(1.0)  # a restart delay, as the kubelet's first back-off
+                    if self._stop.is_set() or process.held:
+                        continue
+                    process.restarts += 1
+                    process.start()
+
+    def stop(self, keep_logs: Path | None = None) -> None:
+        self._stop.set()
+        for process in self.processes.values():
+            process.held = True
+            process.kill(signal.SIGTERM)
+        # The operator's graph processes live in sessions of their own: stop what is left of them.
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            with contextlib.suppress(psutil.Error):
+                if str(self.root) in " ".join([*(proc.info["cmdline"] or []), proc.info["cwd"] or ""]):
+                    proc.kill()
+        if self.redis:
+            self.redis.held = True
+            self.redis.kill()
+        if self.kube:
+            self.kube.stop()
+        self.pg_stop()
+        if keep_logs is not None:
+            shutil.copytree(self.root / "logs", keep_logs, dirs_exist_ok=True)
+        subprocess.run(["umount", "-l", str(self.var)], check=False)
+        shutil.rmtree(self.root, ignore_errors=True)

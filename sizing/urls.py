@@ -1,0 +1,12 @@
+from django.urls import path
+
+from . import views
+
+app_name = "sizing"
+urlpatterns = [
+    path("", views.estimate_new, name="new"),
+    path("estimates/", views.estimate_list, name="list"),
+    path("estimates/<int:pk>/", views.estimate_detail, name="estimate"),
+    path("estimates/<int:pk>/graph/", views.estimate_graph, name="graph"),
+    path("compare/", views.estimate_compare, name="compare"),
+]

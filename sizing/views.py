@@ -1,0 +1,122 @@
+"""Sizing pages (htmx): ask AIConfigurator for an estimate, follow it, read its answer (agg
+against disagg, the Pareto chart, every ranked configuration), make a graph from one, compare
+two. Every action calls the same service as the API; refusals are shown where they happen."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from accounts.roles import Role, role_required, user_role
+from core.errors import Refused
+
+from . import configurations, services
+from .forms import EstimateForm, GraphForm
+from .models import Estimate
+
+STOP_POLLING = 286
+POOL_COLUMNS = {
+    "agg": [("tp", "TP"), ("pp", "PP"), ("bs", "batch")],
+    "disagg": [("(p)workers", "prefill workers"), ("(p)tp", "prefill TP"), ("(p)bs", "prefill batch"),
+               ("(d)workers", "decode workers"), ("(d)tp", "decode TP"), ("(d)bs", "decode batch")],
+}
+
+
+def _chart(estimate: Estimate) -> dict:
+    """What static/js/sizing.js draws: each experiment's Pareto front and its ranked points."""
+    experiments = estimate.result.get("experiments", {})
+    return {name: {"pareto": e["pareto"], "ranked": [{"x": c["tokens/s/user"], "y": c["tokens/s/gpu_cluster"],
+                                                      "rank": c["rank"]} for c in e["configurations"]]}
+            for name, e in experiments.items()}
+
+
+def _context(estimate: Estimate, **extra) -> dict:
+    experiments = estimate.result.get("experiments", {})
+    return {"estimate": estimate, "experiments": experiments, "pool_columns": POOL_COLUMNS,
+            "chart": _chart(estimate), "graph_form": GraphForm(initial={"mode": estimate.result.get("chosen"),
+                                                                       "rank": 1}), **extra}
+
+
+@role_required(Role.VIEWER)
+@require_http_methods(["GET", "POST"])
+def estimate_new(request):
+    form = EstimateForm(request.POST or None)
+    error = ""
+    if request.method == "POST":
+        if not _operator(request):
+            return render(request, "sizing/new.html", {"form": form, "error": "This needs the operator role."},
+                          status=403)
+        if form.is_valid():
+            try:
+                estimate, cached = services.estimate_request(inputs=form.inputs(), user=request.user)
+            except Refused as exc:
+                error = str(exc)
+            else:
+                if cached:
+                    messages.info(request, f"Answered from estimate #{estimate.pk}: the same inputs, "
+                                           "the same AIConfigurator.")
+                return redirect("sizing:estimate", pk=estimate.pk)
+    recent = Estimate.objects.select_related("requested_by")[:10]
+    return render(request, "sizing/new.html", {"form": form, "error": error, "recent": recent},
+                  status=400 if error or form.errors else 200)
+
+
+def _operator(request) -> bool:
+    return user_role(request.user) >= Role.OPERATOR
+
+
+@role_required(Role.VIEWER)
+@require_safe
+def estimate_list(request):
+    page = Paginator(Estimate.objects.select_related("requested_by"), 50).get_page(request.GET.get("page"))
+    return render(request, "sizing/list.html", {"page": page, "estimates": page.object_list})
+
+
+@role_required(Role.VIEWER)
+@require_safe
+def estimate_detail(request, pk: int):
+    estimate = get_object_or_404(Estimate, pk=pk)
+    context = _context(estimate, can_operate=_operator(request))
+    if request.htmx and request.GET.get("fragment") == "status":
+        response = render(request, "sizing/detail.html#status", context)
+        if estimate.is_finished:
+            response.status_code = STOP_POLLING
+        return response
+    return render(request, "sizing/detail.html", context)
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def estimate_graph(request, pk: int):
+    estimate = get_object_or_404(Estimate, pk=pk)
+    form = GraphForm(request.POST)
+    if not form.is_valid():
+        errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        return render(request, "sizing/detail.html", _context(estimate, can_operate=True, error=errors), status=400)
+    d = form.cleaned_data
+    try:
+        made = configurations.graph_from_estimate(estimate=estimate, name=d["name"], rank=d["rank"], mode=d["mode"],
+                                                  dynamo_version=d["dynamo_version"], user=request.user)
+    except Refused as exc:
+        return render(request, "sizing/detail.html", _context(estimate, can_operate=True, error=str(exc)),
+                      status=getattr(exc, "status", 409))
+    messages.success(request, f"Made {made.graph} from estimate #{estimate.pk}, {made.mode} rank {made.rank} "
+                              f"(mocker timed by {made.timing}).")
+    return redirect("graphs:detail", made.graph)
+
+
+@role_required(Role.VIEWER)
+@require_safe
+def estimate_compare(request):
+    ids = [v for v in (request.GET.get("a"), request.GET.get("b")) if v and v.isdigit()]
+    if len(ids) != 2:
+        return render(request, "sizing/compare.html", {"error": "Pick two estimates (?a=ID&b=ID)."}, status=400)
+    a, b = (get_object_or_404(Estimate, pk=int(i)) for i in ids)
+    try:
+        body = services.estimates_compare(a, b)
+    except Refused as exc:
+        return render(request, "sizing/compare.html", {"error": str(exc)}, status=400)
+    return render(request, "sizing/compare.html", {"a": a, "b": b, "body": body,
+                                                   "rows": list(zip(body["best"], (a, b), strict=True))})

@@ -59,6 +59,9 @@ class Observation:
     itl_p90: float | None
     throughput: float | None = None  # output tokens/s
     label: str = ""
+    # No worker asks a GPU (the mocker): ``gpus`` is then a count of worker replicas, compared
+    # like GPUs but never called GPUs.
+    gpu_free: bool = False
 
 
 @dataclass
@@ -89,6 +92,8 @@ def _verdict(o: Observation, ttft_ms: float | None, itl_ms: float | None) -> str
 
 
 def _name(o: Observation) -> str:
+    if o.gpu_free:
+        return f"run #{o.run_id} ({o.shape.label()}, no GPU)"
     return f"run #{o.run_id} ({o.shape.label()}, {o.gpus} GPU{'s' if o.gpus != 1 else ''})"
 
 
@@ -115,7 +120,8 @@ def recommend(observations: list[Observation], *, current: Shape, ttft_ms: float
         reasons.append(f"{_cap(_name(best))} met every target: {_verdict(best, ttft_ms, itl_ms)}.")
         others = [o for o in passing if o is not best]
         if others:
-            reasons.append("Also met them, with as many GPUs or more: " +
+            reasons.append(("Also met them, with as many workers or more: " if best.gpu_free else
+                            "Also met them, with as many GPUs or more: ") +
                            "; ".join(f"{_name(o)}" for o in others) + ".")
         for o in failing:
             reasons.append(f"{_cap(_name(o))} missed: {_verdict(o, ttft_ms, itl_ms)}.")
@@ -230,7 +236,7 @@ def observation(run: BenchmarkRun) -> Observation | None:
         return None
     shape = Shape(workers=config.worker) if config.worker else Shape(prefill=config.prefill, decode=config.decode)
     return Observation(run_id=run.pk, shape=shape, gpus=config.gpus, ttft_p90=step.ttft.p90, itl_p90=step.itl.p90,
-                       throughput=step.output_token_throughput, label=run.label)
+                       throughput=step.output_token_throughput, label=run.label, gpu_free=config.gpu_free)
 
 
 @transaction.atomic

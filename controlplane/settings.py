@@ -293,6 +293,7 @@ KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 # Jobs (jobs/runner.py): a lease (OPERATION_/BENCHMARK_LEASE_SECONDS) renewed every beat; a dead worker's lapses.
 JOB_HEARTBEAT_SECONDS = float(env("JOB_HEARTBEAT_SECONDS", "5"))
 OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "20"))
+OPERATION_OBSERVE_SECONDS = float(env("OPERATION_OBSERVE_SECONDS", "120"))  # a local scale unseen by then fails
 OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))  # fault tests: seconds from claim to work
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
@@ -394,8 +395,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"refusals": {"()": "controlplane.logfilters.RefusalWithoutTraceback"}},  # a 403: one line
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["refusals"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"},
-                "httpx": {"level": "WARNING"}},
+    "loggers": {"django.server": {"level": "WARNING"}, "axes": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }

@@ -16,6 +16,7 @@ from core.dgd.commandline import (
     served_model,
     tokens,
 )
+from core.dgd.convert import conversion_losses
 from core.dgd.parse import import_manifest
 from core.dgd.render import V1ALPHA1
 from core.facts import (
@@ -323,10 +324,14 @@ def _check_version_drift(service: Service, paths: _Paths, spec: GraphSpec, targe
 def _check_api_version(obj: dict[str, Any], spec: GraphSpec, target: DynamoVersion, paths: _Paths) -> list[Finding]:
     if paths.alpha:
         sev = Severity.WARNING if target >= DynamoVersion(1, 5, 0) else Severity.INFO
+        # The advice holds only where the conversion loses nothing (dgd/convert.py).
+        lost = [path for path, _why in conversion_losses(spec, "nvidia.com/v1beta1")]
+        fix = ("export this graph as nvidia.com/v1beta1" if not lost else
+               "to move it to nvidia.com/v1beta1, first remove what v1beta1 has no place for: " + ", ".join(lost))
         return [_f(sev, "v1alpha1_deprecated", "apiVersion",
                    "nvidia.com/v1alpha1 is deprecated; nvidia.com/v1beta1 is the storage version since Dynamo 1.4"
                    + (" and admission webhooks check only v1beta1 from 1.5" if sev == Severity.WARNING else ""),
-                   "export this graph as nvidia.com/v1beta1")]
+                   fix)]
     if target < V1BETA1_SINCE:
         return [_f(Severity.ERROR, "v1beta1_unserved", "apiVersion",
                    f"operators of Dynamo {target} serve only nvidia.com/v1alpha1",

@@ -41,7 +41,12 @@ class ManifestError(Refused):
 
 
 class OperationRefused(Refused):
-    """An operation that cannot start: another one runs, the graph is invalid, bad counts."""
+    """An operation that cannot start: another one runs, the graph is invalid, bad counts.
+    ``forceable``: the same request with force would be carried out (the page offers it)."""
+
+    def __init__(self, message: str, *, forceable: bool = False):
+        super().__init__(message)
+        self.forceable = forceable
 
 
 class RuntimeFailure(Exception):

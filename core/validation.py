@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.checks import operational_findings
+from core.dgd.convert import conversion_losses
 from core.dgd.parse import import_manifest
 from core.dgd.render import render
 from core.errors import ManifestError
@@ -74,6 +75,10 @@ def validate_spec(spec: GraphSpec, *, api_version: str, dynamo_version: str | No
     else:
         checked = spec
     findings += operational_findings(manifest, dynamo_version=dynamo_version, spec=checked)
+    findings += [Finding(Severity.ERROR, "conversion_loses_field", path,
+                         f"{path} would be lost in {manifest['apiVersion']}: {why}",
+                         "keep the graph in the API version it was written in, or remove the field")
+                 for path, why in conversion_losses(spec, manifest["apiVersion"])]
     return Report(sort_findings(findings), spec, schema)
 
 

@@ -22,7 +22,9 @@ def add_parsers(sub, common) -> None:
     p.add_argument("--dynamo-version", help="the Dynamo release to validate against (default: the manifest's)")
     p = verbs.add_parser("export", help="print a revision's manifest as YAML", parents=[common])
     p.add_argument("name")
-    p.add_argument("--api-version", default="nvidia.com/v1beta1", help="nvidia.com/v1beta1 (default) or v1alpha1")
+    p.add_argument("--api-version", default="",
+                   help="nvidia.com/v1beta1 or v1alpha1 (default: the one the graph was imported in, else the one "
+                        "its Dynamo release serves)")
     p.add_argument("--revision", type=int, help="default: the latest")
     p.add_argument("--dynamo-version")
     p = verbs.add_parser("validate", help="validate a manifest; stores nothing", parents=[common])
@@ -35,7 +37,8 @@ def add_parsers(sub, common) -> None:
     p.add_argument("--cluster", default="", help="kubernetes runtime: a registered cluster")
     p.add_argument("--namespace", default="", help="kubernetes runtime: a namespace the cluster allows")
     p.add_argument("--revision", type=int)
-    p.add_argument("--api-version", default="nvidia.com/v1beta1")
+    p.add_argument("--api-version", default="", help="default: the one the graph was imported in, else the one its "
+                                                     "Dynamo release serves")
     p.add_argument("--dry-run", action="store_true", help="preview: a server-side dry run and its diff")
     p.add_argument("--force", action="store_true",
                    help="kubernetes: take the fields another field manager owns (the result names them)")
@@ -143,7 +146,8 @@ def _operation(args, client: Client, op: dict) -> int:
 
 def do_apply(args, client: Client) -> int:
     body = {"runtime": args.runtime, "cluster": args.cluster, "namespace": args.namespace,
-            "apiVersion": args.api_version, "dry_run": args.dry_run, "force": args.force}
+            "dry_run": args.dry_run, "force": args.force,
+            **({"apiVersion": args.api_version} if args.api_version else {})}
     if args.recreate is not None:
         body.update(recreate=True, confirm=args.recreate)
     if args.revision is not None:

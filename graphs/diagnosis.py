@@ -6,6 +6,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .runtimes.local.hostlimits import (
+    INOTIFY_PER_FRONTEND,
+    INOTIFY_RAISE,
+    explains_too_many_open_files,
+    inotify_in_use,
+    inotify_limit,
+)
+
 SHM_DEFAULT_BYTES = 64 * 2**20
 _GPU_SHORTAGE = re.compile(r"(\d+)/(\d+) nodes are available.*Insufficient nvidia\.com/gpu")
 
@@ -61,6 +69,22 @@ def _shm(deployment, pod, spec) -> list[Diagnosis]:
     return []
 
 
+def _too_many_open_files(deployment, pod) -> Diagnosis:
+    """"Too many open files" from a Dynamo process is, far more often than the descriptor limit,
+    the kernel's per-user inotify limit: file discovery watches through inotify."""
+    local = getattr(deployment, "runtime", "") == "local"
+    where = "this host" if local else "its node"
+    limit = inotify_limit() if local else None
+    known = f" ({limit} on this host, {inotify_in_use()} in use)" if limit is not None else ""
+    return Diagnosis(
+        "error", f"{pod.name} hit {where}'s inotify limit (fs.inotify.max_user_instances)",
+        f"It exits with \"Too many open files\". Each Dynamo frontend with file discovery holds about "
+        f"{INOTIFY_PER_FRONTEND} inotify instances, and the kernel allows fs.inotify.max_user_instances per user"
+        f"{known}; at the default of 128 a host runs about 12 graphs. The descriptor limit (ulimit -n) is rarely the "
+        "cause.", ("On this host, " if local else "On the node, ") + INOTIFY_RAISE + ", or delete another graph.",
+        pod.last_log)
+
+
 def diagnose(deployment, pods) -> list[Diagnosis]:
     out: list[Diagnosis] = []
     revision = getattr(deployment, "revision", None)
@@ -71,8 +95,14 @@ def diagnose(deployment, pods) -> list[Diagnosis]:
                              "that holds GPUs."))
     free_gpus = _free_gpus(deployment) if any(p.phase == "Pending" for p in pods) else None
     frontends = [p for p in pods if p.role == "frontend"]
+    if getattr(deployment, "state", "") == "failed" and "inotify" in deployment.message:
+        out.append(Diagnosis("error", "The host's inotify instances are used up", deployment.message,
+                             INOTIFY_RAISE[0].upper() + INOTIFY_RAISE[1:] + "."))
     for pod in pods:
-        if pod.phase == "CrashLoopBackOff" or (pod.restarts >= 3 and not pod.ready):
+        crashing = pod.phase == "CrashLoopBackOff" or (pod.restarts >= 3 and not pod.ready)
+        if crashing and explains_too_many_open_files(f"{pod.last_log}\n{pod.message}"):
+            out.append(_too_many_open_files(deployment, pod))
+        elif crashing:
             out.append(Diagnosis("error", f"{pod.name} is crash-looping",
                                  f"It exited and was restarted {pod.restarts} times. {pod.message}".strip(),
                                  "Read its last log lines below; fix the command line or resources, then apply.",

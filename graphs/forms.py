@@ -30,7 +30,12 @@ class TemplateForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        for pool in ("prefill", "decode"):
+        # The fields follow the template's pools: an aggregated template has one pool (its
+        # fields are named decode_*), and asks nothing about a prefill pool it does not have.
+        key = (self.data.get("template") if self.is_bound else None) or self.initial.get("template")
+        tpl = TEMPLATES.get(key) or TEMPLATES["vllm-disagg"]
+        self.pools = ("prefill", "decode") if tpl.disaggregated else ("decode",)
+        for pool in self.pools:
             self.fields[f"{pool}_replicas"] = forms.IntegerField(min_value=0, max_value=MAX_REPLICAS, initial=1,
                                                                  label="Replicas")
             self.fields[f"{pool}_gpus"] = forms.IntegerField(min_value=0, max_value=MAX_GPUS_PER_REPLICA, initial=1,
@@ -62,9 +67,22 @@ class TemplateForm(forms.Form):
             min_value=0, max_value=MAX_REPLICAS, required=False, initial=1, label="Minimum replicas per pool")
         self.fields["planner_max_gpu_budget"] = forms.IntegerField(
             min_value=-1, max_value=100000, required=False, initial=8, label="GPU budget", help_text="-1: none")
+        # The load target's thresholds (1.6.1 needs all four for it; the others ignore them).
+        self.fields["planner_prefill_scale_up_queue_tokens"] = forms.IntegerField(
+            min_value=0, required=False, label="Prefill: scale up above (queued tokens)", help_text="target load")
+        self.fields["planner_prefill_scale_down_queue_tokens"] = forms.IntegerField(
+            min_value=0, required=False, label="Prefill: scale down below (queued tokens)", help_text="target load")
+        self.fields["planner_decode_scale_up_kv_rate"] = forms.FloatField(
+            min_value=0, max_value=1, required=False, label="Decode: scale up above (KV-cache use, 0-1)",
+            help_text="target load")
+        self.fields["planner_decode_scale_down_kv_rate"] = forms.FloatField(
+            min_value=0, max_value=1, required=False, label="Decode: scale down below (KV-cache use, 0-1)",
+            help_text="target load")
 
     PLANNER_FIELDS = ("planner_enabled", "planner_optimization_target", "planner_ttft_ms", "planner_itl_ms",
-                      "planner_adjustment_interval_seconds", "planner_min_replicas", "planner_max_gpu_budget")
+                      "planner_adjustment_interval_seconds", "planner_min_replicas", "planner_max_gpu_budget",
+                      "planner_prefill_scale_up_queue_tokens", "planner_prefill_scale_down_queue_tokens",
+                      "planner_decode_scale_up_kv_rate", "planner_decode_scale_down_kv_rate")
 
     def planner_settings(self) -> PlannerSettings | None:
         """Raises ValueError (pydantic's, in words) for settings 1.6.1's Planner refuses."""
@@ -92,7 +110,7 @@ class TemplateForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        for pool in ("prefill", "decode"):
+        for pool in self.pools:
             size = data.get(f"{pool}_shared_memory")
             if size:
                 try:
@@ -102,8 +120,11 @@ class TemplateForm(forms.Form):
         return data
 
     def pool(self, name: str):
+        """The pool's fields, or None for a pool the template does not have."""
         from core.catalog import PoolFields
 
+        if name not in self.pools:
+            return None
         d = self.cleaned_data
         return PoolFields(replicas=d[f"{name}_replicas"], gpus=d[f"{name}_gpus"],
                           shared_memory=d.get(f"{name}_shared_memory") or "", image=d.get(f"{name}_image") or "",
@@ -116,10 +137,9 @@ class TemplateForm(forms.Form):
         return [self[n] for n in ("name", "namespace", "model", "backend", "dynamo_version", "router_mode",
                                   "description")]
 
-    def pool_groups(self, disaggregated: bool):
-        pools = ("prefill", "decode") if disaggregated else ("decode",)
+    def pool_groups(self):
         return [(p, [self[f] for f in self.fields if f.startswith(p + "_") and not f.startswith("planner_")])
-                for p in pools]
+                for p in self.pools]
 
 
 class ManifestForm(forms.Form):

@@ -68,6 +68,13 @@ class Revision(models.Model):
         super().save(*args, **kwargs)
 
     @property
+    def api_version(self) -> str:
+        """The DGD API version this revision is shown, exported and applied in by default."""
+        from core.dgd.render import default_api_version
+
+        return default_api_version(self.graph_spec, self.source_api_version)
+
+    @property
     def graph_spec(self) -> GraphSpec:
         """The spec, validated. A stored revision never changes, so each process validates it
         once (a spec changes only through model_copy: the one returned is never modified)."""

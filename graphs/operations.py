@@ -47,6 +47,7 @@ from .models import (
     Pod,
 )
 from .runtimes.base import Target
+from .runtimes.local.capacity import local_capacity_check
 from .runtimes.registry import get_runtime, target_for
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
 
 @transaction.atomic
 def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: str = "local",
-                  revision_number: int | None = None, api_version: str = "nvidia.com/v1beta1",
+                  revision_number: int | None = None, api_version: str | None = None,
                   dry_run: bool = False, cluster: str = "", namespace: str = "", force: bool = False,
                   recreate: bool = False, confirm: str = "") -> Operation:
     """``force``: take fields other field managers own on the cluster (the result names each);
@@ -98,7 +99,8 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
     revision = graph.head if revision_number is None else graph.revisions.filter(number=revision_number).first()
     if revision is None:
         raise OperationRefused(f"{graph.name} has no revision {revision_number}")
-    api_version = normalise_api_version(api_version)
+    # None: the revision's own version (the one it was imported in, or its release's).
+    api_version = normalise_api_version(api_version) if api_version else revision.api_version
     report = validate_spec(revision.graph_spec, api_version=api_version)
     errors = [f for f in report.findings if f.severity == Severity.ERROR]
     if errors:
@@ -116,6 +118,10 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
             f"graph kept in a repository is committed at once, and {gitops['tool']} applies it. "
             f"Scaling a pool stays live.")
     target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
+    if runtime == "local" and not dry_run:
+        spec = revision.graph_spec
+        local_capacity_check(graph=graph, deployment=deployment, spec=spec,
+                             replicas={s.name: s.effective_replicas for s in spec.services})
     options = {}
     if runtime == "kubernetes":
         options = _cluster_options(graph, deployment, revision, force=force, recreate=recreate, confirm=confirm,
@@ -181,7 +187,11 @@ def graph_scale(*, graph: Graph, service: str, replicas: int, user: Actor = None
     # a pool it manages would be undone by its next decision, on either runtime.
     if planner and via != "planner" and spec.service(service).role in WORKER_ROLES and not force:
         raise OperationRefused(f"{service} is managed by Dynamo's Planner ({planner}), which will set its replicas "
-                               "again on its next decision: scale anyway with force, or change the planner's bounds")
+                               "again on its next decision: scale anyway with force, or change the planner's bounds",
+                               forceable=True)
+    if deployment.runtime == "local":
+        local_capacity_check(graph=graph, deployment=deployment, spec=spec,
+                             replicas={**deployment.desired_replicas(spec), service: replicas}, changed=service)
     return _record(graph=graph, kind=OperationKind.SCALE, user=user, via=via, revision=deployment.revision,
                    params={"service": service, "replicas": replicas, **({"force": True} if force else {}),
                            **({"decision": decision} if decision is not None else {})},
@@ -227,6 +237,7 @@ class OperationRunner(JobRunner):
         self.deployment: Deployment | None = None
         self.generation = 0  # the row's generation when read: commit adds only this run's bumps
         self.event: tuple[str, str, str] | None = None
+        self.awaiting: dict | None = None  # a local scale: what the runtime must be seen running
 
     def transient(self, exc: BaseException) -> bool:
         return isinstance(exc, RuntimeFailure) and exc.transient
@@ -240,6 +251,24 @@ class OperationRunner(JobRunner):
         op = Operation.objects.select_related("graph", "revision").get(pk=self.pk)
         result, diff = _execute_apply(self, op) if op.kind == OperationKind.APPLY else _execute_change(self, op)
         return {"result": result[:10000], "diff": diff[:100000]}
+
+    def finish(self, state: str, fields: dict) -> bool:
+        """A local scale is not done once its desired state is written: it stays running until
+        the local operator has observed the pool at its new size (graphs.status_cache
+        .scales_settle), or fails at its deadline (operations_reconcile)."""
+        if state != OperationState.SUCCEEDED or self.awaiting is None:
+            return super().finish(state, fields)
+        self.heartbeat.__exit__(None, None, None)  # the deadline below is the lease from now on
+        with transaction.atomic():
+            op = Operation.objects.select_for_update(of=("self",)).filter(self.mine()).first()
+            if op is None:
+                return False
+            self.commit(state, fields)
+            deadline = timezone.now() + dt.timedelta(seconds=settings.OPERATION_OBSERVE_SECONDS)
+            Operation.objects.filter(pk=self.pk).update(
+                params={**op.params, "await": {**self.awaiting, "generation": self.deployment.generation}},
+                lease_until=deadline, result=f"{fields['result']}: waiting for the local runtime to run it")
+        return True
 
     def commit(self, state: str, fields: dict) -> None:
         if state != OperationState.SUCCEEDED or self.deployment is None:
@@ -275,6 +304,8 @@ def _execute_change(runner: OperationRunner, op: Operation) -> tuple[str, str]:
     if op.kind == OperationKind.SCALE:
         service, replicas = op.params["service"], int(op.params["replicas"])
         runtime.scale(target=target, spec=spec, service=service, replicas=replicas, deployment=deployment)
+        if runtime.kind == "local" and settings.OPERATION_OBSERVE_SECONDS > 0:  # 0: no local operator observes
+            runner.awaiting = {"service": service, "replicas": replicas}
         runner.event = ("Scaled", service, f"{service} scaled from {op.before.get('replicas')} to {replicas} replicas")
         return f"{service}: {op.before.get('replicas')} → {replicas} replicas", ""
     runtime.delete(target=target, spec=spec, deployment=deployment)
@@ -318,13 +349,24 @@ def operations_reconcile() -> dict[str, int]:
     now = timezone.now()
     requeued = failed = 0
     for op in Operation.waiting_since(now - STALE_PENDING) | Operation.lease_expired(now):
-        if op.attempts >= MAX_ATTEMPTS:
+        if op.state == OperationState.RUNNING and "await" in (op.params or {}):
+            failed += Operation.give_up(op, OperationState.FAILED, result=_not_observed(op),
+                                        params={k: v for k, v in op.params.items() if k != "await"})
+        elif op.attempts >= MAX_ATTEMPTS:
             failed += Operation.give_up(op, OperationState.FAILED, result=(op.result + "\n" if op.result else "")
                                         + f"gave up after {op.attempts} attempts (worker lost)")
         else:
             enqueue(RUN_TASK, op.pk, on_commit=False)
             requeued += 1
     return {"requeued": requeued, "failed": failed}
+
+
+def _not_observed(op: Operation) -> str:
+    want = op.params["await"]
+    deployment = Deployment.objects.filter(graph_id=op.graph_id).first()
+    said = f"; it reports: {deployment.message}" if deployment and deployment.message else ""
+    return (f"the local runtime did not run {want['replicas']} replica(s) of {want['service']} within "
+            f"{settings.OPERATION_OBSERVE_SECONDS:g} s (setting OPERATION_OBSERVE_SECONDS){said}")
 
 
 def status_snapshot(graph: Graph) -> dict:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from django.db import IntegrityError, transaction
 
 from audit.services import audit_record
+from core.dgd.convert import conversion_losses, losses_message
 from core.dgd.parse import import_manifest
 from core.dgd.render import V1BETA1, normalise_api_version, render
 from core.errors import ManifestError, Refused
@@ -28,8 +29,9 @@ class GraphConflict(Refused):
     """The graph changed under the caller (stale revision) or the name is taken."""
 
 
-# Operational findings that refuse a save outright (not just an apply): typos, not drafts.
-REFUSED_ON_SAVE = {"replicas_absurd", "planner_config_invalid"}
+# Operational findings that refuse a save outright (not just an apply): typos, not drafts, and
+# a name no cluster can take (its components' resource names pass Kubernetes' 63 characters).
+REFUSED_ON_SAVE = {"replicas_absurd", "planner_config_invalid", "child_name_too_long"}
 
 
 def _refuse_structural(spec: GraphSpec) -> None:
@@ -158,19 +160,31 @@ def graph_delete(*, graph: Graph, user: Actor = None, via: str = "ui", with_benc
     graph.delete()
 
 
-def revision_manifest(revision: Revision, api_version: str = V1BETA1, dynamo_version: str | None = None) -> dict:
-    return render(revision.graph_spec, normalise_api_version(api_version), dynamo_version)
+class LossyConversion(Refused):
+    """Rendering a revision in the other API version would drop fields it has no place for."""
 
 
-def revision_report(revision: Revision, api_version: str = V1BETA1, dynamo_version: str | None = None) -> Report:
-    return validate_spec(revision.graph_spec, api_version=normalise_api_version(api_version),
-                         dynamo_version=dynamo_version)
+def revision_manifest(revision: Revision, api_version: str | None = None, dynamo_version: str | None = None) -> dict:
+    """The revision as a DGD in ``api_version`` (None: the revision's own, Revision.api_version).
+    Raises LossyConversion, naming each field, rather than drop one."""
+    api_version = normalise_api_version(api_version) if api_version else revision.api_version
+    losses = conversion_losses(revision.graph_spec, api_version)
+    if losses:
+        raise LossyConversion(losses_message(revision.graph_spec, api_version, losses))
+    return render(revision.graph_spec, api_version, dynamo_version)
 
 
-def revision_diff(old: Revision | None, new: Revision, api_version: str = V1BETA1) -> str:
-    """A unified diff of the two revisions' rendered manifests."""
-    before = dump_yaml(revision_manifest(old, api_version)).splitlines(keepends=True) if old else []
-    after = dump_yaml(revision_manifest(new, api_version)).splitlines(keepends=True)
+def revision_report(revision: Revision, api_version: str | None = None, dynamo_version: str | None = None) -> Report:
+    api_version = normalise_api_version(api_version) if api_version else revision.api_version
+    return validate_spec(revision.graph_spec, api_version=api_version, dynamo_version=dynamo_version)
+
+
+def revision_diff(old: Revision | None, new: Revision, api_version: str | None = None) -> str:
+    """A unified diff of the two revisions' rendered manifests (each rendered whole, even where
+    a conversion is lossy: a diff shows, it does not export)."""
+    api_version = normalise_api_version(api_version) if api_version else new.api_version
+    before = dump_yaml(render(old.graph_spec, api_version)).splitlines(keepends=True) if old else []
+    after = dump_yaml(render(new.graph_spec, api_version)).splitlines(keepends=True)
     name = new.graph.name
     return "".join(difflib.unified_diff(
         before, after,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from .models import Deployment, Event, Pod
+from .models import Deployment, Event, GraphState, Operation, OperationState, Pod
 from .runtimes.base import Observation
 
 POD_FIELDS = ["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus", "shm_bytes", "port",
@@ -52,6 +52,31 @@ def observation_record(deployment: Deployment, observation: Observation, *, obse
             state=observation.state, message=observation.message[:2000], observed_at=timezone.now(),
             endpoint=observation.endpoint, observed_generation=observed_generation,
             **({} if runtime_info is None else {"runtime_info": runtime_info}))
+        scales_settle(deployment, observation, observed_generation)
+
+
+def scales_settle(deployment: Deployment, observation: Observation, observed_generation: int) -> None:
+    """Finish the scale operations that wait for this observation (operations.operation_run
+    leaves a local scale running with ``params["await"]``): succeeded once the pool runs the
+    replicas asked for, failed when the runtime reports it cannot run them. What is not seen by
+    the deadline, the reconcile task fails."""
+    waiting = Operation.objects.filter(graph_id=deployment.graph_id, state=OperationState.RUNNING,
+                                       params__has_key="await")
+    for op in waiting:
+        want = op.params["await"]
+        if observed_generation < want["generation"]:
+            continue
+        service, replicas = want["service"], want["replicas"]
+        asked = {k: v for k, v in op.params.items() if k != "await"}  # the request, as it was made
+        pods = [p for p in observation.pods if p.service == service]
+        running = sum(1 for p in pods if p.phase == "Running")
+        if observation.state == GraphState.FAILED and observation.message:
+            Operation.finish(op.pk, OperationState.FAILED, params=asked,
+                             result=f"{service}: the runtime cannot run {replicas} replica(s): {observation.message}")
+        elif len(pods) == replicas and running == replicas:
+            Operation.finish(op.pk, OperationState.SUCCEEDED, params=asked,
+                             result=f"{service}: {op.before.get('replicas')} → {replicas} replicas "
+                                    f"({running} running, observed)")
 
 
 def state_record(deployment: Deployment, *, state: str, message: str) -> None:

@@ -16,8 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from accounts.roles import Role, role_required, user_role
 from clusters.selectors import parse_target
 from core.catalog import TEMPLATES, build_spec
-from core.dgd.render import API_VERSIONS, V1BETA1, normalise_api_version
-from core.dgd.render import render as render_manifest
+from core.dgd.render import API_VERSIONS, V1BETA1, normalise_api_version, served_api_versions
 from core.errors import ManifestError, OperationRefused
 from core.findings import Finding, Severity
 from core.specio import dump_yaml, load_yaml
@@ -35,11 +34,12 @@ STOP_POLLING = 286  # htmx stops polling on this status
 STATE_LABELS = dict(GraphState.choices)
 
 
-def _api_version(request) -> str:
+def _api_version(request, default: str = V1BETA1) -> str:
+    """?apiVersion=, else ``default`` (a revision's own: Revision.api_version)."""
     try:
-        return normalise_api_version(request.GET.get("apiVersion") or V1BETA1)
+        return normalise_api_version(request.GET.get("apiVersion") or default)
     except ValueError:
-        return V1BETA1
+        return default
 
 
 @role_required(Role.VIEWER)
@@ -96,8 +96,12 @@ def graph_new(request):
             error = str(exc)
         except ValueError as exc:
             error = str(exc)
+    # A preview of a form that does not validate says what is missing, not just "fill in the form".
+    missing = [(form[f].label if f in form.fields else "Form", " ".join(errs)) for f, errs in form.errors.items()
+               ] if form.is_bound else []
     context = {"form": form, "template": tpl, "templates": TEMPLATES.values(), "preview_yaml": preview_yaml,
-               "pool_groups": form.pool_groups(tpl.disaggregated), "planner_fields": form.planner_group(),
+               "form_problems": missing,
+               "pool_groups": form.pool_groups(), "planner_fields": form.planner_group(),
                "report": report, "error": error, "api_version": api_version, "api_versions": API_VERSIONS}
     if request.htmx and request.POST.get("action") != "create":
         return render(request, "graphs/new.html#preview", context)
@@ -134,12 +138,19 @@ def manifest_check(request):
 def graph_import(request, name: str | None = None):
     """Paste or upload a manifest; for an existing graph, edit its YAML (a new revision)."""
     graph = get_object_or_404(Graph.objects.select_related("head"), name=name) if name else None
-    api_version = _api_version(request)
-    initial = {}
+    initial, conversion_error = {}, ""
     if graph and graph.head and request.method == "GET":
-        initial = {"yaml": dump_yaml(render_manifest(graph.head.graph_spec, api_version)),
-                   "expected_revision": graph.head.number}
+        # Edited in the version it was imported (or last edited) in: nothing is converted.
+        api_version = _api_version(request, graph.head.api_version)
+        try:
+            text = dump_yaml(services.revision_manifest(graph.head, api_version))
+        except services.LossyConversion as exc:
+            conversion_error = str(exc)
+            text = dump_yaml(services.revision_manifest(graph.head))
+        initial = {"yaml": text, "expected_revision": graph.head.number}
     form = ManifestForm(request.POST or None, request.FILES or None, initial=initial)
+    if conversion_error:
+        form.add_error(None, conversion_error)
     report, status = None, 200
     if request.method == "POST":
         status = 400
@@ -174,8 +185,8 @@ def graph_detail(request, name: str):
                               .defer(*NOT_READ), name=name)
     if graph.head is None:
         raise Http404("graph has no revision")
-    api_version = _api_version(request)
     head = graph.head
+    api_version = _api_version(request, head.api_version)
 
     def card(part: str):
         # A revision never changes: its cards are rendered once per process and API version
@@ -189,8 +200,12 @@ def graph_detail(request, name: str):
 
     if request.htmx and request.GET.get("fragment") == "manifest":
         return HttpResponse(card("manifest"))
+    # A stored revision with errors says so where it would be applied (findings in its own version).
+    head_errors = [f for f in revision_preview(head, head.api_version)[1].findings if f.severity == Severity.ERROR]
     context = {"graph": graph, "spec_html": card("spec"), "manifest_html": card("manifest"),
-               "api_version": api_version, **status_context(graph, deployment_of(graph))}
+               "head_errors": head_errors, "api_version": api_version, "apply_api_version": head.api_version,
+               "apply_api_versions": served_api_versions(head.graph_spec),
+               **status_context(graph, deployment_of(graph))}
     return render(request, "graphs/detail.html", context)
 
 
@@ -208,11 +223,25 @@ def graph_status(request, name: str):
     return response
 
 
-def _operation_response(request, graph: Graph, op: Operation | None, error: str = ""):
-    context = {"graph": graph, **status_context(graph), "error": error}
-    response = render(request, "graphs/detail.html#status", context, status=200 if not error else 409)
-    if error:
-        response["HX-Retarget"] = "#status"
+def _operation_response(request, graph: Graph, op: Operation | None):
+    """The new status, and the action line above it cleared (out of band): the operation the
+    user asked for now shows in the status."""
+    context = {"graph": graph, **status_context(graph)}
+    html = render_to_string("graphs/detail.html#status", context, request) + ACTION_MESSAGE_CLEARED
+    return HttpResponse(html)
+
+
+ACTION_MESSAGE_CLEARED = '<div id="action-message" hx-swap-oob="true" aria-live="polite"></div>'
+
+
+def _refused(request, graph: Graph, message: str, *, force: dict | None = None):
+    """A refused action, in the line above the status that the status poll never replaces (the
+    message stays until the next action). ``force``: the fields of the same request with
+    force=1, offered as a button where forcing is what the user may want (a Planner-managed pool)."""
+    html = render_to_string("graphs/_refusal.html", {"graph": graph, "message": message, "force": force}, request)
+    response = HttpResponse(html, status=409)
+    response["HX-Retarget"] = "#action-message"
+    response["HX-Reswap"] = "innerHTML"
     return response
 
 
@@ -225,13 +254,13 @@ def graph_apply(request, name: str):
     try:
         op = operations.graph_apply(graph=graph, user=request.user, via="ui", runtime=runtime,
                                       cluster=cluster, namespace=namespace,
-                                      api_version=request.POST.get("apiVersion") or V1BETA1,
+                                      api_version=request.POST.get("apiVersion") or None,
                                       dry_run=request.POST.get("dry_run") == "1",
                                       force=request.POST.get("force") == "1",
                                       recreate=request.POST.get("recreate") == "1",
                                       confirm=request.POST.get("confirm", ""))
     except (OperationRefused, ValueError) as exc:
-        return _operation_response(request, graph, None, str(exc))
+        return _refused(request, graph, str(exc))
     return _operation_response(request, graph, op)
 
 
@@ -242,13 +271,14 @@ def graph_scale(request, name: str):
     try:
         replicas = parse_int_text(request.POST.get("replicas", "").strip(), "replicas", minimum=0)
     except QueryParameterError:
-        return _operation_response(request, graph, None, "replicas must be a whole number")
+        return _refused(request, graph, "replicas must be a whole number")
+    service = request.POST.get("service", "")
     try:
-        op = operations.graph_scale(graph=graph, user=request.user, via="ui",
-                                      service=request.POST.get("service", ""), replicas=replicas,
+        op = operations.graph_scale(graph=graph, user=request.user, via="ui", service=service, replicas=replicas,
                                       force=request.POST.get("force") == "1")
     except OperationRefused as exc:
-        return _operation_response(request, graph, None, str(exc))
+        force = {"service": service, "replicas": replicas} if exc.forceable else None
+        return _refused(request, graph, str(exc), force=force)
     return _operation_response(request, graph, op)
 
 
@@ -259,7 +289,7 @@ def graph_undeploy(request, name: str):
     try:
         op = operations.graph_undeploy(graph=graph, user=request.user, via="ui")
     except OperationRefused as exc:
-        return _operation_response(request, graph, None, str(exc))
+        return _refused(request, graph, str(exc))
     return _operation_response(request, graph, op)
 
 
@@ -297,7 +327,8 @@ def revision_list(request, name: str):
     graph = get_object_or_404(Graph, name=name)
     revisions = graph.revisions.select_related("created_by", "git_commit").order_by("-number")
     diff, old, new = "", None, None
-    api_version = _api_version(request)
+    head = graph.head
+    api_version = _api_version(request, head.api_version if head else V1BETA1)
     if request.GET.get("from") and request.GET.get("to"):
         try:
             old = revisions.get(number=query_int(request.GET, "from"))
@@ -315,7 +346,6 @@ def revision_list(request, name: str):
 @require_safe
 def export(request, name: str):
     graph = get_object_or_404(Graph.objects.select_related("head"), name=name)
-    api_version = _api_version(request)
     number = query_int(request.GET, "revision")
     revision = graph.head
     if number:
@@ -323,7 +353,11 @@ def export(request, name: str):
             revision = graph.revisions.get(number=number)
         except Revision.DoesNotExist:
             raise Http404("no such revision") from None
-    text = dump_yaml(services.revision_manifest(revision, api_version))
+    api_version = _api_version(request, revision.api_version)
+    try:
+        text = dump_yaml(services.revision_manifest(revision, api_version))
+    except services.LossyConversion as exc:
+        return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8")
     response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
     filename = f"{graph.name}-r{revision.number}-{api_version.split('/')[-1]}.yaml"
     response["Content-Disposition"] = f'attachment; filename="{filename}"'

@@ -118,7 +118,8 @@ def timeline_data(graph: Graph, window_text: str | None = None, *, now: float | 
     out["estimates_reported"] = any(v is not None for name in promql.PLANNER_ESTIMATES
                                     for v in out["series"][name])
     out["health"] = health(graph, service, settings, out["series"]["request_rate"], res.timestamps,
-                           now=dt.datetime.fromtimestamp(now_ts, tz=dt.UTC))
+                           now=dt.datetime.fromtimestamp(now_ts, tz=dt.UTC),
+                           runtime_planner=(deployment.runtime_info or {}).get("planner") if deployment else None)
     return out
 
 
@@ -131,14 +132,19 @@ def _ago(delta: dt.timedelta) -> str:
     return f"{seconds // 3600} h ago"
 
 
-def health(graph: Graph, service, settings, rates: list, timestamps: list[int], *, now: dt.datetime) -> dict:
-    """One line: when the Planner last decided, and a warning when a decision was not
-    acknowledged, failed, or decisions stopped arriving while the load changed."""
+def health(graph: Graph, service, settings, rates: list, timestamps: list[int], *, now: dt.datetime,
+           runtime_planner: dict | None = None) -> dict:
+    """One line: when the Planner last decided, and a warning when it cannot run where the graph
+    runs (``runtime_planner``: the local runtime's report), a decision was not acknowledged,
+    failed, or decisions stopped arriving while the load changed."""
     last = PlannerDecision.objects.filter(graph=graph).order_by("-at", "-id").first()
     if service is None and last is None:
         return {"level": "none", "message": "This graph has no Planner component.", "last_decision_at": None,
                 "warnings": []}
     warnings = []
+    if runtime_planner is not None and not runtime_planner.get("runs", True):
+        warnings.append("Dynamo's Planner does not run on this host, so no decision of its own will come: "
+                        + "; ".join(runtime_planner.get("missing") or ["see the runtime card"]))
     stuck = (PlannerDecision.objects.filter(graph=graph, state__in=[DecisionState.RECEIVED, DecisionState.EXECUTING],
                                             at__lt=now - ACK_GRACE).order_by("at").first())
     if stuck is not None:

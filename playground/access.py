@@ -6,6 +6,7 @@ Deployment.endpoint, written by the runtime: never from the request."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from accounts.roles import Role, user_role
@@ -40,6 +41,12 @@ class ChatTarget:
     # Why the graph's replies come from Dynamo's mocker ("" when a real engine answers).
     simulated: str = ""
     gateway_url: str = ""  # the OpenAI base URL through the cluster's gateway, when exposed there
+    # Dynamo worker instance id -> pod name (the local runtime's report), for the reply timing.
+    workers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def workers_json(self) -> str:
+        return json.dumps(dict(self.workers))
 
     @property
     def url(self) -> str:
@@ -105,9 +112,11 @@ def chat_graphs(user) -> list[ChatTarget]:
             base = frontend_base(graph.deployment.endpoint)
         except BadEndpoint:
             continue
+        workers = (graph.deployment.runtime_info or {}).get("workers") or {}
         exposure = getattr(graph, "exposure", None)
         out.append(ChatTarget(graph.pk, graph.name, _model(graph), base, graph.deployment.state,
-                              _simulated(graph), exposure.options.url() if exposure else ""))
+                              _simulated(graph), exposure.options.url() if exposure else "",
+                              tuple(sorted(workers.items()))))
     return out
 
 

@@ -327,7 +327,9 @@ def test_render_of_an_older_revision_and_for_another_dynamo_release(viewer_api, 
 
 def test_validate_of_a_stored_graph_reports_its_findings(viewer_api):
     make_graph("old", dynamo_version="0.5.1")
-    beta = viewer_api.get("/api/graphs/old/validate/").json()
+    # Without apiVersion, the one the release serves (v1alpha1); v1beta1 on request.
+    assert viewer_api.get("/api/graphs/old/validate/").json()["valid"] is True
+    beta = viewer_api.get("/api/graphs/old/validate/?apiVersion=v1beta1").json()
     assert beta["valid"] is False
     assert [f["code"] for f in beta["findings"]] == ["v1beta1_unserved"]
     alpha = viewer_api.get("/api/graphs/old/validate/?apiVersion=v1alpha1").json()

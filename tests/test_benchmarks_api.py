@@ -25,6 +25,8 @@ RUNS = "/api/benchmarks/runs/"
 
 @pytest.fixture(autouse=True)
 def _benchmark_dir(settings, tmp_path):
+    # No local operator runs here: a scale succeeds once recorded, not once observed.
+    settings.OPERATION_OBSERVE_SECONDS = 0
     settings.BENCHMARK_DIR = tmp_path / "benchmarks"
 
 

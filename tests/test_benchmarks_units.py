@@ -243,3 +243,14 @@ def test_svg_chart_has_one_line_per_run_and_no_external_reference():
 def test_run_params_round_trip_through_json():
     params = resolve("custom", {"sweep": [1, 2]})
     assert RunParams.model_validate(json.loads(params.model_dump_json())) == params
+
+
+def test_a_recommendation_for_a_gpu_free_graph_counts_no_gpus():
+    from benchmarks.shapes import Shape
+
+    runs = [Observation(run_id=1, shape=Shape(prefill=1, decode=1), gpus=2, ttft_p90=50, itl_p90=5, gpu_free=True),
+            Observation(run_id=2, shape=Shape(prefill=2, decode=2), gpus=4, ttft_p90=40, itl_p90=4, gpu_free=True)]
+    advice = recommend(runs, current=Shape(prefill=1, decode=1), ttft_ms=100, itl_ms=10)
+    text = " ".join(advice.reasons)
+    assert text.startswith("Run #1 (1 prefill : 1 decode, no GPU) met every target")
+    assert "GPU" not in text.replace("no GPU", "")

@@ -73,7 +73,9 @@ def cli(live_server, users, tmp_path):
 def worker(tmp_path):
     """A real Celery worker on the run's broker and the live server's database."""
     env = dict(os.environ, DATABASE_URL=_database_url(), CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
-               CONTROLPLANE_VAR_DIR=str(settings.VAR_DIR), CELERY_TASK_ALWAYS_EAGER="0")
+               CONTROLPLANE_VAR_DIR=str(settings.VAR_DIR), CELERY_TASK_ALWAYS_EAGER="0",
+               # No local operator runs here: a scale succeeds once recorded, not once observed.
+               OPERATION_OBSERVE_SECONDS="0")
     celery_app.conf.task_always_eager = False
     with celery_app.connection_for_write() as conn:
         conn.default_channel.queue_purge("celery")

@@ -54,6 +54,11 @@ def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
                        json={"model": "e2e-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
     assert reply.status_code == 200
     assert reply.json()["usage"]["completion_tokens"] == 8
+    # The workers' Dynamo instance ids, as pod names (what the playground shows for a reply).
+    workers = _converge(operator, graph, lambda dep, pods: len(dep.runtime_info.get("workers", {})) == 2
+                        and dep.runtime_info["workers"])
+    assert sorted(workers.values()) == ["e2e-decode-0", "e2e-prefill-0"]
+    assert all(key.isdigit() for key in workers)
 
     # Scale prefill 1 -> 2: only a prefill process is added; decode and frontend keep their pids.
     before = _pids(operator, ["e2e-frontend-0", "e2e-decode-0", "e2e-prefill-0"])
@@ -106,8 +111,31 @@ def test_bad_scales_and_concurrent_operations_are_refused_and_change_nothing(eag
     finally:
         celery_app.conf.task_always_eager = True
     operations.operation_run(pending.pk)
-    assert Operation.objects.get(pk=pending.pk).state == "succeeded"
+    # Asked, not yet seen: a scale succeeds only once the runtime runs the new pool size.
+    waiting = Operation.objects.get(pk=pending.pk)
+    assert waiting.state == "running" and "waiting for the local runtime" in waiting.result
+    _converge(operator, graph, lambda dep, pods: Operation.objects.get(pk=pending.pk).state != "running")
+    done = Operation.objects.get(pk=pending.pk)
+    assert done.state == "succeeded" and "2 running, observed" in done.result
     assert Operation.objects.filter(graph=graph).count() == 2
+
+
+def test_a_scale_past_the_process_limit_is_refused_up_front_and_never_stops_running_pods(eager, operator, settings):
+    settings.LOCAL_RUNTIME_MAX_PROCESSES = operator.max_processes = 4
+    graph = _graph("limit")
+    operations.graph_apply(graph=graph)
+    _converge(operator, graph, lambda dep, pods: len(pods) == 3 and all(p.phase == "Running" for p in pods.values()))
+    before = _pids(operator, ["limit-frontend-0", "limit-prefill-0", "limit-decode-0"])
+    with pytest.raises(OperationRefused, match=r"at most 4 processes on this host \(setting "
+                                               r"LOCAL_RUNTIME_MAX_PROCESSES\).*at most 2 replicas of decode fit"):
+        operations.graph_scale(graph=graph, service="decode", replicas=100)
+    assert Operation.objects.filter(graph=graph, kind="scale").count() == 0
+    # The race the refusal cannot see (the desired size written past it): what runs keeps running.
+    Deployment.objects.filter(graph=graph).update(replicas={"decode": 100})
+    dep = _converge(operator, graph, lambda dep, pods: dep.state == "failed" and dep)
+    assert "3 running process(es) keep running" in dep.message and "LOCAL_RUNTIME_MAX_PROCESSES" in dep.message
+    assert _pids(operator, before) == before
+    assert Pod.objects.filter(deployment=dep).count() == 3
 
 
 def test_an_invalid_revision_is_not_applied(eager, operator):

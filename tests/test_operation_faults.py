@@ -57,7 +57,9 @@ class Worker:
 def worker(tmp_path):
     env = dict(os.environ, DATABASE_URL=_database_url(), CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
                CONTROLPLANE_VAR_DIR=str(settings.VAR_DIR), OPERATION_FAULT_DELAY="0.8",
-               OPERATION_LEASE_SECONDS="2", CELERY_TASK_ALWAYS_EAGER="0")
+               OPERATION_LEASE_SECONDS="2", CELERY_TASK_ALWAYS_EAGER="0",
+               # No local operator runs here: a scale succeeds once recorded, not once observed.
+               OPERATION_OBSERVE_SECONDS="0")
     celery_app.conf.task_always_eager = False
     with celery_app.connection_for_write() as conn:
         conn.default_channel.queue_purge("celery")
@@ -70,6 +72,7 @@ def worker(tmp_path):
 
 def test_killing_the_worker_mid_operation_never_leaves_one_stuck_or_doubled(worker, settings):
     settings.OPERATION_LEASE_SECONDS = 2
+    settings.LOCAL_RUNTIME_MAX_PROCESSES = 100  # the revisions below grow prefill past the host's default
     spec = build_spec(template="mocker-disagg", name="faults", model="m", backend="mocker",
                       prefill=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""),
                       decode=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""))

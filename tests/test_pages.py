@@ -279,9 +279,14 @@ def test_an_unknown_api_version_on_the_detail_page_falls_back_to_v1beta1(viewer)
     assert "apiVersion: nvidia.com/v1beta1" in text(response)
 
 
-def test_the_detail_page_shows_findings_of_an_old_release_as_v1beta1(viewer):
+def test_an_old_release_is_shown_in_v1alpha1_and_its_findings_as_v1beta1_on_request(operator):
     make_graph("old", dynamo_version="0.5.1")
-    page = text(viewer.get("/graphs/old/"))
+    page = text(operator.get("/graphs/old/"))
+    # The release's own version by default, and the Apply form offers only what it serves.
+    assert "apiVersion: nvidia.com/v1alpha1" in page and "serve only nvidia.com/v1alpha1" not in page
+    assert '<option value="nvidia.com/v1alpha1" selected>' in page
+    assert '<option value="nvidia.com/v1beta1"' not in page.split('id="apply-api-version"')[1].split("</select>")[0]
+    page = text(operator.get("/graphs/old/?apiVersion=nvidia.com/v1beta1"))
     assert "serve only nvidia.com/v1alpha1" in page
 
 
@@ -571,7 +576,8 @@ def test_an_apply_of_a_graph_with_errors_is_refused_with_409(operator, users):
     make_graph("old", dynamo_version="0.5.1")
     response = operator.post("/graphs/old/apply/", {"apiVersion": V1BETA1}, **HTMX)
     assert response.status_code == 409
-    assert response["HX-Retarget"] == "#status"
+    # Into the line above the status, which the status poll never replaces.
+    assert response["HX-Retarget"] == "#action-message"
     assert "cannot be applied" in text(response)
     assert not Operation.objects.exists()
 

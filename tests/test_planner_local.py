@@ -122,8 +122,12 @@ def test_decisions_published_by_the_real_coordinator_scale_the_pools_via_planner
     assert changes == [1, 2, 1]
     first = decisions[0].at.timestamp()
     assert max(v for t, v in prefill["ready"] if t >= first) == 2
-    assert timeline["health"]["level"] == "ok"
+    # Decisions published from outside are executed, but the line is not green: the Planner
+    # itself cannot run here, as the runtime card says, and the line says why.
+    assert timeline["health"]["level"] == "warning"
     assert timeline["health"]["message"].startswith("Last decision")
+    assert timeline["health"]["warnings"][0].startswith("Dynamo's Planner does not run on this host")
+    assert "AISimulate (aisimulate_core)" in timeline["health"]["warnings"][0]
 
     # A person's scale of a pool the Planner manages is refused unless forced, on this runtime too.
     with pytest.raises(OperationRefused, match="managed by Dynamo's Planner"):

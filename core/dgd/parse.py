@@ -88,7 +88,26 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
     try:
         return spec_from_data(data)
     except ManifestError as exc:
-        raise ManifestError([_manifest_finding(f, alpha, raw_names(body, alpha)) for f in exc.findings]) from None
+        findings = [_manifest_finding(f, alpha, raw_names(body, alpha)) for f in exc.findings]
+        raise ManifestError(_as_written(findings, name, graph_name)) from None
+
+
+def _as_written(findings: list, name: str, graph_name: str) -> list:
+    """Name problems in the words the user wrote: the graph name is made from metadata.name
+    (dots turned to '-'), so a finding about it says so, and where the written name is itself
+    invalid that one finding (at metadata.name) is the only one."""
+    import dataclasses
+
+    if graph_name == name:
+        return findings
+    written = [f for f in findings if f.path == "dgd_name"]
+    rest = [f for f in findings if f.path != "dgd_name"]
+    if written:
+        return [dataclasses.replace(written[0], path="metadata.name"),
+                *[f for f in rest if f.path != "metadata.name"]]
+    return [dataclasses.replace(f, message=f.message.replace(
+        f"graph name {graph_name!r}", f"graph name {graph_name!r} (made from metadata.name {name!r}: dots become "
+                                      "'-')")) if f.path == "metadata.name" else f for f in rest]
 
 
 def _import_alpha(name: str, raw: dict[str, Any], path: str) -> dict[str, Any]:

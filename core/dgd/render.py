@@ -11,7 +11,8 @@ import copy
 from typing import Any
 
 from core.dgd.commandline import translate_role_flag
-from core.facts import EXAMPLES_WORKDIR_SINCE, DynamoVersion, version_from_image
+from core.dgd.convert import carried_to_beta, merge_resources
+from core.facts import EXAMPLES_WORKDIR_SINCE, V1BETA1_SINCE, DynamoVersion, version_from_image
 from core.spec import GraphSpec, Service
 
 GROUP = "nvidia.com"
@@ -32,6 +33,23 @@ def normalise_api_version(value: str | None) -> str:
     if text not in API_VERSIONS:
         raise ValueError(f"unknown apiVersion {value!r}: use {V1BETA1} or {V1ALPHA1}")
     return text
+
+
+def default_api_version(spec: GraphSpec, source: str = "") -> str:
+    """The API version a graph is edited, exported and applied in unless the user picks one:
+    the one it was imported (or last edited) in, else the one its Dynamo release stores
+    (v1alpha1 before nvidia.com/v1beta1 was served)."""
+    if source:
+        try:
+            return normalise_api_version(source)
+        except ValueError:
+            pass
+    return V1BETA1 if spec.version >= V1BETA1_SINCE else V1ALPHA1
+
+
+def served_api_versions(spec: GraphSpec) -> tuple[str, ...]:
+    """The DGD API versions the operator of the graph's release serves."""
+    return API_VERSIONS if spec.version >= V1BETA1_SINCE else (V1ALPHA1,)
 
 
 # ---------------------------------------------------------------------------------- render
@@ -102,6 +120,12 @@ def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, bet
         container["args"] = args
     extra = copy.deepcopy(service.container_extra)
     if beta:
+        # Fields written in v1alpha1 whose v1beta1 place is this container (convert.py).
+        carried = carried_to_beta(service)
+        if "resources" in carried:
+            extra["resources"] = merge_resources(extra.get("resources") or {}, carried.pop("resources"))
+        for key, value in carried.items():
+            extra.setdefault(key, value)
         empty = service.written_empty
         if service.env or "env" in empty:
             container["env"] = copy.deepcopy(service.env)

@@ -281,13 +281,13 @@ class QueryIntegerField(serializers.IntegerField):
 
 
 class RenderQuerySerializer(serializers.Serializer):
-    apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
+    apiVersion = serializers.CharField(required=False, default="", allow_blank=True)  # "": the revision's own
     revision = QueryIntegerField(required=False)
     dynamoVersion = serializers.RegexField(DYNAMO_VERSION, required=False, error_messages={"invalid": VERSION_MESSAGE})
 
     def validate_apiVersion(self, value):
         try:
-            return normalise_api_version(value)
+            return normalise_api_version(value) if value else ""
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
@@ -305,11 +305,11 @@ class DeleteQuerySerializer(serializers.Serializer):
 class DiffQuerySerializer(serializers.Serializer):
     from_revision = QueryIntegerField()
     to_revision = QueryIntegerField()
-    apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
+    apiVersion = serializers.CharField(required=False, default="", allow_blank=True)  # "": the revision's own
 
     def validate_apiVersion(self, value):
         try:
-            return normalise_api_version(value)
+            return normalise_api_version(value) if value else ""
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
@@ -382,7 +382,7 @@ class ApplySerializer(serializers.Serializer):
     cluster = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)  # kubernetes only
     namespace = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)
     revision = serializers.IntegerField(required=False, min_value=1)
-    apiVersion = serializers.CharField(required=False, default="nvidia.com/v1beta1")
+    apiVersion = serializers.CharField(required=False, default="", allow_blank=True)  # "": the revision's own
     dry_run = serializers.BooleanField(default=False)
     force = serializers.BooleanField(default=False)  # kubernetes: take fields other field managers own
     recreate = serializers.BooleanField(default=False)  # kubernetes: delete and recreate on a topology change
@@ -390,7 +390,7 @@ class ApplySerializer(serializers.Serializer):
 
     def validate_apiVersion(self, value):
         try:
-            return normalise_api_version(value)
+            return normalise_api_version(value) if value else ""
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 

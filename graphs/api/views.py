@@ -122,7 +122,9 @@ class GraphViewSet(viewsets.ModelViewSet):
         query = s.RenderQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         q = query.validated_data
-        return graph, self._revision(graph, q.get("revision")), q["apiVersion"], q.get("dynamoVersion")
+        revision = self._revision(graph, q.get("revision"))
+        # No apiVersion: the revision's own (the one it was imported in, or its release's).
+        return graph, revision, q["apiVersion"] or revision.api_version, q.get("dynamoVersion")
 
     @extend_schema(parameters=RENDER_PARAMETERS, responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
@@ -181,8 +183,8 @@ class GraphViewSet(viewsets.ModelViewSet):
         q = query.validated_data
         old = self._revision(graph, q["from_revision"])
         new = self._revision(graph, q["to_revision"])
-        return Response({"from": old.number, "to": new.number, "apiVersion": q["apiVersion"],
-                         "diff": services.revision_diff(old, new, q["apiVersion"])})
+        return Response({"from": old.number, "to": new.number, "apiVersion": q["apiVersion"] or new.api_version,
+                         "diff": services.revision_diff(old, new, q["apiVersion"] or None)})
 
     @extend_schema(request=DGD_BODY, responses={201: s.GraphDetailSerializer, 200: s.GraphDetailSerializer},
                    parameters=[DYNAMO_VERSION_PARAMETER])
@@ -232,7 +234,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         op = operations.graph_apply(graph=graph, user=request.user, via=_via(request), runtime=v["runtime"],
-                                      revision_number=v.get("revision"), api_version=v["apiVersion"],
+                                      revision_number=v.get("revision"), api_version=v["apiVersion"] or None,
                                       dry_run=v["dry_run"], cluster=v["cluster"], namespace=v["namespace"],
                                       force=v["force"], recreate=v["recreate"], confirm=v["confirm"])
         return _queued(op)

@@ -26,6 +26,73 @@ function scrollFollowed(root) {
 }
 document.addEventListener("htmx:afterSettle", (event) => scrollFollowed(event.detail.elt.parentElement || document));
 document.addEventListener("DOMContentLoaded", () => scrollFollowed(document));
+// A refusal the user cannot see is a bug. htmx swaps no 4xx/5xx answer by default, so:
+// * our own partials (an HTML fragment, or a whole page aimed at <body>) carry their message
+//   and are swapped like a success (the server's HX-Retarget/HX-Reswap say where);
+// * anything else (a 403 page, JSON, plain text, a proxy's 502) becomes one line of text
+//   next to the form or button that asked, and the next request from it clears that line.
+function refusalText(body, type, status) {
+  let text = "";
+  if (type.includes("json")) {
+    try {
+      const data = JSON.parse(body);
+      text = data.detail || Object.entries(data).map(([k, v]) => `${k}: ${[].concat(v).join(" ")}`).join("; ");
+    } catch (_) { text = body; }
+  } else if (type.includes("html")) {
+    // Parsed, never inserted: only its text is shown.
+    const doc = new DOMParser().parseFromString(body, "text/html");
+    const el = doc.querySelector("[role=alert], .error, main") || doc.body;
+    text = el ? el.textContent : "";
+  } else {
+    text = body;
+  }
+  text = (text || "").replace(/\s+/g, " ").trim().slice(0, 600);
+  return text || `The server answered ${status} with no message.`;
+}
+function refusalAnchor(elt) {
+  return (elt && (elt.closest("form") || elt)) || document.querySelector("main");
+}
+function showRefusal(elt, text) {
+  const anchor = refusalAnchor(elt);
+  let note = anchor.nextElementSibling;
+  if (!note || !note.classList.contains("refusal")) {
+    note = document.createElement("p");
+    note.className = "error refusal";
+    note.setAttribute("role", "alert");
+    anchor.after(note);
+  }
+  note.textContent = text;
+}
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const d = event.detail;
+  const status = d.xhr.status;
+  if (status < 400) return;
+  const type = d.xhr.getResponseHeader("Content-Type") || "";
+  const body = d.serverResponse || "";
+  const fullPage = /<html[\s>]/i.test(body.slice(0, 2000));
+  if (type.includes("html") && (!fullPage || d.target === document.body)) {
+    d.shouldSwap = true;
+    d.isError = false;
+    return;
+  }
+  d.shouldSwap = false;
+  showRefusal(d.requestConfig && d.requestConfig.elt, refusalText(body, type, status));
+});
+document.addEventListener("htmx:sendError", (event) => {
+  showRefusal(event.detail.elt, "The control plane did not answer (is the server running?). Nothing was changed.");
+});
+document.addEventListener("htmx:beforeRequest", (event) => {
+  const anchor = refusalAnchor(event.detail.elt);
+  const note = anchor && anchor.nextElementSibling;
+  if (note && note.classList.contains("refusal")) note.remove();
+});
+// htmx checks a form's HTML constraints before it sends and, when one fails, sends nothing and
+// says nothing: show the browser's own message on the field (forms whose server writes every
+// message, like the create form's preview, opt out with novalidate).
+document.addEventListener("htmx:validation:halted", (event) => {
+  const form = event.detail.elt.closest("form") || event.detail.elt;
+  if (form.reportValidity) form.reportValidity();
+});
 // A form that hands something over as soon as the page is shown (the token for dynamo-cp login).
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("form[data-autosubmit]").forEach((form) => form.submit());

@@ -89,7 +89,7 @@ export function curlSnippet(origin, graph, body, endpoint = "") {
   const url = `${openaiBase(origin, graph, endpoint)}/chat/completions`;
   return [
     `curl -N ${shellQuote(url)} \\`,
-    `  -H "Authorization: Token $DCP_TOKEN" \\`,
+    `  -H "Authorization: Token $DYNAMO_CP_TOKEN" \\`,
     `  -H 'Content-Type: application/json' \\`,
     `  -d ${shellQuote(JSON.stringify(body, null, 2))}`,
   ].join("\n");
@@ -126,7 +126,7 @@ export function pythonSnippet(origin, graph, body, endpoint = "") {
     "",
     "client = OpenAI(",
     `    base_url=${JSON.stringify(openaiBase(origin, graph, endpoint))},`,
-    '    api_key=os.environ["DCP_TOKEN"],  # your control-plane API token',
+    '    api_key=os.environ["DYNAMO_CP_TOKEN"],  # your control-plane API token',
     ")",
     "stream = client.chat.completions.create(",
     ...args,

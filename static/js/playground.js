@@ -64,9 +64,14 @@ function renderTiming(box, timing) {
       String(timing.cached_tokens), "prompt tokens served from the KV cache (usage.prompt_tokens_details.cached_tokens)"));
   box.append(line);
   if (timing.prefill_worker_id || timing.decode_worker_id) {
+    // Pod names where the runtime reported them (the select's data-workers), else Dynamo's ids.
+    const option = document.querySelector('[data-role="graph"]')?.selectedOptions?.[0];
+    let pods = {};
+    try { pods = JSON.parse((option && option.dataset.workers) || "{}"); } catch (_) { pods = {}; }
+    const name = (id) => (id && pods[id]) || id || "—";
     box.append(el("div", { class: "pg-workers small", "data-role": "workers" },
-      el("span", { text: "prefill worker " }), el("code", { text: timing.prefill_worker_id || "—" }),
-      el("span", { text: " → decode worker " }), el("code", { text: timing.decode_worker_id || "—" })));
+      el("span", { text: "prefill " }), el("code", { text: name(timing.prefill_worker_id), title: timing.prefill_worker_id || "" }),
+      el("span", { text: " → decode " }), el("code", { text: name(timing.decode_worker_id), title: timing.decode_worker_id || "" })));
   }
   if (timing.server) box.append(waterfall(timing.server) || "");
   if (timing.finish_reason === "stopped") box.append(el("div", { class: "muted small", text: "Stopped." }));

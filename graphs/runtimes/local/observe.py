@@ -1,10 +1,12 @@
 """What a local worker really has, read from the running process rather than from its spec:
-the /dev/shm its own mount namespace shows, and the KV-transfer backend its log says it
-brought up. Django-free; the local operator writes the results to the status cache."""
+the /dev/shm its own mount namespace shows, the KV-transfer backend its log says it brought
+up, and the Dynamo instance id it registered under. Django-free; the local operator writes the
+results to the status cache."""
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,3 +53,19 @@ def head_file(path: Path, limit: int = LOG_HEAD_BYTES) -> str:
             return fh.read(limit).decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def worker_pods(discovery: Path, by_port: dict[int, str]) -> dict[str, str]:
+    """Instance id -> pod name, from the model cards in a graph's discovery folder: each names
+    its metadata URL by its worker's system port (``by_port``: port -> pod name)."""
+    out: dict[str, str] = {}
+    for card in (discovery / "v1" / "mdc").glob("*"):
+        try:
+            text = card.read_text()[:100_000]
+        except OSError:
+            continue
+        instance = re.search(r'"instance_id":\s*(\d+)', text)
+        port = re.search(r"http://127\.0\.0\.1:(\d+)/v1/metadata/", text)
+        if instance and port and int(port.group(1)) in by_port:
+            out[instance.group(1)] = by_port[int(port.group(1))]
+    return out

@@ -34,7 +34,8 @@ from ..processes import PortRangeExhausted, allocate_ports, group_members
 from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process_env
 from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
 from .gpus import probe as probe_gpus
-from .observe import head_file, process_shm
+from .hostlimits import inotify_problem
+from .observe import head_file, process_shm, worker_pods
 from .planner import PlannerExecutor
 from .runtime import graph_dir
 from .supervisor import Supervisor
@@ -165,12 +166,20 @@ class LocalOperator:
                 problems[dep.pk] = str(exc)
                 continue
             if len(wanted) + len(planned_here) > self.max_processes:
-                # A typo in a replica count must not fork hundreds of engines on this host.
+                # A typo in a replica count must not fork hundreds of engines on this host, nor
+                # stop the ones that serve: what already runs keeps running, nothing new starts.
+                # (Operations refuse such a scale up front: capacity.py; this is the race.)
+                running = set(self.supervisor.names())
+                kept = [p for p in planned_here if p.name in running][:max(0, self.max_processes - len(wanted))]
                 problems[dep.pk] = (
-                    f"the local runtime runs at most {self.max_processes} processes; this graph needs "
-                    f"{len(planned_here)} and {len(wanted)} already run: scale it down or delete another graph")
-                self._release(planned_here)
-                continue
+                    f"the local runtime runs at most {self.max_processes} processes (setting "
+                    f"LOCAL_RUNTIME_MAX_PROCESSES); this graph needs {len(planned_here)} and {len(wanted)} already "
+                    f"run: its {len(kept)} running process(es) keep running, no new one starts. Scale it down or "
+                    "delete another graph")
+                self._release([p for p in planned_here if p not in kept])
+                planned_here = kept
+                if not kept:
+                    continue
             try:
                 # Each GPU worker gets GPUs of its own, never shared with another worker.
                 assigned = assign_gpus([(p.name, p.gpus) for p in planned_here if p.gpus], self.gpu_host.count,
@@ -194,6 +203,14 @@ class LocalOperator:
                 self.ports.pop(name, None)
                 self.ports.pop(f"{name}:bootstrap", None)
                 self.nixl.pop(name, None)
+        # Counted before a frontend starts, not read off its crash: the kernel's inotify limit.
+        starting = [p for p in wanted.values() if p.kind == "frontend" and p.name not in self.supervisor.names()]
+        short = inotify_problem(len(starting)) if starting else ""
+        if short:
+            for p in starting:
+                del wanted[p.name]
+                problems[self.owner[p.name]] = short
+                self._release([p])
         for planned in wanted.values():
             events += self.supervisor.ensure(
                 planned.name, planned.argv, planned.env, cwd=self.root, log_path=self.log_path(planned),
@@ -216,8 +233,16 @@ class LocalOperator:
         info = self.planner.reconcile(deployments, by_dep, discovery=lambda n: graph_dir(n) / "discovery",
                                       folder=lambda n: graph_dir(n) / "planner")
         for dep in deployments:
+            runtime_info = {**info.get(dep.pk, {}), "workers": self.worker_pods(dep)} if dep.active else {}
             self.write_status(dep, by_dep.get(dep.pk, []), problems.get(dep.pk, ""),
-                              [e for e in events if self.owner.get(e.object) == dep.pk], info.get(dep.pk, {}))
+                              [e for e in events if self.owner.get(e.object) == dep.pk], runtime_info)
+
+    def worker_pods(self, dep: Deployment) -> dict[str, str]:
+        """Dynamo's 64-bit worker instance ids (what the frontend's nvext names a reply's
+        workers by) as pod names, read from the models the workers registered in the graph's
+        discovery folder: each names its metadata URL by the worker's own system port."""
+        by_port = {port: name for name, port in self.ports.items() if self.owner.get(name) == dep.pk}
+        return worker_pods(graph_dir(dep.graph.name) / "discovery", by_port)
 
     def _release(self, planned: list[Planned]) -> None:
         for p in planned:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -52,6 +53,29 @@ def planner_import_problem(python: str) -> str:
     return lines[-1].strip() if lines else f"exit status {done.returncode}"
 
 
+def module_missing(python: str, module: str) -> bool:
+    try:
+        done = subprocess.run([python, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec("
+                                             f"{module!r}) is None)"], capture_output=True, timeout=IMPORT_TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return done.returncode != 0
+
+
+# What to do about a module the Planner imports that is not installed.
+_INSTALLABLE = {"sklearn": "scikit-learn"}
+
+
+def _import_fix(problem: str) -> str:
+    match = re.search(r"No module named '([\w.]+)'", problem)
+    if not match:
+        return ""
+    top = match.group(1).split(".")[0]
+    if top in _INSTALLABLE:
+        return f": {_INSTALLABLE[top]} is on the package index (pip install {_INSTALLABLE[top]} into this environment)"
+    return f": {top} is not installed"
+
+
 def etcd_binary() -> str | None:
     return shutil.which(getattr(settings, "LOCAL_RUNTIME_ETCD", "") or "etcd")
 
@@ -67,6 +91,7 @@ class PlannerExecutor:
         self.supervisor = Supervisor(root / "pids-planner")
         self.offsets: dict[int, int] = {}
         self._import_problem: str | None = None
+        self._aisimulate_missing: bool | None = None
 
     # ------------------------------------------------------------------ facts
 
@@ -74,6 +99,11 @@ class PlannerExecutor:
         if self._import_problem is None:
             self._import_problem = planner_import_problem(self.python)
         return self._import_problem
+
+    def aisimulate_missing(self) -> bool:
+        if self._aisimulate_missing is None:
+            self._aisimulate_missing = module_missing(self.python, "aisimulate_core")
+        return self._aisimulate_missing
 
     def planner_runs(self) -> bool:
         return not self.import_problem() and etcd_binary() is not None
@@ -186,10 +216,11 @@ class PlannerExecutor:
         problem = self.import_problem()
         missing = []
         if problem:
-            missing.append(f"`import dynamo.planner` fails here ({problem}): Dynamo 1.6.1's Planner needs "
-                           "scikit-learn and aisimulate_core, which cannot be installed here (the package "
-                           "registry's aisimulate is a stub that downloads from a private index, and the "
-                           "ForwardPassPerfModelConfig the Planner imports from it is not in "
+            missing.append(f"`import dynamo.planner` fails here ({problem})" + _import_fix(problem))
+        if self.aisimulate_missing():
+            missing.append("AISimulate (aisimulate_core), which the Planner's AIS performance models need: the "
+                           "package index does not provide it (its aisimulate is a stub that downloads from a "
+                           "private index, and the ForwardPassPerfModelConfig the Planner imports from it is not in "
                            "aiconfigurator-core 0.12.0)")
         if etcd is None:
             missing.append("no etcd binary: 1.6.1's virtual connector keeps its decisions in etcd "

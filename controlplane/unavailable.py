@@ -8,6 +8,7 @@ page is rendered without a request, so no context processor asks for the user.""
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 
@@ -29,6 +30,10 @@ def dependency_down(exc: BaseException | None) -> str | None:
         return "the database"
     if isinstance(exc, BrokerError):
         return "the task broker"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        # The var/ folder (metrics files, runtime and benchmark folders) is full: nothing this
+        # request could do is lost by refusing it, and it works again once space is freed.
+        return "disk space under the control plane's var/ folder"
     return None
 
 

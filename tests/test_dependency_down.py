@@ -96,3 +96,27 @@ def test_a_chat_admission_with_the_database_down_is_a_503_and_recovers_after(use
     with pytest.raises(ChatRefused) as refused:
         lookup()  # the broken connection was not kept: the next lookup reaches the database again
     assert refused.value.status != 503
+
+
+def test_a_full_disk_is_a_503_saying_so_not_a_500(users, monkeypatch):
+    """bench/faults.py filled var/ under a saved conversation: the error the disk gave (ENOSPC)
+    is the dependency's, so the answer is a 503 naming it, with Retry-After."""
+    import errno
+
+    from playground import services
+
+    def full(**kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    from core.catalog import build_spec
+    from graphs.services import graph_create
+
+    graph_create(spec=build_spec(template="mocker-disagg", name="full", model="m", backend="mocker"))
+    monkeypatch.setattr(services, "conversation_save", full)
+    client = Client(raise_request_exception=False)
+    client.force_login(users["admin"])
+    response = client.post("/playground/conversations/new/", {"graph": "full", "title": "t"},
+                           content_type="application/json")
+    assert response.status_code == 503, response.content[:300]
+    assert response["Retry-After"].isdigit()
+    assert "var/ folder" in response.content.decode()

@@ -237,3 +237,25 @@ def parse_int_text(text: str, name: str, *, minimum: int = 1, maximum: int = INT
     if not minimum <= value <= maximum:
         raise QueryParameterError(name, f"{value} is out of range ({minimum} to {maximum})")
     return value
+
+
+# ------------------------------------------------------------------------------ JSON types
+
+_JSON_TYPE_NAMES = {str: "a string", bool: "true or false", list: "a list", dict: "an object", int: "an integer"}
+
+
+def wrong_json_types(data: Any, expected: dict[str, type]) -> dict[str, list[str]]:
+    """Field -> [message] for each field of a JSON object whose value is not of the JSON type
+    the schema gives it (None is left to the field's own null rule). Form-style coercions
+    (12 read as "12", "true" or 1 as true) would accept what the schema refuses."""
+    if not isinstance(data, dict):
+        return {}
+    wrong = {}
+    for name, kind in expected.items():
+        value = data.get(name)
+        if name not in data or value is None:
+            continue
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        if not ok:
+            wrong[name] = [f"must be {_JSON_TYPE_NAMES.get(kind, kind.__name__)}"]
+    return wrong

@@ -236,3 +236,20 @@ def test_a_partial_update_that_clashes_with_the_stored_kubeconfig_is_a_conflict(
     assert clash.status_code == 409 and "registered with a kubeconfig" in clash.json()["detail"]
     both = admin.patch(f"/api/clusters/{cluster.name}/", {"in_cluster": True, "kubeconfig": "/x"}, format="json")
     assert both.status_code == 400 and "not both" in both.json()["detail"]
+
+
+@pytest.mark.django_db
+def test_a_cluster_body_of_the_wrong_json_types_is_refused_field_by_field(api_for):
+    """The schema says string, boolean, list of strings: a number where a string goes, or "true"
+    where a boolean goes, is refused by name, not read the way an HTML form's text would be."""
+    from clusters.models import Cluster
+
+    api = api_for("admin")
+    body = {"name": 5, "description": 12, "in_cluster": "true", "namespaces": [7]}
+    response = api.post("/api/clusters/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert set(response.json()) == {"name", "description", "in_cluster", "namespaces"}
+    assert response.json()["in_cluster"] == ["must be true or false"]
+    ok = api.post("/api/clusters/", {"name": "typed", "in_cluster": True, "namespaces": ["llm"]}, format="json")
+    assert ok.status_code == 201, ok.content
+    assert list(Cluster.objects.values_list("name", flat=True)) == ["typed"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.untrusted import wrong_json_types
+
 from .. import services
 from ..models import Cluster
 
@@ -27,6 +29,19 @@ class ClusterSerializer(serializers.ModelSerializer):
         # Uniqueness is the service's to check (one message); ``name`` is declared above. The
         # service strips paths itself: lengths are checked on what was sent.
         extra_kwargs = {"kubeconfig": {"trim_whitespace": False}, "context": {"trim_whitespace": False}}
+
+    # The JSON types the schema states, held as stated: DRF would read 12 as "12" and "yes" as true.
+    JSON_TYPES = {"name": str, "description": str, "in_cluster": bool, "kubeconfig": str, "context": str,
+                  "namespaces": list}
+
+    def to_internal_value(self, data):
+        wrong = wrong_json_types(data, self.JSON_TYPES)
+        namespaces = data.get("namespaces") if isinstance(data, dict) else None
+        if isinstance(namespaces, list) and not all(isinstance(n, str) for n in namespaces):
+            wrong["namespaces"] = ["must be a list of strings"]
+        if wrong:
+            raise serializers.ValidationError(wrong)
+        return super().to_internal_value(data)
 
 
 class HFTokenSerializer(serializers.Serializer):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from tests.access_sizing import FORM as ESTIMATE_FORM
 from tests.access_world import Op
 
 VIEWER, OPERATOR, ADMIN = 1, 2, 3
@@ -79,6 +80,8 @@ CONVERSATION = {"pk": "conversation"}
 CSV = {"query": "type=csv"}
 REPO = {"name": "repo"}
 EXPORT = {"name": "repo", "pk": "export"}
+ESTIMATE = {"id": "estimate", "pk": "estimate"}
+DGDR = {"id": "deployment_request"}
 # Anonymous by design, each authenticated by its own means.
 WEBHOOK = "the Git host calls it with no user: the repository's shared secret signs the body"
 SIGN_IN = ("the sign-in itself: anonymous by nature, authenticated by OpenID Connect's state, code and "
@@ -160,6 +163,22 @@ API = [
     Op("GET", "/api/repos/{name}/links/", VIEWER, 200, REPO),
     Op("POST", "/api/repos/{name}/sync/", OPERATOR, 200, REPO, _json({})),
     Op("POST", "/api/repos/{name}/webhook/", PUBLIC, 202, REPO, _webhook, public=WEBHOOK),
+    Op("GET", "/api/sizing/support/", VIEWER, 200),
+    Op("GET", "/api/sizing/estimates/", VIEWER, 200),
+    # The stored estimate's own inputs: answered from it (200), no new search.
+    Op("POST", "/api/sizing/estimates/", OPERATOR, 200, body=_json(ESTIMATE_FORM)),
+    Op("GET", "/api/sizing/estimates/{id}/", VIEWER, 200, ESTIMATE),
+    Op("GET", "/api/sizing/estimates/{id}/dgdr/", VIEWER, 200, ESTIMATE,
+       lambda w, who: {"query": "name=matrix-dgdr&namespace=llm"}),
+    Op("POST", "/api/sizing/estimates/{id}/dgdr/", OPERATOR, 201, ESTIMATE,
+       lambda w, who: {"data": {"cluster": w["cluster"], "namespace": w["namespace"], "name": "applied"},
+                       "format": "json"}),
+    Op("POST", "/api/sizing/estimates/{id}/graph/", OPERATOR, 201, ESTIMATE,
+       _json({"name": "sized", "mode": "agg", "rank": 1})),
+    Op("GET", "/api/sizing/compare/", VIEWER, 200, body=lambda w, who: {"query": f"a={w['estimate']}&b={w['estimate']}"}),
+    Op("GET", "/api/sizing/requests/", VIEWER, 200),
+    Op("GET", "/api/sizing/requests/{id}/", VIEWER, 200, DGDR),
+    Op("POST", "/api/sizing/requests/{id}/adopt/", OPERATOR, 201, DGDR, _json({"graph": "adopted"})),
     Op("GET", "/api/templates/", VIEWER, 200),
     Op("GET", "/api/tokens/", VIEWER, 200),
     Op("POST", "/api/tokens/", VIEWER, 201, body=_json({"name": "matrix"})),
@@ -249,6 +268,14 @@ PAGES = [
     Op("GET", "/playground/exposure/{graph}/", OPERATOR, 200, {"graph": "name"}),
     Op("POST", "/playground/exposure/{graph}/", OPERATOR, 302, {"graph": "name"},
        _form({"host": "llm2.example.com", "gateway_name": "gw"})),
+    Op("GET", "/sizing/", VIEWER, 200),
+    # Readable by viewers; asking needs an operator, refused by the page in its own words.
+    Op("POST", "/sizing/", OPERATOR, 302, body=_form(ESTIMATE_FORM), refusals={"norole": "This needs the viewer role."}),
+    Op("GET", "/sizing/estimates/", VIEWER, 200),
+    Op("GET", "/sizing/estimates/{pk}/", VIEWER, 200, ESTIMATE),
+    Op("POST", "/sizing/estimates/{pk}/graph/", OPERATOR, 302, ESTIMATE,
+       _form({"name": "sized", "mode": "agg", "rank": 1, "dynamo_version": "1.6.1"})),
+    Op("GET", "/sizing/compare/", VIEWER, 200, body=lambda w, who: {"query": f"a={w['estimate']}&b={w['estimate']}"}),
     Op("GET", "/auth/oidc/login/", PUBLIC, 502, public=SIGN_IN),
     Op("GET", "/auth/oidc/callback/", PUBLIC, 400, body=lambda w, who: {"query": "code=c&state=never-issued"},
        public=SIGN_IN),

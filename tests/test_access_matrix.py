@@ -100,8 +100,17 @@ def test_the_walker_finds_the_products_urls():
 pytest_plugins = ["tests.k8s_fixtures"]
 
 
+@pytest.fixture(scope="session")
+def aic_estimate(tmp_path_factory):
+    """AIConfigurator's real answer for the world's estimate: one search per test session."""
+    from tests.access_sizing import estimate_result
+
+    save_dir = tmp_path_factory.mktemp("sizing")
+    return estimate_result(save_dir), save_dir
+
+
 @pytest.fixture
-def full_world(users, cluster, tmp_path, settings, api_for, client_for):
+def full_world(users, kube, cluster, tmp_path, settings, api_for, client_for, aic_estimate):
     """Objects for every operation to act on, and a page client and an API client per role."""
     from django.utils import timezone
 
@@ -117,6 +126,7 @@ def full_world(users, cluster, tmp_path, settings, api_for, client_for):
     from graphs.runtimes.local.runtime import pod_log_path
     from playground.models import Conversation
     from playground.services import policy_set
+    from tests.access_sizing import sizing_world
     from tests.access_world import write_file
 
     settings.BENCHMARK_DIR = str(tmp_path / "bench")
@@ -157,7 +167,10 @@ def full_world(users, cluster, tmp_path, settings, api_for, client_for):
     tokens["anonymous"] = tokens["viewer"]
     conversations["anonymous"] = conversations["viewer"]
     manifest = dump_yaml(render(spec.model_copy(update={"name": "imported"})))
+    settings.SIZING_DIR = tmp_path / "sizing"
+    result, save_dir = aic_estimate
     world = {**_git_world(tmp_path, settings, users), **_sso_world(settings),
+        **sizing_world(result=result, save_dir=save_dir, kube=kube, cluster=cluster, user=users["operator"]),
         "name": "matrix", "spare": "spare", "pod": "matrix-frontend-0", "number": 1,
         "cluster": cluster.name, "kubeconfig": cluster.kubeconfig,
         "run": run.pk, "active_run": active_run.pk, "study": study.pk, "active_study": active_study.pk,

@@ -15,6 +15,7 @@ server: ``_relay`` sends each arrival from the frontend as one ASGI message, as 
 from __future__ import annotations
 
 import asyncio
+import errno
 import io
 import re
 
@@ -57,7 +58,15 @@ async def serve(scope, receive, send, found: re.Match) -> None:
     cookies = parse_cookie(headers["cookie"]) if "cookie" in headers and "authorization" not in headers else {}
     call = gateway.Call(scope["method"], found.group(1), found.group(2), headers, body, _secure(scope, headers),
                         cookies, lambda: _django_request(scope, body))
-    reply = await gateway.handle(call)
+    try:
+        reply = await gateway.handle(call)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        # var/ full (the metrics files of a process that just started): a 503 that says so,
+        # never a bare 500 from the server (bench/faults.py, disk full under load).
+        reply = gateway.error_reply(503, "service_unavailable",
+                                    "the disk under the control plane's var/ folder is full: try again later")
     if reply.upstream is None:
         await _send(send, reply)
     else:

@@ -30,6 +30,12 @@ pytest_plugins = ["tests.k8s_fixtures"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _no_local_operator(settings):
+    """No local operator runs here to observe a local scale: an operation ends when its work does."""
+    settings.OPERATION_OBSERVE_SECONDS = 0
+
+
 def _deployed(name: str):
     pool = PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret="")
     graph = services.graph_create(spec=build_spec(template="mocker-disagg", name=name, model="m", backend="mocker",
@@ -136,7 +142,8 @@ def _database_url() -> str:
 def start_worker(tmp_path):
     """Starts a real Celery worker on the run's broker when the test calls it."""
     env = dict(os.environ, DATABASE_URL=_database_url(), CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
-               CONTROLPLANE_VAR_DIR=str(settings.VAR_DIR), CELERY_TASK_ALWAYS_EAGER="0")
+               CONTROLPLANE_VAR_DIR=str(settings.VAR_DIR), CELERY_TASK_ALWAYS_EAGER="0",
+               OPERATION_OBSERVE_SECONDS="0")
     procs = []
     with open(tmp_path / "worker.log", "ab") as log:
         def start() -> None:

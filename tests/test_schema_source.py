@@ -100,8 +100,11 @@ def test_validating_a_stored_graph_names_the_schema_of_the_rendered_api_version(
 
     graph_create(spec=build_spec(template="vllm-disagg", name="stored", dynamo_version="0.5.1"))
     api = api_for("viewer")
-    beta = api.get("/api/graphs/stored/validate/").json()["schema"]
+    # By default the version the graph's release serves (0.5.1: v1alpha1 only); either on request.
+    default = api.get("/api/graphs/stored/validate/").json()["schema"]
+    beta = api.get("/api/graphs/stored/validate/?apiVersion=v1beta1").json()["schema"]
     alpha = api.get("/api/graphs/stored/validate/?apiVersion=v1alpha1").json()["schema"]
+    assert default["api_version"] == "nvidia.com/v1alpha1"
     assert (beta["api_version"], alpha["api_version"]) == ("nvidia.com/v1beta1", "nvidia.com/v1alpha1")
     assert beta["target_release"] == alpha["target_release"] == "0.5.1"
     assert "newer than 0.5.1" in alpha["note"]

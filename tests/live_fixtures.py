@@ -2,12 +2,16 @@
 
 * ``eager``: Celery tasks run in the calling thread (the real task code, no worker process), so
   an apply or a benchmark run queued by a service has finished when the call returns.
+* ``browser``: Debian's Chromium driven by Playwright, for the browser tests (a test that has
+  no Chromium fails and says how to install it).
 * ``operator``: a real local operator (graphs.runtimes.local.operator) with its own runtime
   folder under the test's tmp_path and the port range of the settings
   (LOCAL_RUNTIME_PORT_MIN/MAX), stopped with every process it started at the end.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +34,21 @@ def operator(tmp_path, settings):
                        port_max=settings.LOCAL_RUNTIME_PORT_MAX)
     yield op
     op.shutdown()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--no-first-run", "--disable-sync"]
+
+
+@pytest.fixture
+def browser(transactional_db, monkeypatch):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("no Chromium: run scripts/services.sh (installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls between Playwright steps
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

@@ -20,23 +20,7 @@ from tests.conftest import PASSWORD
 from tests.test_truthful_actions import ALPHA_WITH_RESOURCES
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
 BETA_MOCKER = Path(__file__).parent / "fixtures" / "reference" / "dgd-templates-1.6.1" / "mocker-disagg.yaml"
-
-
-@pytest.fixture
-def browser(transactional_db, monkeypatch):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("no Chromium: run scripts/services.sh (installs Debian's chromium)")
-    from playwright.sync_api import sync_playwright
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls between Playwright steps
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.http import HttpResponse
@@ -33,9 +32,6 @@ from tests.metrics_fixtures import (  # noqa: F401
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
 CSP = "default-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self' data:; style-src 'self'"
 PAGE = """{% extends "base.html" %}{% block content %}<h1>{{ graph.name }}</h1>
 {% include "metrics/_graph_panel_include.html" %}{% endblock %}"""
@@ -48,19 +44,6 @@ def graph_page(request, name):
 
 
 urlpatterns = [path("metrics-test/<slug:name>/", graph_page), *product_urls]
-
-
-@pytest.fixture
-def browser(transactional_db, monkeypatch):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("no Chromium: run scripts/services.sh (installs Debian's chromium)")
-    from playwright.sync_api import sync_playwright
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls between Playwright steps
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ ways, and the graph page's Git card. No console error on any of them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from graphs.models import Graph
@@ -18,27 +16,11 @@ from .git_fixtures import manifest
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 pytest_plugins = ["tests.git_fixtures"]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
 
 
 @pytest.fixture(autouse=True)
 def _mirrors(settings, tmp_path):
     settings.VAR_DIR = tmp_path / "var"
-
-
-@pytest.fixture
-def browser(transactional_db, monkeypatch):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("no Chromium: run scripts/services.sh (installs Debian's chromium)")
-    from playwright.sync_api import sync_playwright
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls between Playwright steps
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def _page(browser, live_server, users, role: str):

@@ -23,22 +23,6 @@ from audit.models import AuditRecord
 from tests.oidc_fixtures import free_port, oidc_issuer, sso  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run", "--disable-sync"]
-
-
-@pytest.fixture
-def browser(transactional_db, monkeypatch):
-    if not Path(CHROMIUM).exists():
-        pytest.fail("no Chromium: run scripts/services.sh (installs Debian's chromium)")
-    from playwright.sync_api import sync_playwright
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # ORM calls between Playwright steps
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 def open_page(browser):

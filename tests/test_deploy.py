@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import importlib
+import itertools
 import json
 import os
 import re
@@ -487,6 +488,19 @@ def test_dockerfile_cmd_is_the_web_command():
     (cmd,) = [rest for word, rest in dockerfile_instructions() if word == "CMD"]
     web = one(render(OVERLAYS[0]), "Deployment", "web")["spec"]["template"]["spec"]["containers"][0]
     assert json.loads(cmd) == web["command"]
+
+
+def test_the_deployed_web_process_keeps_the_timeouts_make_up_uses():
+    """A 5 s keep-alive resets a form POST sent as the server closes the connection, and a 5 s
+    healthcheck kills a busy worker mid-request: deploy/ runs uvicorn with make up's timeouts."""
+    from controlplane.management.commands.up import WEB_TIMEOUTS, web_command
+
+    web = one(render(OVERLAYS[0]), "Deployment", "web")["spec"]["template"]["spec"]["containers"][0]
+    for command in (web["command"], web_command("127.0.0.1", 8000, 2)):
+        pairs = dict(itertools.pairwise(command))
+        for flag, value in zip(WEB_TIMEOUTS[::2], WEB_TIMEOUTS[1::2], strict=True):
+            assert pairs.get(flag) == value, (flag, command)
+    assert int(dict(zip(WEB_TIMEOUTS[::2], WEB_TIMEOUTS[1::2], strict=True))["--timeout-keep-alive"]) > 60
 
 
 # ------------------------------------------------------------------------------------ settings

@@ -23,6 +23,8 @@ from django.core.management.base import BaseCommand
 from controlplane.example_graph import ExampleGraph
 from metrics.localprom import find_binary
 
+WEB_TIMEOUTS = ("--timeout-keep-alive", "75", "--timeout-worker-healthcheck", "30")
+
 
 def web_command(host: str, port: int, workers: int | None = None) -> list[str]:
     """The web process: uvicorn as it ships (uvloop and httptools, which it picks itself), with
@@ -30,8 +32,12 @@ def web_command(host: str, port: int, workers: int | None = None) -> list[str]:
     from the proxies in FORWARDED_ALLOW_IPS: from none by default, where uvicorn alone would
     trust any client on 127.0.0.1."""
     # One web process per core: a Django page is CPU-bound Python, one process serves one at a time.
+    # Keep-alive outlives the client's idle timeout (browsers, ingress-nginx's 60 s upstream
+    # keep-alive), so the client closes an idle connection first: with uvicorn's 5 s, a request
+    # sent as the server closes is reset, and a form POST is not retried. On a busy host a worker
+    # can miss uvicorn's 5 s healthcheck; the supervisor then kills it mid-request (SIGKILL).
     argv = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
-            "--no-access-log", "--workers", str(workers or settings.WEB_WORKERS)]
+            "--no-access-log", "--workers", str(workers or settings.WEB_WORKERS), *WEB_TIMEOUTS]
     proxies = settings.FORWARDED_ALLOW_IPS.strip()
     return argv + (["--proxy-headers", "--forwarded-allow-ips", proxies] if proxies else ["--no-proxy-headers"])
 

@@ -31,6 +31,7 @@ from django.conf import settings
 from graphs.engines import PROFILE_FILE
 from graphs.engines import profile_dir as _profile_dir
 
+from . import aic
 from .models import Estimate
 
 KV_POINTS = 24  # rows of the decode table: the mocker looks its step time up by binary search
@@ -65,7 +66,10 @@ def estimate_tables(inputs: dict[str, Any], configuration: dict[str, Any], mode:
         logging.getLogger(name).setLevel(logging.ERROR)
     prefill, decode, batch = _pools(configuration, mode)
     isls, batches, contexts = _grid(int(inputs["isl"]), int(inputs["osl"]), batch)
-    common = {"backend_name": inputs["backend"], "backend_version": inputs.get("backend_version")}
+    # Resolved once: with no version, every cli_estimate call looks the latest up again by parsing
+    # each database's YAML (about 1 s of CPU a call; 25 calls were most of making a graph).
+    version = aic.database_version(inputs["system"], inputs["backend"], inputs.get("backend_version"))
+    common = {"backend_name": inputs["backend"], "backend_version": version}
 
     def run(phase: str, pool: dict[str, int], isl: int, bs: int):
         return cli_estimate(inputs["model"], inputs["system"], mode=phase, isl=isl, osl=2, batch_size=bs,

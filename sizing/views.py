@@ -102,7 +102,8 @@ def estimate_graph(request, pk: int):
     except Refused as exc:
         return render(request, "sizing/detail.html", _context(estimate, can_operate=True, error=str(exc)),
                       status=getattr(exc, "status", 409))
-    messages.success(request, f"Made {made.graph} from estimate #{estimate.pk}, {made.mode} rank {made.rank} "
+    messages.success(request, f"Made {made.graph} revision {made.revision} from estimate #{estimate.pk}, "
+                              f"{made.mode} rank {made.rank} "
                               f"(mocker timed by {made.timing}).")
     return redirect("graphs:detail", made.graph)
 

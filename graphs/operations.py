@@ -97,6 +97,9 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
     """``force``: take fields other field managers own on the cluster (the result names each);
     ``recreate``: delete and recreate the DGD when the revision adds or removes components,
     which the Dynamo operator refuses on an update; ``confirm`` must then be the graph's name."""
+    if graph.archived_at is not None:
+        raise OperationRefused(f"{graph.name} is archived ({graph.archived_note or 'kept as a record'}) and cannot be "
+                               "applied again; create a graph from its revision to run it")
     revision = graph.head if revision_number is None else graph.revisions.filter(number=revision_number).first()
     if revision is None:
         raise OperationRefused(f"{graph.name} has no revision {revision_number}")

@@ -22,7 +22,9 @@ def _float(label: str, **kw) -> forms.FloatField:
 
 
 class ParamsForm(forms.Form):
-    graph = forms.ModelChoiceField(queryset=Graph.objects.order_by("name"), to_field_name="name")
+    # Archived graphs (variants a study tore down) are records, not something to measure again.
+    graph = forms.ModelChoiceField(queryset=Graph.objects.filter(archived_at__isnull=True).order_by("name"),
+                                   to_field_name="name")
     profile = forms.ChoiceField(choices=[(p.key, p.title) for p in PROFILES.values()], initial="custom",
                                 widget=forms.RadioSelect)
     input_tokens_mean = _int("Input tokens (mean)", min_value=1, max_value=MAX_INPUT_TOKENS)

@@ -79,7 +79,8 @@ class BenchmarkRun(Job):
 class StudyState(models.TextChoices):
     """pending → running → succeeded | failed | cancelled, like a run. A study advances one
     step at a time (create a variant, apply it, wait for it, benchmark it, undeploy it);
-    each step reads what was recorded and does the next thing, so it can be retried."""
+    each step reads what was recorded and does the next thing, so it can be retried. Once it
+    ends, whichever way, its variants are torn down (Study.teardown_pending)."""
 
     PENDING = "pending", "Pending"
     RUNNING = "running", "Running"
@@ -109,6 +110,9 @@ class Study(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The study has ended (any way) and its variant graphs are not torn down yet: each one's
+    # deployment deleted, then the graph archived (studies._teardown; the reconcile finishes it).
+    teardown_pending = models.BooleanField(default=False, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -124,6 +128,11 @@ class Study(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_STUDY_STATES
+
+    @property
+    def settling(self) -> bool:
+        """Still changing: running, or ended with its variants not torn down yet."""
+        return self.is_active or self.teardown_pending
 
     @property
     def arm_list(self) -> list[Arm]:

@@ -112,3 +112,9 @@ class Arm(BaseModel):
     phase: Literal["graph", "apply", "ready", "run", "cleanup", "done", "failed"] = "graph"
     started_phase_at: float | None = None  # epoch seconds, for the readiness timeout
     message: str = ""
+    # What became of a variant once the study ended (studies._teardown): "" not yet; deleting:
+    # its deployment's delete operation (delete_op) is under way; archived: not deployed, out of
+    # the graph list, kept as the record of its runs; kept: left deployed (keep_variants);
+    # failed: it could not be torn down and stays listed (teardown_message says why).
+    teardown: Literal["", "deleting", "archived", "kept", "failed"] = ""
+    teardown_message: str = ""

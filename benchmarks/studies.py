@@ -1,7 +1,10 @@
 """A/B studies on a GPU budget: from one graph, variants of other shapes (aggregated, other
 prefill:decode splits) as new graphs, each applied, benchmarked with the same profile and
 undeployed again, one after the other (so that on a small host only one variant runs at a
-time), then one comparison report (reports.py) and a recommendation (sizing.py).
+time), then one comparison report (reports.py) and a recommendation (sizing.py). Once the
+study ends (succeeded, failed or cancelled) its variants are torn down: each one's deployment
+deleted through a normal delete operation, then the graph archived (out of the graph list; its
+runs, revisions and operations kept, since the study's results point at them).
 
 ``study_advance`` is a step function: it reads what the study recorded for its current arm
 (graph created? apply requested? ready? run requested? finished? undeployed?) and does the
@@ -15,6 +18,7 @@ import time
 from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from core.errors import ManifestError, OperationRefused
@@ -105,23 +109,34 @@ def study_cancel(*, study: Study, user: Actor = None) -> Study:
 def study_advance(study_id: int) -> str:
     with transaction.atomic():
         study = Study.objects.select_for_update(of=("self",)).select_related("graph", "requested_by").get(pk=study_id)
-        if study.state not in ACTIVE_STUDY_STATES:
+        if not study.settling:
             return study.state
         arms = study.arm_list
-        if study.cancel_requested_at is not None:
-            outcome = _cancel(study, arms)
-        else:
+        outcome = "done"
+        if study.is_active:
+            if study.cancel_requested_at is not None:
+                outcome = _cancel(study, arms)
+            else:
+                try:
+                    outcome = _step(study, arms)
+                except Exception as exc:
+                    log.exception("study %s failed", study_id)
+                    study.state, study.error = StudyState.FAILED, f"internal error: {exc}"
+                    study.finished_at = timezone.now()
+                    outcome = "done"
+            if study.state == StudyState.PENDING:
+                study.state = StudyState.RUNNING
+            # Ended, however it ended: what it created goes next, in steps of its own.
+            study.teardown_pending = not study.is_active
+        if study.teardown_pending:
             try:
-                outcome = _step(study, arms)
-            except Exception as exc:
-                log.exception("study %s failed", study_id)
-                study.state, study.error = StudyState.FAILED, f"internal error: {exc}"
-                study.finished_at = timezone.now()
-                outcome = "done"
-        if study.state == StudyState.PENDING:
-            study.state = StudyState.RUNNING
+                outcome = _teardown(study, arms)
+            except Exception:  # a variant left as it is must not fail the study's outcome
+                log.exception("teardown of study %s", study_id)
+                outcome = "wait"
+            study.teardown_pending = outcome != "done"
         study.arms = [a.model_dump(mode="json") for a in arms]
-        study.save(update_fields=["state", "arms", "message", "error", "finished_at"])
+        study.save(update_fields=["state", "arms", "message", "error", "finished_at", "teardown_pending"])
         if outcome != "done":
             _schedule(study_id, now=outcome == "next")
     return study.state
@@ -271,22 +286,55 @@ def _cancel(study: Study, arms: list[Arm]) -> str:
             if run is not None and run.is_active:
                 with contextlib.suppress(BenchmarkRefused):
                     benchmark_cancel(run=run, user=study.requested_by)
-        if arm.variant and arm.graph_id and not study.keep_variants:
-            graph = Graph.objects.filter(pk=arm.graph_id).first()
-            dep = Deployment.objects.filter(graph_id=arm.graph_id, active=True).first()
-            if graph is not None and dep is not None and not Operation.objects.filter(
-                    graph=graph, state__in=ACTIVE_STATES).exists():
-                with contextlib.suppress(OperationRefused):
-                    operations.graph_undeploy(graph=graph, user=study.requested_by, via="study")
         if arm.phase not in ("done", "failed"):
             arm.phase, arm.message = "failed", "cancelled"
     study.state, study.finished_at, study.message = StudyState.CANCELLED, timezone.now(), "cancelled"
     return "done"
 
 
+def _teardown(study: Study, arms: list[Arm]) -> str:
+    """After the study ended: each variant's deployment deleted through a normal delete
+    operation (one still applying is waited for), then the graph archived, so that it leaves the
+    graph list while its runs, revisions and operations stay readable. "wait" while a delete
+    is under way; "done" once every variant is archived, kept (keep_variants) or failed."""
+    waiting = False
+    for arm in arms:
+        if not arm.variant or arm.graph_id is None or arm.teardown in ("archived", "kept", "failed"):
+            continue
+        graph = Graph.objects.filter(pk=arm.graph_id).first()
+        if graph is None:
+            arm.teardown, arm.teardown_message = "failed", "its graph was deleted"
+        elif study.keep_variants:
+            arm.teardown, arm.teardown_message = "kept", "left deployed, as the study asked"
+        elif Operation.objects.filter(graph=graph, state__in=ACTIVE_STATES).exists():
+            arm.teardown, waiting = "deleting", True  # our delete, or an apply to wait for
+        elif (dep := Deployment.objects.filter(graph=graph).first()) is not None and dep.active:
+            last = Operation.objects.filter(pk=arm.delete_op).first() if arm.teardown == "deleting" else None
+            if last is not None and last.state == OperationState.FAILED:
+                arm.teardown = "failed"
+                arm.teardown_message = (f"its delete (operation #{last.pk}) failed: {last.result}; "
+                                        "it stays deployed and listed")[:1000]
+                continue
+            try:
+                arm.delete_op = operations.graph_undeploy(graph=graph, user=study.requested_by, via="study").pk
+            except OperationRefused as exc:
+                arm.teardown, arm.teardown_message = "failed", f"its delete was refused: {exc}"[:1000]
+                continue
+            arm.teardown, waiting = "deleting", True
+        else:
+            services.graph_archive(graph=graph, user=study.requested_by, via="study",
+                                   note=f"A/B variant {arm.shape} of {study.graph.name}, torn down when "
+                                        f"study #{study.pk} {study.state}")
+            arm.teardown = "archived"
+            arm.teardown_message = (f"deployment deleted by operation #{arm.delete_op}; graph archived"
+                                    if arm.delete_op else "never deployed; graph archived")
+    return "wait" if waiting else "done"
+
+
 def studies_reconcile() -> dict[str, int]:
     advanced = 0
-    for study_id in Study.objects.filter(state__in=ACTIVE_STUDY_STATES).values_list("pk", flat=True):
+    for study_id in Study.objects.filter(Q(state__in=ACTIVE_STUDY_STATES) | Q(teardown_pending=True)).values_list(
+            "pk", flat=True):
         study_advance(study_id)
         advanced += 1
     return {"studies": advanced}

@@ -212,7 +212,8 @@ def _study_context(study: Study) -> dict:
 @require_safe
 def study_detail(request, pk: int):
     study = get_object_or_404(Study.objects.select_related("graph", "requested_by"), pk=pk)
-    return _page_or_status(request, "benchmarks/study.html", _study_context(study), active=study.is_active)
+    # The page polls until the variants are torn down too, not only until the study ends.
+    return _page_or_status(request, "benchmarks/study.html", _study_context(study), active=study.settling)
 
 
 def _page_or_status(request, template: str, context: dict, *, active: bool) -> HttpResponse:

@@ -293,7 +293,9 @@ KUBERNETES_EXEC_SHM = env_bool("KUBERNETES_EXEC_SHM", False)
 # Jobs (jobs/runner.py): a lease (OPERATION_/BENCHMARK_LEASE_SECONDS) renewed every beat; a dead worker's lapses.
 JOB_HEARTBEAT_SECONDS = float(env("JOB_HEARTBEAT_SECONDS", "5"))
 OPERATION_LEASE_SECONDS = float(env("OPERATION_LEASE_SECONDS", "20"))
-OPERATION_OBSERVE_SECONDS = float(env("OPERATION_OBSERVE_SECONDS", "120"))  # a local scale unseen by then fails
+# A scale succeeds once its runtime is seen running the new count (the local operator, or the
+# cluster's DGD status and pods); unseen by then, it fails saying why. 0: succeed when requested.
+OPERATION_OBSERVE_SECONDS = float(env("OPERATION_OBSERVE_SECONDS", "120"))
 OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))  # fault tests: seconds from claim to work
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,

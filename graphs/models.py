@@ -15,7 +15,11 @@ from jobs.models import Job
 
 
 class Graph(models.Model):
-    """A stored graph definition. Its content lives in revisions; ``head`` is the latest."""
+    """A stored graph definition. Its content lives in revisions; ``head`` is the latest.
+
+    An archived graph is kept only as the record of what something measured (an A/B study's
+    variant, once the study has torn it down): lists leave it out, it cannot be applied again,
+    and its page, revisions, operations and benchmark runs stay readable."""
 
     name = models.CharField(max_length=63, unique=True)
     description = models.CharField(max_length=500, blank=True)
@@ -23,12 +27,18 @@ class Graph(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    archived_at = models.DateTimeField(null=True, blank=True, db_index=True)  # None: a live graph, listed
+    archived_note = models.CharField(max_length=300, blank=True)  # why, in words: "A/B variant of ... study #12"
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def archived(self) -> bool:
+        return self.archived_at is not None
 
 
 def summary_of(spec) -> tuple[str, str, str]:

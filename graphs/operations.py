@@ -32,8 +32,9 @@ from core.findings import Severity
 from core.spec import MAX_REPLICAS, WORKER_ROLES
 from core.validation import validate_spec
 from jobs.dispatch import enqueue
-from jobs.runner import JobRunner
+from jobs.runner import JobFailed, JobRunner
 
+from .diagnosis import diagnose
 from .engines import graph_simulation
 from .models import (
     ACTIVE_STATES,
@@ -96,6 +97,9 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
     """``force``: take fields other field managers own on the cluster (the result names each);
     ``recreate``: delete and recreate the DGD when the revision adds or removes components,
     which the Dynamo operator refuses on an update; ``confirm`` must then be the graph's name."""
+    if graph.archived_at is not None:
+        raise OperationRefused(f"{graph.name} is archived ({graph.archived_note or 'kept as a record'}) and cannot be "
+                               "applied again; create a graph from its revision to run it")
     revision = graph.head if revision_number is None else graph.revisions.filter(number=revision_number).first()
     if revision is None:
         raise OperationRefused(f"{graph.name} has no revision {revision_number}")
@@ -238,6 +242,9 @@ class OperationRunner(JobRunner):
         self.generation = 0  # the row's generation when read: commit adds only this run's bumps
         self.event: tuple[str, str, str] | None = None
         self.awaiting: dict | None = None  # a local scale: what the runtime must be seen running
+        # The cluster took a change: its desired state is recorded even when the operation then
+        # fails (a Kubernetes scale the cluster did not run in time still asks for it there).
+        self.changed = False
 
     def transient(self, exc: BaseException) -> bool:
         return isinstance(exc, RuntimeFailure) and exc.transient
@@ -271,7 +278,7 @@ class OperationRunner(JobRunner):
         return True
 
     def commit(self, state: str, fields: dict) -> None:
-        if state != OperationState.SUCCEEDED or self.deployment is None:
+        if (state != OperationState.SUCCEEDED and not self.changed) or self.deployment is None:
             return
         locked = Deployment.objects.select_for_update().get(pk=self.deployment.pk)
         self.deployment.generation = locked.generation + (self.deployment.generation - self.generation)
@@ -304,13 +311,46 @@ def _execute_change(runner: OperationRunner, op: Operation) -> tuple[str, str]:
     if op.kind == OperationKind.SCALE:
         service, replicas = op.params["service"], int(op.params["replicas"])
         runtime.scale(target=target, spec=spec, service=service, replicas=replicas, deployment=deployment)
-        if runtime.kind == "local" and settings.OPERATION_OBSERVE_SECONDS > 0:  # 0: no local operator observes
-            runner.awaiting = {"service": service, "replicas": replicas}
         runner.event = ("Scaled", service, f"{service} scaled from {op.before.get('replicas')} to {replicas} replicas")
-        return f"{service}: {op.before.get('replicas')} → {replicas} replicas", ""
+        text = f"{service}: {op.before.get('replicas')} → {replicas} replicas"
+        if settings.OPERATION_OBSERVE_SECONDS <= 0:  # 0: nothing observes (no local operator)
+            return text, ""
+        if runtime.kind == "local":
+            runner.awaiting = {"service": service, "replicas": replicas}
+        elif runtime.kind == "kubernetes":
+            runner.changed = True
+            return _kubernetes_scale_seen(runner, runtime, target, spec, deployment, service, replicas, text), ""
+        return text, ""
     runtime.delete(target=target, spec=spec, deployment=deployment)
     runner.event = ("Deleted", graph.name, "delete requested: stopping every pod")
     return "delete requested", ""
+
+
+def _kubernetes_scale_seen(runner: OperationRunner, runtime, target: Target, spec, deployment: Deployment,
+                           service: str, replicas: int, text: str) -> str:
+    """Wait, with no transaction open and the lease kept by the heartbeat, until the cluster
+    runs the new count; else fail saying what was asked, what the cluster shows and why."""
+    timeout = settings.OPERATION_OBSERVE_SECONDS
+    seen = runtime.wait_scaled(target=target, spec=spec, service=service, replicas=replicas, deployment=deployment,
+                               timeout=timeout, stop=runner.heartbeat.lost if runner.heartbeat else None)
+    if seen.done:
+        return f"{text} ({replicas} ready, observed)"
+    message = (f"{service}: asked for {replicas} replica(s) (the DynamoGraphDeployment asks for them now), but "
+               f"after {timeout:g} s (setting OPERATION_OBSERVE_SECONDS) the cluster shows {seen.observed}")
+    reason = _likely_reason(deployment, seen)
+    if reason:
+        message += f". Likely: {reason}"
+    runner.event = ("ScaleNotObserved", service, message, "Warning")
+    raise JobFailed(message)
+
+
+def _likely_reason(deployment: Deployment, seen) -> str:
+    """Why a pool does not reach its count: the product's diagnosis of its pods (no GPU free,
+    an image that cannot be pulled, a crash loop), else the DGD's Ready condition."""
+    found = [d for d in diagnose(deployment, seen.pods) if d.severity == "error"]
+    if found:
+        return f"{found[0].title}: {found[0].detail}" + (f" {found[0].fix}" if found[0].fix else "")
+    return seen.condition
 
 
 def _execute_apply(runner: OperationRunner, op: Operation) -> tuple[str, str]:

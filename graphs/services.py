@@ -7,6 +7,7 @@ import difflib
 from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from audit.services import audit_record
 from core.dgd.convert import conversion_losses, losses_message
@@ -162,6 +163,22 @@ def graph_delete(*, graph: Graph, user: Actor = None, via: str = "ui", with_benc
 
 class LossyConversion(Refused):
     """Rendering a revision in the other API version would drop fields it has no place for."""
+
+
+@transaction.atomic
+def graph_archive(*, graph: Graph, note: str, user: Actor = None, via: str = "ui") -> Graph:
+    """Retire a graph that is only kept as a record (an A/B study's variant): out of the lists,
+    never applied again; everything it recorded stays. Refused while it is deployed: what runs
+    must stay in sight."""
+    deployment = Deployment.objects.filter(graph=graph).first()
+    if deployment is not None and deployment.active:
+        raise Refused(f"{graph.name} is deployed: delete its deployment before archiving it")
+    if graph.archived_at is None:
+        Graph.objects.filter(pk=graph.pk).update(archived_at=timezone.now(), archived_note=note[:300])
+        graph.refresh_from_db(fields=["archived_at", "archived_note"])
+        audit_record(actor=user, via=via, action="graph.archive", target_type="graph", target=graph.name,
+                     message=note[:300])
+    return graph
 
 
 def revision_manifest(revision: Revision, api_version: str | None = None, dynamo_version: str | None = None) -> dict:

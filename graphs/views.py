@@ -46,7 +46,9 @@ def _api_version(request, default: str = V1BETA1) -> str:
 @require_safe
 def graph_list(request):
     query = request.GET.get("q", "").strip()
-    page = Paginator(graph_list_rows(query), 50).get_page(request.GET.get("page"))
+    # Archived graphs (A/B study variants a study has torn down) are a list of their own.
+    archived = request.GET.get("archived") == "1"
+    page = Paginator(graph_list_rows(query, archived=archived), 50).get_page(request.GET.get("page"))
     # "Updated ... ago" is shown to the minute: the rows are rendered once per minute and input.
     now = timezone.now().replace(second=0, microsecond=0)
     can_operate = user_role(request.user) >= Role.OPERATOR
@@ -60,7 +62,7 @@ def graph_list(request):
 
     rows_html = fragments.render("graphs-list-rows", (can_operate, now, rows), produce)
     return render(request, "graphs/list.html", {"rows_html": rows_html, "page": page, "query": query,
-                                                "templates": TEMPLATES.values()})
+                                                "archived": archived, "templates": TEMPLATES.values()})
 
 
 @role_required(Role.OPERATOR)

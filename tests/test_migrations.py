@@ -42,3 +42,21 @@ def test_a_deployments_cluster_name_becomes_its_cluster_key_and_back():
 def _leaves() -> list[tuple[str, str]]:
     executor = MigrationExecutor(connection)
     return list(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_studies_that_ended_and_did_not_keep_their_variants_are_marked_for_teardown():
+    old = _migrate([("benchmarks", "0003_one_active_run_per_graph_from_the_job_model"),
+                    ("graphs", "0008_graph_archived")])
+    Graph, Study = old.get_model("graphs", "Graph"), old.get_model("benchmarks", "Study")
+    made = {}
+    for name, state, keep in (("ok", "succeeded", False), ("bad", "failed", False), ("stop", "cancelled", False),
+                              ("kept", "succeeded", True), ("busy", "running", False)):
+        made[name] = Study.objects.create(graph=Graph.objects.create(name=name), profile="custom", params={},
+                                          state=state, keep_variants=keep).pk
+    try:
+        new = _migrate([("benchmarks", "0004_study_teardown")]).get_model("benchmarks", "Study")
+        marked = {name for name, pk in made.items() if new.objects.get(pk=pk).teardown_pending}
+        assert marked == {"ok", "bad", "stop"}  # not what keeps its variants, not what still runs
+    finally:
+        _migrate(_leaves())

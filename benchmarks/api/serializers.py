@@ -124,7 +124,8 @@ class StudySerializer(serializers.ModelSerializer):
     class Meta:
         model = Study
         fields = ["id", "graph", "profile", "params", "arms", "keep_variants", "state", "message", "error",
-                  "requested_by", "via", "cancel_requested_at", "created_at", "finished_at", "runs"]
+                  "requested_by", "via", "cancel_requested_at", "created_at", "finished_at", "teardown_pending",
+                  "runs"]
         read_only_fields = fields
 
 

@@ -140,7 +140,9 @@ class GraphSerializer(serializers.ModelSerializer):
     class Meta:
         model = Graph
         fields = ["name", "url", "description", "revision", "model", "backend", "dynamo_version", "state",
-                  "created_at", "updated_at"]
+                  "created_at", "updated_at", "archived_at", "archived_note"]
+        # Set only by graphs.services.graph_archive (an A/B study tearing down its variant).
+        read_only_fields = ["archived_at", "archived_note"]
         list_serializer_class = GraphListSerializer
 
     def _head_spec(self, obj) -> dict:

@@ -69,7 +69,8 @@ class GraphViewSet(viewsets.ModelViewSet):
 
     def get_queryset(self):
         if self.action == "list":
-            return graph_summaries()
+            # ?archived=true: the archived graphs (A/B study variants a study tore down) instead.
+            return graph_summaries(archived=self.request.query_params.get("archived") in ("true", "1"))
         return Graph.objects.select_related("head", "deployment").order_by("name")
 
     def get_serializer_class(self):
@@ -79,6 +80,12 @@ class GraphViewSet(viewsets.ModelViewSet):
     def _spec_response(self, graph, code=status.HTTP_200_OK):
         graph = self.get_queryset().get(pk=graph.pk)
         return Response(s.GraphDetailSerializer(graph, context=self.get_serializer_context()).data, status=code)
+
+    @extend_schema(parameters=[OpenApiParameter(
+        "archived", bool, description="List the archived graphs (A/B study variants their study tore down) "
+        "instead of the live ones.")])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
 
     @extend_schema(request=s.GraphCreateSerializer, responses={201: s.GraphDetailSerializer})
     def create(self, request, *args, **kwargs):

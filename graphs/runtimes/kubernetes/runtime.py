@@ -5,7 +5,8 @@
   forced); a server-side dry run (``dryRun=All``) previews it as a diff against the live object.
 * scale: through the pool's DynamoGraphDeploymentScalingAdapter ``/scale`` when it exists,
   else a patch of the DGD (v1beta1: a JSON patch whose ``test`` op pins the list index to the
-  component's name; v1alpha1: a merge patch of ``spec.services.<name>.replicas``).
+  component's name; v1alpha1: a merge patch of ``spec.services.<name>.replicas``); then the
+  operation waits until the cluster runs the new count (scaled.py).
 * delete: the DGD (the operator garbage-collects the rest); already gone is success.
 
 Every cluster call goes through the adapter in kubernetes.py; the status cache is fed by the
@@ -39,7 +40,7 @@ from core.specio import dump_yaml
 
 from ...models import GraphState
 from ..base import ApplyResult, Target
-from . import gateway
+from . import gateway, scaled
 
 _CONFLICT_WITH = re.compile(r'conflict with "([^"]+)"')
 _NOISE_METADATA = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink")
@@ -286,6 +287,13 @@ class KubernetesRuntime:
         overrides[service] = replicas
         deployment.replicas = overrides
         deployment.generation += 1
+
+    def wait_scaled(self, *, target: Target, spec, service: str, replicas: int, deployment, timeout: float,
+                    stop=None) -> scaled.PoolSeen:
+        """After :meth:`scale`: wait until the cluster runs ``replicas`` of ``service``
+        (scaled.wait_scaled); the last look."""
+        return scaled.wait_scaled(target=target, name=_dgd_name(deployment, spec), api_version=deployment.api_version,
+                                  service=service, replicas=replicas, timeout=timeout, stop=stop)
 
     def _patch_dgd_replicas(self, kube: KubeClient, api_version: str, namespace: str, name: str, service: str,
                             replicas: int, what: str) -> None:

@@ -14,7 +14,7 @@ from core.spec import Service
 from graphs.forms import TemplateForm
 from graphs.models import Graph
 
-from .test_pages import form_data
+from .test_pages import form_data, make_graph
 
 BAD_VALUES = [
     ("replicas", -1, "Ensure this value is greater than or equal to 0."),
@@ -81,3 +81,11 @@ def test_code_that_builds_a_pool_gets_the_same_check(field, value, message):
 def test_a_manifest_value_is_judged_by_the_same_rule(field, value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         Service(name="decode", role="decode", **{field: value})
+
+
+def test_scaling_through_the_api_checks_replicas_with_the_pools_own_check(api_for):
+    make_graph("alpha")
+    response = api_for("operator").post("/api/graphs/alpha/scale/", {"service": "decode", "replicas": 513},
+                                        format="json")
+    assert response.status_code == 400
+    assert response.json() == {"replicas": ["Ensure this value is less than or equal to 512."]}

@@ -11,7 +11,7 @@ from core.catalog import TEMPLATES
 from core.dgd.render import normalise_api_version
 from core.errors import ManifestError
 from core.facts import ROUTER_MODES, DynamoVersion
-from core.pool import POOL_FIELDS, PoolField
+from core.pool import FIELD, POOL_FIELDS, PoolField
 from core.specio import spec_from_data
 
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
@@ -206,8 +206,9 @@ class _PoolValue:
 
     def __init__(self, pool_field: PoolField, **kwargs):
         self.pool_field = pool_field
-        super().__init__(default=pool_field.default, help_text=pool_field.help_text or None,
-                         validators=[self._check], **kwargs)
+        if not kwargs.get("required"):
+            kwargs["default"] = pool_field.default
+        super().__init__(help_text=pool_field.help_text or None, validators=[self._check], **kwargs)
 
     def _check(self, value):
         try:
@@ -234,8 +235,9 @@ class PoolValueSchema(OpenApiSerializerFieldExtension):
 
 
 class PoolSerializer(serializers.Serializer):
-    """A pool of a template: its fields are core.pool's POOL_FIELDS."""
+    """A worker pool of the template: omitted fields take their defaults."""
 
+    # The fields are core.pool's, the same ones the create form is made from.
     def get_fields(self):
         return {f.name: PoolIntegerField(f) if f.is_integer else PoolTextField(f) for f in POOL_FIELDS}
 
@@ -421,5 +423,5 @@ class ApplySerializer(serializers.Serializer):
 
 class ScaleSerializer(serializers.Serializer):
     service = serializers.CharField(max_length=63)
-    replicas = serializers.IntegerField(min_value=0, max_value=512)
+    replicas = PoolIntegerField(FIELD["replicas"], required=True)
     force = serializers.BooleanField(default=False)  # scale a pool Dynamo's Planner manages anyway

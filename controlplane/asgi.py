@@ -5,7 +5,7 @@ everything else through it.
 * ``/api/playground/{graph}/v1/...``, the OpenAI endpoint: playground.asgi (why: see there).
 * ``/api/gateway/authorize/{graph}/...``, what a cluster's gateway asks before it passes a
   request to a graph's frontend: playground.authorize.
-* ``/metrics``, the control plane's own Prometheus metrics: controlplane.telemetry.exposition.
+* ``/metrics``, the control plane's own Prometheus metrics: telemetry.exposition.
 
 Everything else (pages, the REST API, static files) is Django through its WSGI handler, run
 in a fixed pool of threads by a2wsgi. Every view of the product is synchronous, and Django's
@@ -55,9 +55,9 @@ def _waits(scope) -> bool:
         return any(name == b"hx-request" for name, _ in scope["headers"])
     return WAITING.match(path) is not None
 
-from controlplane.telemetry import exposition  # noqa: E402  (after Django is set up)
 from playground import asgi as playground_asgi  # noqa: E402
 from playground import authorize  # noqa: E402
+from telemetry import exposition  # noqa: E402  (after Django is set up)
 
 
 async def _lifespan(receive, send) -> None:

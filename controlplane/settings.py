@@ -366,7 +366,7 @@ PLAYGROUND_CONVERSATIONS_MAX = int(env("PLAYGROUND_CONVERSATIONS_MAX", "200"))
 PLAYGROUND_CONVERSATION_BYTES = int(env("PLAYGROUND_CONVERSATION_BYTES", str(20 * 1024 * 1024)))
 PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE = int(env("PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE", "30"))
 
-# The control plane's own metrics (GET /metrics, controlplane/telemetry): every process writes
+# The control plane's own metrics (GET /metrics, telemetry/): every process writes
 # its values under this folder (prometheus-client's multiprocess mode; `manage.py up` empties
 # it at start). With METRICS_TOKEN set a scrape must send it as a bearer token; without it,
 # only loopback clients are answered.

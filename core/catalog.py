@@ -3,12 +3,12 @@ from a few operator-facing fields; command lines come from the chosen Dynamo ver
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 
 from core.dgd.commandline import build_frontend_command, build_worker_command
 from core.facts import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
 from core.planner import PlannerSettings, graph_mode, planner_args
+from core.pool import PoolFields, split_engine_args
 from core.spec import GraphSpec, Service
 from core.specio import spec_from_data
 
@@ -54,23 +54,6 @@ TEMPLATES = {
                  "local runtime, with vLLM-like timing.", "mocker", True, "Qwen/Qwen3-0.6B", 0),
     ]
 }
-
-
-@dataclass
-class PoolFields:
-    replicas: int = 1
-    gpus: int = 1
-    shared_memory: str = "16Gi"
-    image: str = ""
-    engine_args: str = ""  # as typed in the form; split like a shell would
-    hf_token_secret: str = "hf-token-secret"
-
-
-def split_engine_args(text: str) -> list[str]:
-    try:
-        return shlex.split(text or "")
-    except ValueError as exc:
-        raise ValueError(f"engine arguments cannot be parsed: {exc}") from None
 
 
 def build_spec(

@@ -35,6 +35,9 @@ COMPONENT_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$")
 QUANTITY = re.compile(
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
+# What an API client can check before sending a size that must not be negative.
+QUANTITY_NOT_NEGATIVE = (r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+                         r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
 _QUANTITY_SUFFIX = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
     "n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
@@ -50,6 +53,22 @@ def quantity_bytes(value: str | int | float) -> float:
     if not match or match.group(2) not in _QUANTITY_SUFFIX:
         raise ValueError(f"{text!r} is not a Kubernetes quantity (e.g. 16Gi, 512Mi)")
     return float(match.group(1)) * _QUANTITY_SUFFIX[match.group(2)]
+
+
+def check_shared_memory(value: str) -> str:
+    """A /dev/shm size: a Kubernetes quantity, not negative ("0": no shared memory). Raises
+    ValueError; QUANTITY_NOT_NEGATIVE says the same to API clients."""
+    value = value.strip()
+    if quantity_bytes(value) < 0 or value.startswith("-"):
+        raise ValueError("shared memory cannot be negative")
+    return value
+
+
+def check_secret_name(value: str) -> str:
+    """The name of a Secret: a DNS-1123 subdomain, as the API server requires. Raises ValueError."""
+    if len(value) > 253 or not DNS1123_SUBDOMAIN.match(value):
+        raise ValueError(f"secret name {value!r} is not a valid Kubernetes name")
+    return value
 
 
 def check_dns_label(value: str, what: str = "name") -> str:
@@ -123,21 +142,12 @@ class Service(BaseModel):
     @field_validator("shared_memory")
     @classmethod
     def _shm(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        value = str(value).strip()
-        if quantity_bytes(value) < 0:
-            raise ValueError("shared memory cannot be negative")
-        return value
+        return None if value is None else check_shared_memory(str(value))
 
     @field_validator("hf_token_secret")
     @classmethod
     def _secret(cls, value: str | None) -> str | None:
-        if value in (None, ""):
-            return None
-        if len(value) > 253 or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", value):
-            raise ValueError(f"secret name {value!r} is not a valid Kubernetes name")
-        return value
+        return None if value in (None, "") else check_secret_name(value)
 
     @property
     def is_worker(self) -> bool:

@@ -9,7 +9,27 @@ from pydantic import ValidationError
 from core.catalog import TEMPLATES
 from core.facts import KNOWN_RELEASES, LATEST, DynamoVersion
 from core.planner import TARGETS, PlannerSettings
-from core.spec import MAX_GPUS_PER_REPLICA, MAX_REPLICAS, quantity_bytes
+from core.pool import POOL_FIELDS, PoolField, PoolFields
+from core.spec import MAX_REPLICAS
+
+
+def pool_form_field(field: PoolField) -> forms.Field:
+    """The form field of a pool field: Django reads the number or the text, the pool field's
+    own check judges it (an integer is required; text may be left blank)."""
+
+    def check(value):
+        try:
+            field.check(value)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    common = {"label": field.label, "initial": field.default, "help_text": field.help_text, "validators": [check]}
+    if field.is_integer:
+        bounds = {"min": field.minimum, "max": field.maximum}
+        return forms.IntegerField(widget=forms.NumberInput({k: v for k, v in bounds.items() if v is not None}),
+                                  **common)
+    attrs = {} if field.max_length is None else {"maxlength": field.max_length}
+    return forms.CharField(required=False, widget=forms.TextInput(attrs), **common)
 
 
 class TemplateForm(forms.Form):
@@ -36,18 +56,8 @@ class TemplateForm(forms.Form):
         tpl = TEMPLATES.get(key) or TEMPLATES["vllm-disagg"]
         self.pools = ("prefill", "decode") if tpl.disaggregated else ("decode",)
         for pool in self.pools:
-            self.fields[f"{pool}_replicas"] = forms.IntegerField(min_value=0, max_value=MAX_REPLICAS, initial=1,
-                                                                 label="Replicas")
-            self.fields[f"{pool}_gpus"] = forms.IntegerField(min_value=0, max_value=MAX_GPUS_PER_REPLICA, initial=1,
-                                                             label="GPUs per replica")
-            self.fields[f"{pool}_shared_memory"] = forms.CharField(max_length=20, initial="16Gi", required=False,
-                                                                   label="Shared memory (/dev/shm)")
-            self.fields[f"{pool}_image"] = forms.CharField(max_length=300, required=False, label="Image",
-                                                           help_text="Default: NVIDIA's runtime image of the release")
-            self.fields[f"{pool}_engine_args"] = forms.CharField(max_length=2000, required=False,
-                                                                 label="Engine arguments")
-            self.fields[f"{pool}_hf_token_secret"] = forms.CharField(max_length=253, initial="hf-token-secret",
-                                                                     required=False, label="HF token Secret")
+            for field in POOL_FIELDS:
+                self.fields[f"{pool}_{field.name}"] = pool_form_field(field)
 
         self.fields["planner_enabled"] = forms.BooleanField(
             required=False, label="Add Dynamo's Planner",
@@ -108,28 +118,11 @@ class TemplateForm(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
-    def clean(self):
-        data = super().clean()
-        for pool in self.pools:
-            size = data.get(f"{pool}_shared_memory")
-            if size:
-                try:
-                    quantity_bytes(size)
-                except ValueError as exc:
-                    self.add_error(f"{pool}_shared_memory", str(exc))
-        return data
-
-    def pool(self, name: str):
+    def pool(self, name: str) -> PoolFields | None:
         """The pool's fields, or None for a pool the template does not have."""
-        from core.catalog import PoolFields
-
         if name not in self.pools:
             return None
-        d = self.cleaned_data
-        return PoolFields(replicas=d[f"{name}_replicas"], gpus=d[f"{name}_gpus"],
-                          shared_memory=d.get(f"{name}_shared_memory") or "", image=d.get(f"{name}_image") or "",
-                          engine_args=d.get(f"{name}_engine_args") or "",
-                          hf_token_secret=d.get(f"{name}_hf_token_secret") or "")
+        return PoolFields(**{f.name: self.cleaned_data[f"{name}_{f.name}"] for f in POOL_FIELDS})
 
     releases = KNOWN_RELEASES
 

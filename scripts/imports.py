@@ -47,8 +47,8 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("interfaces", "tasks", ("graphs.tasks", "clusters.tasks", "benchmarks.tasks", "repos.tasks", "sizing.tasks")),
     ("wiring", "controlplane", ("controlplane",)),
     ("core", "definition", (
-        "core.facts", "core.spec", "core.specio", "core.schema", "core.catalog", "core.findings", "core.errors",
-        "core.untrusted")),
+        "core.facts", "core.spec", "core.specio", "core.schema", "core.catalog", "core.pool", "core.findings",
+        "core.errors", "core.untrusted")),
     ("core", "manifest", ("core.dgd", "core.validation", "core.checks", "core.planner")),
     ("base", "accounts", ("accounts",)),
     ("base", "telemetry", ("telemetry",)),

@@ -56,7 +56,8 @@ _GPU_COUNT = st.one_of(st.integers(0, 8).map(str), st.sampled_from(["01", "08", 
 _SHM = st.one_of(
     st.from_regex(r"\A[1-9][0-9]{0,3}(Ki|Mi|Gi|M|G)?\Z"), st.integers(1, 2**36), st.sampled_from(["1.5Gi", "16Gi"])
 )
-_SECRET = st.from_regex(r"\A[a-z0-9]([-a-z0-9.]{0,14}[a-z0-9])?\Z")
+# A Secret's name is a DNS-1123 subdomain (the API server refuses any other Secret).
+_SECRET = st.from_regex(r"\A[a-z0-9]([-a-z0-9]{0,6}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,5}[a-z0-9])?)?\Z")
 # Images and command lines as Dynamo's templates write them, in both release eras and both
 # forms (exec and sh -c), with the role flags each release spells differently.
 _IMAGE = st.one_of(

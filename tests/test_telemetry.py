@@ -79,7 +79,7 @@ def test_every_metric_the_dashboard_uses_is_exposed(routed_server, world):
 
 
 def test_without_a_token_only_loopback_clients_may_scrape():
-    from controlplane.telemetry.exposition import refusal
+    from telemetry.exposition import refusal
 
     assert refusal({"client": ("127.0.0.1", 5000)}, {}) is None
     assert refusal({"client": ("::1", 5000)}, {}) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -10,17 +11,13 @@ from core.catalog import TEMPLATES
 from core.dgd.render import normalise_api_version
 from core.errors import ManifestError
 from core.facts import ROUTER_MODES, DynamoVersion
+from core.pool import FIELD, POOL_FIELDS, PoolField
 from core.specio import spec_from_data
 
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
 
 # What the schema can say about a name and a release (the server checks the rest).
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-SHELL_WORDS = r"""^(?:[^'"\\]|\\[\s\S]|'[^']*'|"(?:[^"\\]|\\[\s\S])*")*$"""
-# A Kubernetes resource quantity (apimachinery's regular expression), not negative.
-QUANTITY = (r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
-            r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
-SECRET_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # a DNS-1123 subdomain
 NAME_MESSAGE = "must be a Kubernetes name: lower-case letters, digits and '-', starting and ending alphanumeric"
 VERSION_MESSAGE = "must be a Dynamo release MAJOR.MINOR.PATCH, e.g. 1.6.1"
 DYNAMO_VERSION = r"^v?\d{1,4}\.\d{1,4}\.\d{1,4}$"
@@ -205,17 +202,46 @@ class GraphUpdateSerializer(serializers.Serializer):
                                                  help_text="Refuse with 409 if the graph moved past this revision.")
 
 
+class _PoolValue:
+    """A field of core.pool in the API: DRF reads the number or the string, the pool field's own
+    check judges it, and the schema says what the pool field declares (PoolValueSchema)."""
+
+    def __init__(self, pool_field: PoolField, **kwargs):
+        self.pool_field = pool_field
+        if not kwargs.get("required"):
+            kwargs["default"] = pool_field.default
+        super().__init__(help_text=pool_field.help_text or None, validators=[self._check], **kwargs)
+
+    def _check(self, value):
+        try:
+            self.pool_field.check(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
+
+
+class PoolIntegerField(_PoolValue, serializers.IntegerField):
+    pass
+
+
+class PoolTextField(_PoolValue, serializers.CharField):
+    def __init__(self, pool_field: PoolField):
+        super().__init__(pool_field, allow_blank=True)
+
+
+class PoolValueSchema(OpenApiSerializerFieldExtension):
+    target_class = _PoolValue
+    match_subclasses = True
+
+    def map_serializer_field(self, auto_schema, direction):
+        return self.target.pool_field.json_schema()
+
+
 class PoolSerializer(serializers.Serializer):
-    replicas = serializers.IntegerField(min_value=0, max_value=512, default=1)
-    gpus = serializers.IntegerField(min_value=0, max_value=64, default=1)
-    shared_memory = serializers.RegexField(QUANTITY, max_length=20, allow_blank=True, default="16Gi", error_messages={
-        "invalid": "must be a Kubernetes quantity, e.g. 16Gi or 512Mi"})
-    image = serializers.CharField(max_length=300, allow_blank=True, default="")
-    # Shell words (shlex): every quote closed, no trailing backslash.
-    engine_args = serializers.RegexField(SHELL_WORDS, max_length=2000, allow_blank=True, default="", error_messages={
-        "invalid": "cannot be split into shell words: a quote is not closed, or a backslash ends it"})
-    hf_token_secret = serializers.RegexField(SECRET_NAME, max_length=253, allow_blank=True, default="hf-token-secret",
-                                             error_messages={"invalid": "must be a Kubernetes Secret name"})
+    """A worker pool of the template: omitted fields take their defaults."""
+
+    # The fields are core.pool's, the same ones the create form is made from.
+    def get_fields(self):
+        return {f.name: PoolIntegerField(f) if f.is_integer else PoolTextField(f) for f in POOL_FIELDS}
 
     def to_internal_value(self, data):
         unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
@@ -399,5 +425,5 @@ class ApplySerializer(serializers.Serializer):
 
 class ScaleSerializer(serializers.Serializer):
     service = serializers.CharField(max_length=63)
-    replicas = serializers.IntegerField(min_value=0, max_value=512)
+    replicas = PoolIntegerField(FIELD["replicas"], required=True)
     force = serializers.BooleanField(default=False)  # scale a pool Dynamo's Planner manages anyway

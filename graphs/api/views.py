@@ -16,10 +16,11 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from accounts.roles import Role
-from core.catalog import TEMPLATES, PoolFields, build_spec
+from core.catalog import TEMPLATES, build_spec
 from core.errors import ManifestError
 from core.facts import DEFAULT_ROUTER_MODE
 from core.planner import PlannerSettings
+from core.pool import PoolFields
 from core.specio import dump_yaml, load_yaml
 from core.untrusted import query_int
 from core.validation import validate_manifest

@@ -9,7 +9,8 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from core.catalog import PoolFields, build_spec
+from core.catalog import build_spec
+from core.pool import PoolFields
 from core.specio import load_yaml
 from graphs import services
 from graphs.models import Graph

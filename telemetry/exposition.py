@@ -23,7 +23,7 @@ from django.conf import settings
 
 from telemetry import instruments  # (sets PROMETHEUS_MULTIPROC_DIR before prometheus_client loads)
 
-from .collector import StateCollector
+from .scrape import StateCollector
 
 LOOPBACK = ("127.0.0.1", "::1")
 _LIVE_FILE = re.compile(r"^gauge_live\w+_(\d+)\.db$")

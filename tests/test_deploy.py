@@ -39,6 +39,7 @@ IMAGE = "dynamo-control-plane"  # the image name in the base, before an overlay 
 SERVICE_ACCOUNT = "dynamo-control-plane"
 SECRET_VOLUME_SECRET = "controlplane-secrets"
 HF_TOKEN_SECRET = "hf-token-secret"  # a Secret's name, not a secret
+GATEWAY_GRANTS = "dynamo-control-plane-gateway-grants"  # the Role for ReferenceGrants in the control plane's namespace
 READ = frozenset({"get", "list", "watch"})
 
 # What the control plane does in a namespace graphs may use, and nothing more:
@@ -47,6 +48,10 @@ EXPECTED_ROLE = {
     ("nvidia.com", "dynamographdeployments", ()): {"get", "list", "watch", "create", "patch", "update", "delete"},
     ("nvidia.com", "dynamographdeploymentscalingadapters", ()): {"get", "list", "watch"},
     ("nvidia.com", "dynamographdeploymentscalingadapters/scale", ()): {"get", "patch", "update"},
+    ("nvidia.com", "dynamographdeploymentrequests", ()): {"get", "create", "patch"},
+    ("gateway.networking.k8s.io", "httproutes", ()): {"create", "patch"},
+    ("gateway.envoyproxy.io", "securitypolicies", ()): {"create", "patch"},
+    ("networking.k8s.io", "ingresses", ()): {"create", "patch"},
     ("", "pods", ()): {"get", "list", "watch"},
     ("", "pods/log", ()): {"get"},
     ("", "events", ()): {"get", "list", "watch"},
@@ -309,7 +314,7 @@ def test_graph_namespace_roles_are_exactly_what_the_product_does(overlay):
 
     assert (GROUP, DGD, DGDSA, PRODUCT_SECRET) == (
         "nvidia.com", "dynamographdeployments", "dynamographdeploymentscalingadapters", HF_TOKEN_SECRET)
-    roles = of_kind(render(overlay), "Role")
+    roles = [r for r in of_kind(render(overlay), "Role") if r["metadata"]["name"] != GATEWAY_GRANTS]
     assert roles, "no namespace for graphs"
     for role in roles:
         assert role["metadata"]["name"] == SERVICE_ACCOUNT
@@ -317,6 +322,35 @@ def test_graph_namespace_roles_are_exactly_what_the_product_does(overlay):
         assert rules == EXPECTED_ROLE, role["metadata"]["namespace"]
         assert rules[(GROUP, f"{DGDSA}/scale", ())] >= {"patch"}, "scaling goes through the adapters' /scale"
         assert rules[("", "pods/log", ())] == {"get"}, "crash logs are read"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_kind_the_product_applies_beside_a_graph_is_granted_where_it_goes(overlay):
+    """Server-side apply of a new object is authorized as create, of an existing one as patch
+    (Kubernetes' API concepts, "Patch and apply"): each kind the product applies gets both, in the
+    namespace it goes to. The gateway objects are rendered from a real exposure."""
+    from graphs.runtimes.kubernetes import gateway
+    from sizing.clusters import PLURAL as DGDR
+
+    exposure = gateway.Exposure(host="m.example.com", gateway_name="gw", gateway_namespace="infra",
+                                ingress_class="nginx", controlplane_namespace="dynamo-control-plane")
+    objects = gateway.gateway_objects(graph="g", dgd_name="g", namespace="dynamo-demo", frontend="Frontend",
+                                      exposure=exposure)
+    assert {o["kind"] for o in objects} == {"HTTPRoute", "SecurityPolicy", "ReferenceGrant", "Ingress"}
+    rendered = render(overlay)
+    roles = {(r["metadata"].get("namespace"), r["metadata"]["name"]): normalized_rules(r)
+             for r in of_kind(rendered, "Role")}
+    bound = {(b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in of_kind(rendered, "RoleBinding")
+             if any(s["name"] == SERVICE_ACCOUNT for s in b["subjects"])}
+    for obj in objects:
+        group = obj["apiVersion"].rsplit("/", 1)[0] if "/" in obj["apiVersion"] else ""
+        namespace = "dynamo-control-plane" if obj["kind"] == "ReferenceGrant" else "dynamo-demo"
+        granted = set().union(*(rules.get((group, gateway.PLURALS[obj["kind"]], ()), set())
+                                for (ns, name), rules in roles.items() if ns == namespace and (ns, name) in bound))
+        assert {"create", "patch"} <= granted, (obj["kind"], namespace)
+    for (ns, name), rules in roles.items():
+        if name == SERVICE_ACCOUNT:
+            assert {"get", "create", "patch"} <= rules[("nvidia.com", DGDR, ())], ns
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -345,7 +379,8 @@ def test_bindings_tie_the_roles_to_the_control_planes_service_account(overlay):
         bound.add((ref["kind"], namespace, ref["name"]))
     for role in present(of_kind(objects, "Role", "ClusterRole"), "Role or ClusterRole"):
         assert (role["kind"], role["metadata"].get("namespace"), role["metadata"]["name"]) in bound
-    graph_namespaces = {r["metadata"]["namespace"] for r in of_kind(objects, "Role")}
+    graph_namespaces = {r["metadata"]["namespace"] for r in of_kind(objects, "Role")
+                        if r["metadata"]["name"] != GATEWAY_GRANTS}
     assert account["metadata"]["namespace"] not in graph_namespaces, "graphs run outside the control plane's namespace"
 
 

@@ -40,7 +40,7 @@ from django.contrib.auth.models import User
 from clusters.models import Cluster
 from graphs import operations, services
 from core.catalog import PoolFields, build_spec
-from playground.services import policy_set
+from endpoint.services import policy_set
 pool = PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret="")
 local = services.graph_create(spec=build_spec(template="mocker-disagg", name="fl", model="bench-model",
                                               backend="mocker", prefill=pool, decode=pool))

@@ -68,7 +68,7 @@ SETUP = """
 from django.contrib.auth.models import User
 from accounts.tokens import token_create
 from graphs.models import Deployment
-from playground.services import api_limit_set
+from endpoint.services import api_limit_set
 admin = User.objects.get(username="admin")
 api_limit_set(user=admin, requests_per_minute=1000000, concurrent_streams=1000, via="cli")
 d = Deployment.objects.get(graph__name="demo")

@@ -10,13 +10,13 @@ from accounts.api import urls as accounts_api
 from audit.api import urls as audit_api
 from benchmarks.api import urls as benchmarks_api
 from clusters.api import urls as clusters_api
+from endpoint.api import urls as endpoint_api
 from graphs.api import urls as graphs_api
 from metrics.api import urls as metrics_api
-from playground.api import urls as playground_api
 from repos.api import urls as repos_api
 from sizing.api import urls as sizing_api
 
-APPS = (graphs_api, clusters_api, benchmarks_api, metrics_api, playground_api, repos_api, sizing_api, accounts_api,
+APPS = (graphs_api, clusters_api, benchmarks_api, metrics_api, endpoint_api, repos_api, sizing_api, accounts_api,
         audit_api)
 
 app_name = "api"

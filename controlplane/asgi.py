@@ -2,9 +2,9 @@
 Dockerfile, deploy/kustomize): two paths outside Django's request handling and middleware,
 everything else through it.
 
-* ``/api/playground/{graph}/v1/...``, the OpenAI endpoint: playground.asgi (why: see there).
+* ``/api/playground/{graph}/v1/...``, the OpenAI endpoint: endpoint.asgi (why: see there).
 * ``/api/gateway/authorize/{graph}/...``, what a cluster's gateway asks before it passes a
-  request to a graph's frontend: playground.authorize.
+  request to a graph's frontend: endpoint.authorize.
 * ``/metrics``, the control plane's own Prometheus metrics: telemetry.exposition.
 
 Everything else (pages, the REST API, static files) is Django through its WSGI handler, run
@@ -25,7 +25,7 @@ pool of their own (``WEB_WAITING_THREADS``, 8), so that a slow Prometheus or cli
 up the pages.
 
 ``django_application`` is plain Django under its ASGI handler (the same paths then go through
-playground.proxy's views): for tests, and for comparing the two in bench/proxy.py."""
+endpoint.proxy's views): for tests, and for comparing the two in bench/proxy.py."""
 
 import gc
 import os
@@ -55,14 +55,14 @@ def _waits(scope) -> bool:
         return any(name == b"hx-request" for name, _ in scope["headers"])
     return WAITING.match(path) is not None
 
-from playground import asgi as playground_asgi  # noqa: E402
-from playground import authorize  # noqa: E402
+from endpoint import asgi as endpoint_asgi  # noqa: E402
+from endpoint import authorize  # noqa: E402
 from telemetry import exposition  # noqa: E402  (after Django is set up)
 
 
 async def _lifespan(receive, send) -> None:
     """Startup needs nothing; shutdown closes the OpenAI endpoint's pooled upstream connections."""
-    from playground import upstream
+    from endpoint import upstream
 
     while True:
         message = await receive()
@@ -81,14 +81,14 @@ async def application(scope, receive, send):
     if scope["type"] == "http":
         path = scope["path"]
         if path.startswith("/api/playground/"):
-            found = playground_asgi.match(path)
+            found = endpoint_asgi.match(path)
             if found is not None:
-                await playground_asgi.serve(scope, receive, send, found)
+                await endpoint_asgi.serve(scope, receive, send, found)
                 return
-            if await playground_asgi.not_served(scope, receive, send):
+            if await endpoint_asgi.not_served(scope, receive, send):
                 return
         elif path.startswith("/api/gateway/authorize/") and (found := authorize.match(path)) is not None:
-            await playground_asgi.serve_authorize(scope, receive, send, found)
+            await endpoint_asgi.serve_authorize(scope, receive, send, found)
             return
         elif path == "/metrics":
             await exposition.serve(scope, receive, send)

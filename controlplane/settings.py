@@ -43,7 +43,7 @@ INSTALLED_APPS = [
     "audit",
     "graphs",
     "clusters",
-    "playground",
+    "endpoint", "playground",  # the OpenAI endpoint of every graph (relay, limits, authorizer); the chat UI
     "metrics",
     "benchmarks", "sizing",
     "repos",  # Git repositories holding graphs: synced every REPOS_SYNC_SECONDS and on push webhooks
@@ -350,7 +350,7 @@ CACHES = caches_from_url(CACHE_URL)
 SESSION_ENGINE = session_engine(CACHE_URL)
 SSO, OIDC_LOCAL_LOGIN, OIDC_VERIFY_SSL = sso_env()  # single sign-on (OpenID Connect): accounts/sso_config.py
 
-# The playground (playground/): chats relayed to a graph's frontend; limits' counters in the cache.
+# The OpenAI endpoint (endpoint/), which the playground chats through: relayed to a graph's frontend.
 PLAYGROUND_RATE_PER_MINUTE = int(env("PLAYGROUND_RATE_PER_MINUTE", "60"))
 PLAYGROUND_MAX_CONCURRENT_STREAMS = int(env("PLAYGROUND_MAX_CONCURRENT_STREAMS", "4"))
 PLAYGROUND_MAX_PROMPT_BYTES = int(env("PLAYGROUND_MAX_PROMPT_BYTES", str(256 * 1024)))  # the request body
@@ -361,7 +361,7 @@ PLAYGROUND_UPSTREAM_KEEPALIVE = env_bool("PLAYGROUND_UPSTREAM_KEEPALIVE", True) 
 PLAYGROUND_UPSTREAM_MAX_CONNECTIONS = int(env("PLAYGROUND_UPSTREAM_MAX_CONNECTIONS", "256"))
 # Seconds an admission (caller, role, endpoint) is remembered per process (0: query every request).
 PLAYGROUND_ADMISSION_TTL = float(env("PLAYGROUND_ADMISSION_TTL", "5"))
-# Kept conversations per user: how many, their bytes in all, saves a minute (one per reply).
+# Kept conversations (playground/), per user: how many, their bytes in all, saves a minute (one per reply).
 PLAYGROUND_CONVERSATIONS_MAX = int(env("PLAYGROUND_CONVERSATIONS_MAX", "200"))
 PLAYGROUND_CONVERSATION_BYTES = int(env("PLAYGROUND_CONVERSATION_BYTES", str(20 * 1024 * 1024)))
 PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE = int(env("PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE", "30"))

@@ -1,9 +1,8 @@
 from django import forms
 from django.contrib.auth import get_user_model
 
+from endpoint import admission
 from graphs.models import Graph
-
-from . import admission
 
 
 class PolicyForm(forms.Form):

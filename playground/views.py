@@ -1,5 +1,7 @@
-"""The playground's pages: chat, side by side, kept conversations, and the admins' policies.
-The chat itself goes through proxy.chat_completions, the same endpoint API clients use."""
+"""The playground's pages: chat, side by side, kept conversations, and the pages where admins
+and operators set up the OpenAI endpoint (chat policies, API limits, gateway exposure; written
+through endpoint.services). The chat itself goes through the OpenAI endpoint
+(endpoint.proxy.chat_completions), the same one API clients use."""
 
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ from pydantic import ValidationError
 from accounts.roles import Role, role_required, user_role
 from core import untrusted
 from core.untrusted import query_int
+from endpoint import services as endpoint_services
+from endpoint.access import chat_graphs, may_chat_with
+from endpoint.models import ApiLimit, GraphExposure, PlaygroundPolicy
 from graphs.models import Graph
 
 from . import services
-from .access import chat_graphs, may_chat_with
 from .forms import ApiLimitForm, PolicyForm
-from .models import ApiLimit, Conversation, GraphExposure, PlaygroundPolicy
+from .models import Conversation
 from .schema import ConversationIn
 
 DEFAULT_PARAMS = {"temperature": 0.7, "top_p": 1.0, "max_tokens": 256}
@@ -132,7 +136,7 @@ def policies(request):
         form = PolicyForm(request.POST)
         if form.is_valid():
             d = form.cleaned_data
-            services.policy_set(graph=d["graph"], viewers_may_chat=d["viewers_may_chat"], user=request.user)
+            endpoint_services.policy_set(graph=d["graph"], viewers_may_chat=d["viewers_may_chat"], user=request.user)
             verb = "may" if d["viewers_may_chat"] else "may not"
             messages.success(request, f"Viewers {verb} chat with {d['graph'].name}.")
             return redirect("playground:policies")
@@ -154,16 +158,17 @@ def api_limits(request):
         if limit is None:
             messages.error(request, "That limit does not exist (any more).")
         else:
-            services.api_limit_delete(limit=limit, by=request.user)
+            endpoint_services.api_limit_delete(limit=limit, by=request.user)
             messages.success(request, f"Limit for {limit} removed: the defaults apply.")
         return redirect("playground:api_limits")
     if request.method == "POST":
         form = ApiLimitForm(request.POST)
         if form.is_valid():
             d = form.cleaned_data
-            limit = services.api_limit_set(user=d["user"], token_id=d["token"] or "", token_label=d["token_label"],
-                                           requests_per_minute=d["requests_per_minute"],
-                                           concurrent_streams=d["concurrent_streams"], by=request.user)
+            limit = endpoint_services.api_limit_set(
+                user=d["user"], token_id=d["token"] or "", token_label=d["token_label"],
+                requests_per_minute=d["requests_per_minute"], concurrent_streams=d["concurrent_streams"],
+                by=request.user)
             messages.success(request, f"Limit for {limit} saved.")
             return redirect("playground:api_limits")
     rows = ApiLimit.objects.select_related("user", "updated_by").order_by("user__username", "token_id")
@@ -178,8 +183,8 @@ def gateway_manifest(graph: Graph) -> str:
     spec = graph.head.graph_spec
     deployment = getattr(graph, "deployment", None)
     namespace = (deployment.namespace if deployment and deployment.namespace else None) or spec.namespace or "default"
-    objects = services.exposure_objects(graph=graph, dgd_name=spec.dgd_name or spec.name, namespace=namespace,
-                                        spec=spec, applied_only=False)
+    objects = endpoint_services.exposure_objects(graph=graph, dgd_name=spec.dgd_name or spec.name,
+                                                 namespace=namespace, spec=spec, applied_only=False)
     return yaml.safe_dump_all(objects, sort_keys=False)
 
 
@@ -191,14 +196,15 @@ def exposure(request, graph: str):
     graph = get_object_or_404(Graph.objects.select_related("head", "deployment"), name=graph)
     status = 200
     if request.method == "POST" and "delete" in request.POST:
-        services.exposure_delete(graph=graph, by=request.user)
+        endpoint_services.exposure_delete(graph=graph, by=request.user)
         messages.success(request, f"{graph.name} is reached through the control plane only.")
         return redirect("playground:exposure", graph.name)
     if request.method == "POST":
         fields = ("host", "gateway_name", "gateway_namespace", "ingress_class", "tls_secret")
         try:
-            services.exposure_set(graph=graph, by=request.user, **{f: request.POST.get(f, "") for f in fields},
-                                  apply_with_graph=bool(request.POST.get("apply_with_graph")))
+            endpoint_services.exposure_set(graph=graph, by=request.user,
+                                           **{f: request.POST.get(f, "") for f in fields},
+                                           apply_with_graph=bool(request.POST.get("apply_with_graph")))
             messages.success(request, f"{graph.name}'s endpoint is exposed through the cluster's gateway.")
             return redirect("playground:exposure", graph.name)
         except ValueError as exc:

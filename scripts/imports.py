@@ -35,12 +35,13 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
         "graphs.templatetags", "clusters.views", "clusters.forms",
         "clusters.urls", "clusters.templatetags", "clusters.admin", "benchmarks.views", "benchmarks.forms",
         "benchmarks.urls", "benchmarks.admin", "metrics.views", "metrics.forms", "metrics.urls", "metrics.admin",
-        "playground.views", "playground.forms", "playground.urls", "playground.admin", "playground.asgi",
+        "playground.views", "playground.forms", "playground.urls", "playground.admin",
+        "endpoint.asgi", "endpoint.admin", "endpoint.templatetags",
         "audit.views", "audit.urls", "audit.admin", "repos.views", "repos.forms", "repos.urls", "repos.templatetags",
         "sizing.views", "sizing.forms", "sizing.urls", "sizing.templatetags")),
     ("interfaces", "API", (
         "graphs.api", "clusters.api", "benchmarks.api", "metrics.api", "accounts.api", "audit.api",
-        "playground.api", "repos.api", "sizing.api")),
+        "endpoint.api", "repos.api", "sizing.api")),
     ("interfaces", "CLIs", (
         "graphs.management", "benchmarks.management", "metrics.management", "dynamo_cp",
         "repos.management")),
@@ -60,6 +61,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("graphs", "operations", ("graphs.operations",)),
     ("graphs", "graph store", ("graphs",)),
     ("features", "metrics", ("metrics",)),
+    ("features", "endpoint", ("endpoint",)),
     ("features", "playground", ("playground",)),
     ("features", "sizing", ("sizing",)),
     ("features", "benchmarks", ("benchmarks",)),
@@ -78,8 +80,8 @@ def rank_of(component: str) -> int:
 
 # The order of the boxes, left to right in the drawing.
 FLOW = ["definition", "manifest", "operations", "runtimes", "status cache", "pages", "API", "graph store",
-        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "playground", "sizing",
-        "benchmarks", "repos"]
+        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "endpoint", "playground",
+        "sizing", "benchmarks", "repos"]
 
 
 def product_modules(root: Path) -> dict[str, Path]:

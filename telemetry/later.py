@@ -1,6 +1,6 @@
 """Writes kept off a hot path: what a request records is added up in the process, and one
 thread writes it a fixed delay after the first of it (telemetry.instruments' metrics, the
-playground's limit counts in playground.counting). With nothing pending the thread sleeps on an
+OpenAI endpoint's limit counts in endpoint.counting). With nothing pending the thread sleeps on an
 event, not a clock: an idle process does not wake up for it. A forked child starts with no
 thread and a fresh lock (its parent writes what the parent recorded; the caller's own fork hook
 drops the child's copy of the pending values)."""

@@ -72,7 +72,7 @@ class AsgiServer:
         from asgiref.sync import sync_to_async
         from django.db import connections
 
-        from playground import upstream
+        from endpoint import upstream
 
         async def close() -> None:
             # The database connections of the server's thread-sensitive executor, and the
@@ -86,8 +86,8 @@ class AsgiServer:
         self.thread.join(timeout=10)
 
 
-# The project's entry point (the OpenAI endpoint outside Django, playground.asgi) and plain
-# Django (the same paths through playground.proxy's views): every proxy test runs against both.
+# The project's entry point (the OpenAI endpoint outside Django, endpoint.asgi) and plain
+# Django (the same paths through endpoint.proxy's views): every proxy test runs against both.
 ENTRY_POINTS = ["controlplane.asgi:application", "controlplane.asgi:django_application"]
 
 
@@ -113,7 +113,7 @@ def _fresh_limits():
     per process: start every test with neither."""
     from django.core.cache import cache
 
-    from playground import admission, counting, upstream
+    from endpoint import admission, counting, upstream
 
     cache.clear()
     admission.forget()

@@ -121,11 +121,11 @@ def full_world(users, kube, cluster, tmp_path, settings, api_for, client_for, ai
     from benchmarks.sizing import recommendation_create
     from core.dgd.render import render
     from core.specio import dump_yaml
+    from endpoint.services import policy_set
     from graphs.models import Deployment, GraphState, Pod
     from graphs.operations import graph_apply
     from graphs.runtimes.local.runtime import pod_log_path
     from playground.models import Conversation
-    from playground.services import policy_set
     from tests.access_sizing import sizing_world
     from tests.access_world import write_file
 
@@ -188,8 +188,8 @@ def full_world(users, kube, cluster, tmp_path, settings, api_for, client_for, ai
 def _git_world(tmp_path, settings, users) -> dict:
     """A repository on a real bare Git repository (file://), synced: its graph is linked, and a
     product revision of it waits as an Export; the graph is exposed through a gateway."""
+    from endpoint.services import exposure_set
     from graphs.models import Graph
-    from playground.services import exposure_set
     from repos import services as repos
     from repos.models import Export
     from repos.sync import repository_sync

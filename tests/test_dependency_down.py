@@ -77,8 +77,8 @@ def test_the_login_page_answers_503_when_the_database_is_down(database_down):
 
 
 def test_a_chat_admission_with_the_database_down_is_a_503_and_recovers_after(users, database_down):
-    from playground import gateway
-    from playground.access import ChatRefused
+    from endpoint import gateway
+    from endpoint.access import ChatRefused
 
     key = token_create(user=users["operator"], name="chat", via="system")[1]
     lookup = gateway._lookup(type("Call", (), {"graph": "nosuch"})(), f"Token {key}")

@@ -8,9 +8,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from endpoint import authorize
+from endpoint.models import GraphExposure
 from graphs.runtimes.kubernetes.gateway import Exposure, gateway_objects
-from playground import authorize
-from playground.models import GraphExposure
 from tests.playground_fixtures import make_graph
 
 pytestmark = pytest.mark.django_db
@@ -120,7 +120,7 @@ GATEWAY_KINDS = [("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"),
 
 
 def test_an_exposure_applied_with_the_graph_lands_beside_the_dgd(cluster, kube):
-    from playground.services import exposure_set
+    from endpoint.services import exposure_set
     from tests.k8s_helpers import NS, apply
     from tests.k8s_helpers import make_graph as make_k8s_graph
 
@@ -148,7 +148,7 @@ def test_an_exposure_applied_with_the_graph_lands_beside_the_dgd(cluster, kube):
 
 
 def test_a_cluster_without_the_gateway_api_fails_the_apply_and_says_what_to_do(cluster, kube):
-    from playground.services import exposure_set
+    from endpoint.services import exposure_set
     from tests.k8s_helpers import NS, apply
     from tests.k8s_helpers import make_graph as make_k8s_graph
 

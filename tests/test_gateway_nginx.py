@@ -58,8 +58,8 @@ def authorizations(server) -> dict[tuple[str, str], float]:
 
 def test_the_authorization_endpoint_answers_from_keys_roles_and_limits(routed_server, users, tokens, settings):
     from accounts.models import ApiToken
-    from playground.admission import token_id
-    from playground.services import api_limit_set
+    from endpoint.admission import token_id
+    from endpoint.services import api_limit_set
 
     make_graph("gw-a", "model-a", "http://127.0.0.1:9", user=users["admin"])
     url = routed_server.url + AUTHORIZE.format(graph="gw-a")
@@ -130,7 +130,7 @@ def test_through_nginx_a_revoked_key_is_refused_within_the_admission_ttl(gateway
                                                                         settings):
     from accounts.models import ApiToken
     from accounts.tokens import token_revoke
-    from playground.admission import token_id
+    from endpoint.admission import token_id
 
     settings.PLAYGROUND_ADMISSION_TTL = 1.0
     nginx, _relay = gateway
@@ -147,7 +147,7 @@ def test_through_nginx_a_revoked_key_is_refused_within_the_admission_ttl(gateway
 
 @pytest.mark.dynamo
 def test_through_nginx_a_key_over_its_limit_gets_429_in_openais_shape(gateway, dynamo_graph, users, tokens):
-    from playground.services import api_limit_set
+    from endpoint.services import api_limit_set
 
     nginx, _relay = gateway
     api_limit_set(user=users["operator"], requests_per_minute=2, concurrent_streams=None)

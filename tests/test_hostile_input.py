@@ -41,7 +41,7 @@ def graph(users):
 
 def row_counts() -> dict[str, int]:
     return {m._meta.label: m._default_manager.count() for m in apps.get_models()
-            if m._meta.app_label in ("graphs", "benchmarks", "clusters", "audit", "playground")}
+            if m._meta.app_label in ("graphs", "benchmarks", "clusters", "audit", "endpoint", "playground")}
 
 
 def assert_audit_readable(api_for, client_for):

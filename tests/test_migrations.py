@@ -60,3 +60,43 @@ def test_studies_that_ended_and_did_not_keep_their_variants_are_marked_for_teard
         assert marked == {"ok", "bad", "stop"}  # not what keeps its variants, not what still runs
     finally:
         _migrate(_leaves())
+
+
+BEFORE_MOVE = [("playground", "0004_graph_exposure"), ("contenttypes", "0002_remove_content_type_name")]
+
+
+def _before_move():
+    """Every endpoint migration unapplied (and playground's 0005 with them): the app state of
+    the tables' first home."""
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate([("endpoint", None), *BEFORE_MOVE])
+    return executor.loader.project_state(BEFORE_MOVE).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_endpoints_models_move_apps_with_their_rows_and_content_types():
+    """Policies, API limits and exposures moved from the playground app to the endpoint app in
+    Django's state only: the rows stay in their tables, and their content types follow."""
+    old = _before_move()
+    user = old.get_model("auth", "User").objects.create(username="moved")
+    graph = old.get_model("graphs", "Graph").objects.create(name="moved")
+    old.get_model("playground", "PlaygroundPolicy").objects.create(graph_id=graph.pk, viewers_may_chat=True)
+    old.get_model("playground", "ApiLimit").objects.create(user_id=user.pk, requests_per_minute=7)
+    old.get_model("playground", "GraphExposure").objects.create(graph_id=graph.pk, host="llm.example.com")
+    ContentType = old.get_model("contenttypes", "ContentType")
+    ContentType.objects.get_or_create(app_label="playground", model="apilimit")
+    try:
+        new = _migrate(_leaves())
+        assert new.get_model("endpoint", "PlaygroundPolicy").objects.get(graph_id=graph.pk).viewers_may_chat
+        assert new.get_model("endpoint", "ApiLimit").objects.get(user_id=user.pk).requests_per_minute == 7
+        assert new.get_model("endpoint", "GraphExposure").objects.get(graph_id=graph.pk).host == "llm.example.com"
+        labels = set(new.get_model("contenttypes", "ContentType").objects.filter(model="apilimit")
+                     .values_list("app_label", flat=True))
+        assert labels == {"endpoint"}
+        back = _before_move()
+        assert back.get_model("playground", "ApiLimit").objects.get(user_id=user.pk).requests_per_minute == 7
+        assert set(back.get_model("contenttypes", "ContentType").objects.filter(model="apilimit")
+                   .values_list("app_label", flat=True)) == {"playground"}
+    finally:
+        _migrate(_leaves())

@@ -12,8 +12,8 @@ import time
 import pytest
 from django.test import Client
 
-from playground import limits
-from playground.upstream import BadEndpoint, chat_url
+from endpoint import limits
+from endpoint.upstream import BadEndpoint, chat_url
 from tests.conftest import PASSWORD
 from tests.playground_fixtures import CHAT, _fresh_limits, chat_body, free_port, make_graph, tokens  # noqa: F401
 
@@ -59,7 +59,7 @@ def test_only_admins_may_edit_policies(client_for, down_graph):
     for role in ("viewer", "operator"):
         assert client_for(role).post("/playground/policies/", {"graph": "pg-down", "viewers_may_chat": "on"}
                                      ).status_code == 403
-    from playground.models import PlaygroundPolicy
+    from endpoint.models import PlaygroundPolicy
 
     assert not PlaygroundPolicy.objects.exists()
 
@@ -309,8 +309,8 @@ def test_an_admin_sets_a_users_rate_through_the_admin_and_it_applies_to_that_use
 
 def test_a_token_limit_applies_to_that_token_and_is_counted_apart_from_the_user(users, tokens, down_graph,
                                                                                 settings):
-    from playground.admission import token_id
-    from playground.services import api_limit_set
+    from endpoint.admission import token_id
+    from endpoint.services import api_limit_set
 
     settings.PLAYGROUND_RATE_PER_MINUTE = 100
     api_limit_set(user=users["operator"], token_id=token_id(tokens["operator"]), token_label="script",
@@ -327,7 +327,7 @@ def test_a_token_limit_applies_to_that_token_and_is_counted_apart_from_the_user(
 
 
 def test_a_zero_stream_limit_refuses_and_a_changed_limit_applies_at_once(users, tokens, down_graph, settings):
-    from playground.services import api_limit_set
+    from endpoint.services import api_limit_set
 
     settings.PLAYGROUND_ADMISSION_TTL = 60  # remembered admissions must not keep the old limit
     header = token_header(tokens, "operator")
@@ -338,9 +338,9 @@ def test_a_zero_stream_limit_refuses_and_a_changed_limit_applies_at_once(users, 
 
 
 def test_a_limit_must_be_a_whole_number_and_the_admin_form_checks_the_tokens_owner(client_for, users, tokens):
-    from playground.admission import token_id
-    from playground.models import ApiLimit
-    from playground.services import api_limit_set
+    from endpoint.admission import token_id
+    from endpoint.models import ApiLimit
+    from endpoint.services import api_limit_set
 
     with pytest.raises(ValueError, match="requests_per_minute must be a whole number"):
         api_limit_set(user=users["operator"], requests_per_minute=-1, concurrent_streams=None)
@@ -366,7 +366,7 @@ def test_the_entry_points_lifespan_closes_the_pooled_upstream_connections_at_shu
     import asyncio
 
     from controlplane.asgi import application
-    from playground import upstream
+    from endpoint import upstream
 
     async def run() -> list[str]:
         inbox: asyncio.Queue = asyncio.Queue()
@@ -389,8 +389,8 @@ def test_with_a_shared_file_cache_the_limits_hold_exactly_at_their_edge(users, t
                                                                         tmp_path):
     """The cache of several web workers on one host (a file cache): far from a limit a request
     is counted off the hot path, near it in line, and the limit holds to the request."""
-    from playground import counting
-    from playground.services import api_limit_set
+    from endpoint import counting
+    from endpoint.services import api_limit_set
 
     settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                                    "LOCATION": str(tmp_path / "cache")}}

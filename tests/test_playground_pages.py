@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from playground.models import Conversation, PlaygroundPolicy
+from endpoint.models import PlaygroundPolicy
+from playground.models import Conversation
 from tests.playground_fixtures import make_graph
 from tests.playground_timing import percentile, server_breakdown, summarise
 
@@ -213,7 +214,7 @@ def test_admins_edit_policies_in_the_django_admin(users, graphs):
     users["admin"].is_staff = True
     users["admin"].is_superuser = True
     users["admin"].save()
-    response = client.post("/admin/playground/playgroundpolicy/add/",
+    response = client.post("/admin/endpoint/playgroundpolicy/add/",
                            {"graph": graphs[1].pk, "viewers_may_chat": "on"})
     assert response.status_code == 302
     policy = PlaygroundPolicy.objects.get(graph=graphs[1])

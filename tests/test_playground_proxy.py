@@ -257,7 +257,7 @@ def test_a_stall_mid_stream_ends_with_an_error_event_after_the_idle_timeout(asgi
 
 
 def test_a_browser_session_chats_with_its_csrf_token_and_not_without(asgi_server, dynamo_graph, chat_graph, users):
-    """Session auth on the streaming path is the view's own (playground.asgi runs it without
+    """Session auth on the streaming path is the view's own (endpoint.asgi runs it without
     the session, auth or CSRF middleware): cookie plus CSRF token, as the page sends them."""
     from django.conf import settings
     from django.test import Client

@@ -151,9 +151,9 @@ def test_only_admins_read_the_audit_log(client_for, api_for):
 def test_cluster_objective_and_policy_changes_are_audited_too(users, django_capture_on_commit_callbacks):
     from clusters import services as clusters
     from core.catalog import PoolFields, build_spec
+    from endpoint.services import policy_set
     from graphs import services as graphs
     from metrics.services import objectives_set
-    from playground.services import policy_set
 
     admin = users["admin"]
     with django_capture_on_commit_callbacks(execute=False):

@@ -1,6 +1,6 @@
 """A graph's OpenAI endpoint exposed through its cluster's gateway, beside the DGD: the token
 stream goes from the gateway to the frontend Service and never through the control plane, which
-only answers the gateway's question "may this key pass?" (playground/authorize.py).
+only answers the gateway's question "may this key pass?" (endpoint/authorize.py).
 
 Pure: ``gateway_objects`` renders, from a graph's DGD name, namespace and frontend component and
 the per-graph ``Exposure`` options, any of
@@ -102,8 +102,8 @@ def gateway_objects(*, graph: str, dgd_name: str, namespace: str, frontend: str,
 # Where each kind lives on the API server.
 PLURALS = {"HTTPRoute": "httproutes", "SecurityPolicy": "securitypolicies", "ReferenceGrant": "referencegrants",
            "Ingress": "ingresses"}
-# Who says which objects go beside a graph's DGD: the playground registers its exposure at start
-# (playground.apps), so that this runtime applies them without importing a higher app.
+# Who says which objects go beside a graph's DGD: the OpenAI endpoint registers its exposures at
+# start (endpoint.apps), so that this runtime applies them without importing a higher app.
 _providers: list[Callable[..., list[dict]]] = []
 
 

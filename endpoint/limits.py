@@ -2,7 +2,7 @@
 (a user, or a token that has its own limits: admission.limits_for says which, and how much).
 
 Counters live in the Django cache (LocMem by default: per process; a shared cache, Redis or a
-file cache, when several web processes serve the playground). Both are add-then-incr counters.
+file cache, when several web processes serve the endpoint). Both are add-then-incr counters.
 With a shared cache, counting.py checks them in line only near a limit."""
 
 from __future__ import annotations

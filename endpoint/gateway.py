@@ -3,7 +3,7 @@
 through to the graph's frontend. The browser's chat and API clients (token or session) use it.
 
 This module decides what to answer (``handle``: a Call in, a Reply out) and relays a stream
-(``relay``); two front ends send it: playground.asgi (what controlplane.asgi serves for these
+(``relay``); two front ends send it: endpoint.asgi (what controlplane.asgi serves for these
 paths, outside Django's middleware stack: the hot path) and proxy.py (Django views, for any
 other server and the test client). The hot path is kept small on purpose: no query once the
 caller's admission is remembered (admission.py), no thread hop when the cache is in memory, the

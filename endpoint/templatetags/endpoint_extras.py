@@ -3,7 +3,7 @@
 from django import template
 from django.urls import reverse
 
-from playground.models import GraphExposure
+from endpoint.models import GraphExposure
 
 register = template.Library()
 

@@ -33,7 +33,7 @@ def match(path: str) -> re.Match | None:
 
 
 async def serve_authorize(scope, receive, send, found: re.Match) -> None:
-    """The gateways' authorization endpoint (playground.authorize): any method, no body read."""
+    """The gateways' authorization endpoint (endpoint.authorize): any method, no body read."""
     headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
     await _send(send, await authorize.authorize(found.group(1), headers))
 

@@ -1,6 +1,6 @@
 """The OpenAI endpoint as Django views, for servers that do not go through controlplane.asgi's
 router (another ASGI or WSGI server, the test client). controlplane.asgi serves the same paths
-with playground.asgi, outside the middleware stack: both answer through gateway.handle.
+with endpoint.asgi, outside the middleware stack: both answer through gateway.handle.
 
 A client that goes away cancels the view's task (Django >= 5 on ASGI); the relay's ``finally``
 then closes the upstream response, which closes its connection, and the frontend cancels."""

@@ -1,6 +1,6 @@
 """The OpenAI-compatible endpoint of every serving graph, in the API's one URL list
 (controlplane.api_urls): an OpenAI client's ``base_url`` is ``.../api/playground/{graph}/v1``.
-controlplane.asgi serves these paths itself (playground.asgi, outside the middleware stack);
+controlplane.asgi serves these paths itself (endpoint.asgi, outside the middleware stack);
 these routes name them and serve them under any other server."""
 
 from django.urls import path

@@ -121,7 +121,8 @@ GATEWAY_KINDS = [("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes"),
 
 def test_an_exposure_applied_with_the_graph_lands_beside_the_dgd(cluster, kube):
     from endpoint.services import exposure_set
-    from tests.k8s_helpers import NS, apply
+    from graphs import operations
+    from tests.k8s_helpers import NS, apply, run
     from tests.k8s_helpers import make_graph as make_k8s_graph
 
     for kind in GATEWAY_KINDS:
@@ -145,6 +146,21 @@ def test_an_exposure_applied_with_the_graph_lands_beside_the_dgd(cluster, kube):
     dry, real = kube.find_requests("PATCH", f"/apis/gateway.networking.k8s.io/v1/namespaces/{NS}/httproutes/g-openai")
     assert (dry.param("dryRun"), real.param("dryRun")) == ("All", None)
     assert (real.param("fieldManager"), real.param("force")) == ("dynamo-control-plane", "true")
+
+    # Owned by the DGD where they can be (its namespace): deleting the graph's deployment takes
+    # them with it (the API server's garbage collector), and the ReferenceGrant beside the control
+    # plane, which cannot name an owner in another namespace, is deleted by the product.
+    dgd = kube.get("dgd", "g", namespace=NS)
+    for kind in ("httproutes", "securitypolicies", "ingresses"):
+        owners = kube.get(kind, "g-openai", namespace=NS)["metadata"]["ownerReferences"]
+        expected = [("DynamoGraphDeployment", "g", dgd["metadata"]["uid"])]
+        assert [(o["kind"], o["name"], o["uid"]) for o in owners] == expected
+    assert not kube.get("referencegrants", f"{NS}-g-authorize", namespace="dynamo-control-plane")["metadata"].get(
+        "ownerReferences")
+    assert run(operations.graph_undeploy(graph=graph)).state == "succeeded"
+    for kind in ("httproutes", "securitypolicies", "ingresses"):
+        assert kube.get(kind, "g-openai", namespace=NS) is None, kind
+    assert kube.get("referencegrants", f"{NS}-g-authorize", namespace="dynamo-control-plane") is None
 
 
 def test_a_cluster_without_the_gateway_api_fails_the_apply_and_says_what_to_do(cluster, kube):

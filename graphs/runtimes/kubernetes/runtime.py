@@ -101,6 +101,16 @@ def _replicas_component(field_path: tuple[str, ...]) -> str | None:
     return None
 
 
+def _owned_by(obj: dict, dgd: dict) -> dict:
+    """``obj`` owned by the applied DGD when it is in the DGD's namespace (an owner must be in
+    the dependent's namespace), so that deleting the DGD deletes it."""
+    meta = dgd["metadata"]
+    if obj["metadata"]["namespace"] != meta.get("namespace") or not meta.get("uid"):
+        return obj
+    owner = {"apiVersion": dgd["apiVersion"], "kind": dgd["kind"], "name": meta["name"], "uid": meta["uid"]}
+    return {**obj, "metadata": {**obj["metadata"], "ownerReferences": [owner]}}
+
+
 def _webhook_denial(failure: KubeFailure) -> bool:
     return "admission webhook" in str(failure) and "denied the request" in str(failure)
 
@@ -155,7 +165,7 @@ class KubernetesRuntime:
                 after = self._server_side_apply(kube, path, body, query, what, api_version)
             # What goes beside the DGD (its endpoint through the cluster's gateway, when asked).
             for obj in beside:
-                self._apply_beside(kube, obj, query, target.cluster)
+                self._apply_beside(kube, _owned_by(obj, after) if not dry_run else obj, query, target.cluster)
         diff = live_diff(live, after, live_label=f"live {target.cluster}/{namespace}/{name}",
                          after_label=f"revision {revision.number}" + (" (server dry run)" if dry_run else ""))
         warnings += [f"{component} keeps its live {count} replicas: its scaling adapter owns the count (the Dynamo "
@@ -330,12 +340,24 @@ class KubernetesRuntime:
     def delete(self, *, target: Target, spec, deployment) -> None:
         name, namespace = _dgd_name(deployment, spec), target.namespace
         what = f"delete DynamoGraphDeployment {namespace}/{name} on cluster {target.cluster}"
+        # The gateway objects in the DGD's namespace go with it (their ownerReferences: the API
+        # server's garbage collector); one in another namespace (the ReferenceGrant beside the
+        # control plane) cannot name an owner there, so it is deleted here.
+        elsewhere = [obj for obj in gateway.objects_beside(graph=deployment.graph, dgd_name=name, namespace=namespace,
+                                                           spec=spec) if obj["metadata"]["namespace"] != namespace]
         with connect(target.cluster) as kube:
             try:
                 kube.call("DELETE", custom_path(deployment.api_version, DGD, namespace, name), what=what)
             except KubeFailure as exc:
                 if exc.status != 404:  # already gone is what we wanted
                     raise
+            for obj in elsewhere:
+                try:
+                    kube.call("DELETE", gateway.object_path(obj), what=f"delete {obj['kind']} "
+                              f"{obj['metadata']['namespace']}/{obj['metadata']['name']} on cluster {target.cluster}")
+                except KubeFailure as exc:
+                    if exc.status != 404:
+                        raise
         deployment.active = False
         deployment.generation += 1
         deployment.state = GraphState.DELETING

@@ -71,7 +71,9 @@ def _before_move():
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate([("endpoint", None), *BEFORE_MOVE])
-    return executor.loader.project_state(BEFORE_MOVE).apps
+    # The graphs app stays at its latest migration: its model as the database has it now.
+    graphs = [node for node in executor.loader.graph.leaf_nodes() if node[0] == "graphs"]
+    return executor.loader.project_state([*BEFORE_MOVE, *graphs]).apps
 
 
 @pytest.mark.django_db(transaction=True)

@@ -9,11 +9,16 @@ adapter scales, before Flux applies it."""
 
 from __future__ import annotations
 
+import functools
+
 from core.dgd.gitops import ARGOCD, FLUX
 from core.dgd.render import V1ALPHA1, V1BETA1
 from core.specio import dump_yaml
 
 
+# Both snippets are pure functions of a few strings; the graph page shows them on every load, and
+# dumping YAML is a third of its Git card: kept per process.
+@functools.lru_cache(maxsize=4096)
 def argocd_ignore_differences(name: str, namespace: str, api_version: str = V1BETA1) -> str:
     field = ".spec.services[].replicas" if api_version == V1ALPHA1 else ".spec.components[].replicas"
     patch = {"spec": {
@@ -24,8 +29,13 @@ def argocd_ignore_differences(name: str, namespace: str, api_version: str = V1BE
     return dump_yaml(patch)
 
 
-def flux_patch(name: str, pools: list[tuple[int, str]], api_version: str = V1BETA1) -> str:
+def flux_patch(name: str, pools, api_version: str = V1BETA1) -> str:
     """``pools``: (index in spec.components, name) of each pool whose replicas Flux must leave alone."""
+    return _flux_patch(name, tuple(pools), api_version)
+
+
+@functools.lru_cache(maxsize=4096)
+def _flux_patch(name: str, pools: tuple[tuple[int, str], ...], api_version: str) -> str:
     if api_version == V1ALPHA1:
         ops = [{"op": "remove", "path": f"/spec/services/{pool}/replicas"} for _i, pool in pools]
     else:

@@ -219,6 +219,19 @@ def query_int(params, name: str, *, default: int | None = None, minimum: int = 1
     return parse_int_text(str(raw).strip(), name, minimum=minimum, maximum=maximum)
 
 
+def query_bool(params, name: str, *, default: bool = False) -> bool:
+    """The boolean query parameter ``name`` as the API's schema states it: ``true`` or ``false``,
+    given once; ``default`` when absent."""
+    values = params.getlist(name)
+    if not values:
+        return default
+    if len(values) > 1:
+        raise QueryParameterError(name, f"given {len(values)} times; give it once")
+    if values[0] not in ("true", "false"):
+        raise QueryParameterError(name, f"{_short(values[0])!r} is not true or false")
+    return values[0] == "true"
+
+
 def query_ints(params, name: str, *, minimum: int = 1, maximum: int = INT_MAX, limit: int = 100) -> list[int]:
     """A comma-separated (or repeated) list of integers, such as ``?runs=3,4,7``."""
     parts = [p.strip() for value in params.getlist(name) for p in str(value).split(",") if p.strip()]

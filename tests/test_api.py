@@ -130,7 +130,7 @@ def test_a_list_row_is_the_detail_s_fields_exactly(viewer_api):
         detail = viewer_api.get(row["url"]).json()
         assert row == {key: detail[key] for key in row}
         assert list(row) == ["name", "url", "description", "revision", "model", "backend", "dynamo_version",
-                             "state", "created_at", "updated_at"]
+                             "state", "created_at", "updated_at", "archived_at", "archived_note"]
     assert rows[1]["model"] == "org/other" and rows[1]["revision"] == 2 and rows[1]["state"] == "ready"
     assert rows[0]["state"] == "not_deployed" and rows[0]["description"] == "first <b>one</b>"
 

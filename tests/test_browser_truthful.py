@@ -16,7 +16,6 @@ from core.dgd.render import render
 from core.planner import PlannerSettings
 from graphs import services
 from graphs.models import Deployment, Graph, Operation
-from tests.conftest import PASSWORD
 from tests.test_truthful_actions import ALPHA_WITH_RESOURCES
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -24,25 +23,8 @@ BETA_MOCKER = Path(__file__).parent / "fixtures" / "reference" / "dgd-templates-
 
 
 @pytest.fixture
-def page(browser, live_server, users):
-    from django.conf import settings
-    from django.test import Client
-
-    client = Client()
-    assert client.login(username=users["operator"].username, password=PASSWORD)
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME]
-                          .value, "url": live_server.url}])
-    page = context.new_page()
-    page.problems = []
-    # 4xx answers are logged by Chromium as failed resources; anything else is a problem.
-    page.on("console", lambda m: page.problems.append(m.text) if m.type == "error"
-            and "status of 4" not in m.text else None)
-    page.on("pageerror", lambda exc: page.problems.append(str(exc)))
-    page.on("dialog", lambda dialog: dialog.accept())
-    page.base = live_server.url
-    yield page
-    context.close()
+def page(operator_page):
+    return operator_page
 
 
 def _open(page, path: str) -> None:

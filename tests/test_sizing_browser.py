@@ -9,29 +9,14 @@ import pytest
 
 from graphs.models import Graph
 from sizing.models import Estimate
-from tests.conftest import PASSWORD
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def page(browser, live_server, users, eager, settings, tmp_path):
-    from django.test import Client
-
+def page(operator_page, eager, settings, tmp_path):
     settings.SIZING_DIR = tmp_path / "sizing"
-    client = Client()
-    assert client.login(username=users["operator"].username, password=PASSWORD)
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": client.cookies[settings.SESSION_COOKIE_NAME]
-                          .value, "url": live_server.url}])
-    page = context.new_page()
-    page.problems = []
-    page.on("console", lambda m: page.problems.append(m.text) if m.type == "error"
-            and "status of 4" not in m.text else None)
-    page.on("pageerror", lambda exc: page.problems.append(str(exc)))
-    page.base = live_server.url
-    yield page
-    context.close()
+    return operator_page
 
 
 def _fill(page, **values) -> None:

@@ -117,7 +117,9 @@ class GraphListSerializer(serializers.ListSerializer):
                         "revision": child.get_revision(g), "model": child.get_model(g),
                         "backend": child.get_backend(g), "dynamo_version": child.get_dynamo_version(g),
                         "state": child.get_state(g), "created_at": when(g.created_at),
-                        "updated_at": when(g.updated_at)})
+                        "updated_at": when(g.updated_at),
+                        "archived_at": when(g.archived_at) if g.archived_at else None,
+                        "archived_note": g.archived_note})
         return out
 
 

@@ -22,7 +22,7 @@ from core.facts import DEFAULT_ROUTER_MODE
 from core.planner import PlannerSettings
 from core.pool import PoolFields
 from core.specio import dump_yaml, load_yaml
-from core.untrusted import query_int
+from core.untrusted import query_bool, query_int
 from core.validation import validate_manifest
 
 from .. import operations, services
@@ -71,7 +71,7 @@ class GraphViewSet(viewsets.ModelViewSet):
     def get_queryset(self):
         if self.action == "list":
             # ?archived=true: the archived graphs (A/B study variants a study tore down) instead.
-            return graph_summaries(archived=self.request.query_params.get("archived") in ("true", "1"))
+            return graph_summaries(archived=query_bool(self.request.query_params, "archived"))
         return Graph.objects.select_related("head", "deployment").order_by("name")
 
     def get_serializer_class(self):

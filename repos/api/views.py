@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.permissions import AllowAny
@@ -62,13 +62,19 @@ class RepositoryViewSet(viewsets.ModelViewSet):
     def perform_destroy(self, instance):
         services.repository_delete(repository=instance, user=self.request.user, via=_via(self.request))
 
-    @extend_schema(request=None, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=None, responses={
+        200: OpenApiTypes.OBJECT,
+        424: OpenApiResponse(OpenApiTypes.OBJECT, description="git could not fetch the branch (unreachable, "
+                             "refused credentials, no such repository): the same body, its error saying why")})
     @action(detail=True, methods=["post"])
     def sync(self, request, name=None):
-        """Fetch the branch now and turn each new commit into revisions; answers what it did."""
+        """Fetch the branch now and turn each new commit into revisions; answers what it did.
+        A fetch that fails is 424 Failed Dependency: the request was fine and the control plane
+        is up; the repository it depends on was not there."""
         repo = self.get_object()
         result = repository_sync(repository=repo, via=_via(request))
-        return Response(result.as_dict(), status=status.HTTP_502_BAD_GATEWAY if result.error else status.HTTP_200_OK)
+        code = status.HTTP_424_FAILED_DEPENDENCY if result.error else status.HTTP_200_OK
+        return Response(result.as_dict(), status=code)
 
     @extend_schema(request=CommitSerializer, responses={202: s.ExportSerializer})
     @action(detail=True, methods=["post"])

@@ -95,7 +95,7 @@ def do_add(args, client: Client) -> int:
 
 def _sync(args, client: Client) -> int:
     response = client.http.post(f"/api/repos/{args.name}/sync/")
-    if response.status_code == 424:  # git could not fetch: the body says why
+    if response.status_code == 409 and "error" in response.json():  # git could not fetch: the body says why
         result = response.json()
         emit(result, args.output, lambda r: f"sync failed: {r['error']}")
         return exits.UNAVAILABLE

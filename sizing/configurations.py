@@ -91,7 +91,10 @@ def graph_from_estimate(*, estimate: Estimate, name: str, rank: int = 1, mode: s
     importer's ManifestError; stores nothing on either."""
     from . import timing  # the mocker's profile data: numpy and AIConfigurator, loaded when used
 
-    release = str(DynamoVersion.parse(dynamo_version)) if dynamo_version else LATEST
+    try:
+        release = str(DynamoVersion.parse(dynamo_version)) if dynamo_version else LATEST
+    except ValueError as exc:
+        raise SizingRefused(f"dynamo_version: {exc}") from None
     mode, configuration, manifest = _choose(estimate, mode, rank)
     obj = yaml.safe_load(manifest.read_text())
     words = timing_words(estimate.inputs, configuration, mode)

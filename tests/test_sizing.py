@@ -19,6 +19,7 @@ from controlplane.celery import app as celery_app
 from graphs.models import Graph
 from sizing import aic, services, timing
 from sizing.models import Estimate
+from sizing.services import SizingRefused
 
 # Transactional: a recorded estimate runs (eagerly, in this process) when its request commits.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -181,6 +182,17 @@ def test_a_graph_is_made_from_a_ranked_configuration_with_the_mockers_timing(api
                        format="json")
     assert refused.status_code == 400 and refused.json()["detail"].startswith("rank:")
     assert not Graph.objects.filter(name="other").exists()
+    # What a random schemathesis run sent: a release that is not one, a name Kubernetes refuses.
+    for body, field in (({"name": "zc", "rank": 1, "dynamo_version": "Running"}, "dynamo_version"),
+                        ({"name": "ZC", "rank": 199124218012}, None)):
+        refused = api.post(f"{ESTIMATES}{estimate['id']}/graph/", body, format="json")
+        assert refused.status_code == 400, refused.content
+        assert field is None or field in refused.json(), refused.json()
+    assert not Graph.objects.filter(name__in=["zc", "ZC"]).exists()
+    from sizing.configurations import graph_from_estimate
+
+    with pytest.raises(SizingRefused, match="dynamo_version: 'Running' is not a Dynamo version"):
+        graph_from_estimate(estimate=Estimate.objects.get(pk=estimate["id"]), name="zc", dynamo_version="Running")
 
 
 def test_adapting_a_manifest_moves_only_dynamo_images():

@@ -64,16 +64,16 @@ class RepositoryViewSet(viewsets.ModelViewSet):
 
     @extend_schema(request=None, responses={
         200: OpenApiTypes.OBJECT,
-        424: OpenApiResponse(OpenApiTypes.OBJECT, description="git could not fetch the branch (unreachable, "
+        409: OpenApiResponse(OpenApiTypes.OBJECT, description="git could not fetch the branch (unreachable, "
                              "refused credentials, no such repository): the same body, its error saying why")})
     @action(detail=True, methods=["post"])
     def sync(self, request, name=None):
         """Fetch the branch now and turn each new commit into revisions; answers what it did.
-        A fetch that fails is 424 Failed Dependency: the request was fine and the control plane
-        is up; the repository it depends on was not there."""
+        A fetch that fails is a 409: the request was fine and the control plane is up; the
+        repository as registered (its URL, branch or credentials) cannot be fetched now."""
         repo = self.get_object()
         result = repository_sync(repository=repo, via=_via(request))
-        code = status.HTTP_424_FAILED_DEPENDENCY if result.error else status.HTTP_200_OK
+        code = status.HTTP_409_CONFLICT if result.error else status.HTTP_200_OK
         return Response(result.as_dict(), status=code)
 
     @extend_schema(request=CommitSerializer, responses={202: s.ExportSerializer})

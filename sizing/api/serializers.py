@@ -61,7 +61,8 @@ class GraphFromEstimateSerializer(serializers.Serializer):
     rank = serializers.IntegerField(min_value=1, default=1)
     mode = serializers.ChoiceField(choices=["agg", "disagg"], required=False,
                                    help_text="the experiment; default: the one AIConfigurator chose")
-    dynamo_version = serializers.CharField(max_length=20, required=False)
+    dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False,
+                                            help_text="the Dynamo release the graph is for; default: the latest")
 
 
 class DgdrQuerySerializer(serializers.Serializer):

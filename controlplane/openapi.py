@@ -36,6 +36,9 @@ UNSAFE = {"post", "put", "patch", "delete"}
 CLOSED_BODIES = ("RunCreateRequest", "StudyCreateRequest", "PoolRequest")
 # Decimal fields whose model validators refuse negatives (metrics.models.Objectives).
 NON_NEGATIVE_DECIMALS = (("ObjectivesRequest", "gpu_hour_price"), ("PatchedObjectivesRequest", "gpu_hour_price"))
+# The GPU-hour price: 0 to metrics.models.PRICE_MAX (10000) with 4 decimals, as a decimal string
+# (a string's schema has no maximum: the pattern states it). -0 is 0.
+PRICE_PATTERN = r"^(?:0?\d{0,4}(?:\.\d{0,4})?|10000(?:\.0{0,4})?|-0{0,5}(?:\.0{0,4})?)$"
 # Rules across fields that serializers check in code, stated for the schema too.
 _BLANK = {"type": "string", "pattern": r"^\s*$"}
 CROSS_FIELD_RULES = {
@@ -80,8 +83,8 @@ def document_errors(result, generator, request, public):
     for name, field in NON_NEGATIVE_DECIMALS:
         prop = schemas.get(name, {}).get("properties", {}).get(field, {})
         if prop.get("pattern", "").startswith("^-?") and prop["pattern"].endswith("$"):
-            # drf-spectacular's decimal pattern allows a minus; the field's minimum is 0 (-0 is 0).
-            prop["pattern"] = r"^(?:" + prop["pattern"][3:-1] + r"|-0{0,5}(?:\.0{0,4})?)$"
+            # drf-spectacular's decimal pattern allows a minus and up to 99999.9999.
+            prop["pattern"] = PRICE_PATTERN
     for name, schema in schemas.items():
         if name.endswith("Request"):
             _open_objects_take_json(schema)

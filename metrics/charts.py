@@ -37,7 +37,9 @@ class WindowError(ValueError):
 
 def parse_window(text: str | None) -> int:
     """'15m', '1h', '36h', '7d' -> seconds, between 15 minutes and 7 days."""
-    found = re.fullmatch(r"\s*(\d{1,4})\s*([mhd])\s*", text or DEFAULT_WINDOW)
+    # Up to 9 digits (leading zeros allowed, as the API's pattern allows them): the range check
+    # below says what is too long; 10080m is 7d.
+    found = re.fullmatch(r"\s*(\d{1,9})\s*([mhd])\s*", text or DEFAULT_WINDOW)
     if not found:
         raise WindowError(f"window {text!r} is not a duration like 15m, 6h or 7d")
     seconds = int(found.group(1)) * _UNITS[found.group(2)]

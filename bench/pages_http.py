@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from bench import charts, record  # noqa: E402
 
 GOALS_MS = {"chart": 250, "overview_data": 250}
+BALANCED = "nginx least_conn over single-worker uvicorn processes"
 DEFAULT_GOAL_MS = 50
 
 
@@ -170,6 +171,68 @@ def count_queries(urls: dict[str, str]) -> dict[str, int]:
     return out
 
 
+NGINX_CONF = """worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log stderr;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  upstream web {{ least_conn; {servers} keepalive 32; }}
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://web;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Host $http_host;
+    }}
+  }}
+}}
+"""
+
+
+class Balanced:
+    """The stock alternative to ``uvicorn --workers N``: N single-worker uvicorn processes on
+    ports of their own behind Debian's nginx, which hands each request (not each connection)
+    to the least busy one (``least_conn``), as a request-balancing proxy in front of web pods would."""
+
+    def __init__(self, env: dict[str, str], port: int, workers: int) -> None:
+        import tempfile
+
+        from tests.gateway_fixtures import nginx_binary
+
+        binary = nginx_binary()
+        if binary is None:
+            raise RuntimeError("no nginx: run scripts/services.sh nginx")
+        ports = [free_port() for _ in range(workers)]
+        self.procs = [start_web(env, p, 1) for p in ports]
+        prefix = Path(tempfile.mkdtemp(prefix="cp-bench-nginx-"))
+        conf = prefix / "nginx.conf"
+        conf.write_text(NGINX_CONF.format(prefix=prefix, port=port,
+                                          servers=" ".join(f"server 127.0.0.1:{p};" for p in ports)))
+        self.procs.append(subprocess.Popen([binary, "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError("nginx in front of the web processes did not come up")
+
+    def terminate(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+
+    def wait(self, timeout: float) -> None:
+        for proc in self.procs:
+            proc.wait(timeout)
+
+    def kill(self) -> None:
+        for proc in self.procs:
+            proc.kill()
+
+
 def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
     """The web process exactly as `manage.py up` starts it (its own web_command: uvicorn
     --workers as it ships, and the shared file cache it gives several workers), on ``port``."""
@@ -252,6 +315,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="uvicorn web workers")
     parser.add_argument("--database", default=os.environ.get(
         "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/cp_bench_pages"))
+    parser.add_argument("--compare-nginx", action="store_true",
+                        help="also serve the pages, round for round, from N single-worker uvicorn processes behind "
+                             "nginx least_conn (Debian's nginx: scripts/services.sh nginx)")
     args = parser.parse_args()
 
     import tempfile
@@ -286,11 +352,15 @@ def main() -> int:
     try:
         for url_of_prometheus, label in passes:
             servers = [label]
+            if args.compare_nginx and label == "prometheus up":
+                servers.append(f"{label}, {BALANCED}")
             procs, bases = {}, {}
             try:
                 for server_label in servers:
                     port = free_port()
-                    procs[server_label] = start_web({**env, "PROMETHEUS_URL": url_of_prometheus}, port, args.workers)
+                    web_env = {**env, "PROMETHEUS_URL": url_of_prometheus}
+                    procs[server_label] = (Balanced(web_env, port, args.workers) if BALANCED in server_label
+                                           else start_web(web_env, port, args.workers))
                     bases[server_label] = f"http://127.0.0.1:{port}"
                 pages = urls if label == "prometheus up" else {k: urls[k] for k in ("overview", "overview_data",
                                                                                     "chart")}
@@ -334,6 +404,8 @@ def main() -> int:
                   "load_generator": "wrk (one thread, keep-alive connections, closed loop)",
                   "server": "manage.py up's web command (python -m uvicorn controlplane.asgi:application "
                             "--workers N, as it ships), DEBUG off",
+                  "compared_with": (f"{BALANCED} (N processes, Debian's nginx, round for round)"
+                                    if args.compare_nginx else None),
                   "database": "postgresql",
                   "graphs": 500, "pods": 5000},
         "goals_ms": {name: GOALS_MS.get(name, DEFAULT_GOAL_MS) for name in urls},

@@ -177,6 +177,11 @@ error_log stderr;
 events {{ worker_connections 1024; }}
 http {{
   access_log off;
+  client_body_temp_path {prefix}/client_body;
+  proxy_temp_path {prefix}/proxy;
+  fastcgi_temp_path {prefix}/fastcgi;
+  uwsgi_temp_path {prefix}/uwsgi;
+  scgi_temp_path {prefix}/scgi;
   upstream web {{ least_conn; {servers} keepalive 32; }}
   server {{
     listen 127.0.0.1:{port};

@@ -4,6 +4,7 @@ over real HTTP.
 
     python bench/pages_http.py                     # ~5 min on a 2-core machine (needs wrk)
     python bench/pages_http.py --clients 8 --seconds 5 --rounds 3 --workers 2
+    python bench/pages_http.py --compare gunicorn,granian --compare-nginx   # other stock servers beside it
 
 Loads each page with wrk (8 keep-alive connections, closed loop) in 3 rounds of new connections
 and measures p50/p95 (medians over rounds, the p95's min..max, p99 and max) per page: graph list, graph detail, status
@@ -238,6 +239,39 @@ class Balanced:
             proc.kill()
 
 
+# The other stock servers for the same ASGI application, N worker processes each, as they ship
+# (uvloop and httptools where they pick them): what a user could run instead of uvicorn --workers.
+ALTERNATIVES = {
+    "gunicorn": ("gunicorn with uvicorn workers", lambda port, workers: [
+        sys.executable, "-m", "gunicorn", "-k", "uvicorn_worker.UvicornWorker", "-w", str(workers),
+        "-b", f"127.0.0.1:{port}", "--keep-alive", "75", "controlplane.asgi:application"]),
+    "granian": ("granian", lambda port, workers: [
+        sys.executable, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port", str(port),
+        "--workers", str(workers), "--log-level", "warning", "controlplane.asgi:application"]),
+}
+
+
+def start_alternative(name: str, env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
+    env = {**os.environ, **env, "WEB_WORKERS": str(workers)}
+    if workers > 1:
+        env.setdefault("CACHE_URL", f"file://{Path(env['CONTROLPLANE_VAR_DIR']) / 'cache'}")
+    proc = subprocess.Popen(ALTERNATIVES[name][1](port, workers), cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wait_healthy(proc, port)
+    return proc
+
+
+def wait_healthy(proc: subprocess.Popen, port: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return
+        time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("the web server did not come up")
+
+
 def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
     """The web process exactly as `manage.py up` starts it (its own web_command: uvicorn
     --workers as it ships, and the shared file cache it gives several workers), on ``port``."""
@@ -248,14 +282,8 @@ def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
         env.setdefault("CACHE_URL", f"file://{Path(env['CONTROLPLANE_VAR_DIR']) / 'cache'}")
     argv = web_command("127.0.0.1", port, workers)
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError("the web server did not come up")
+    wait_healthy(proc, port)
+    return proc
 
 
 WRK_SCRIPT = """
@@ -294,6 +322,34 @@ def load(base: str, url: str, cookie: str, clients: int, seconds: float, headers
             "mean": round(mean, 1), "requests_per_s": round(n / seconds, 1)}
 
 
+def version(name: str) -> str:
+    from importlib.metadata import version as installed
+
+    return f"{name} {installed(name)}"
+
+
+def machine_speed(database: str) -> dict:
+    """How fast this (shared, noisy) machine was at the start: the same figures on another day
+    may differ by that much. Medians of five: a fixed loop of Python, and a PostgreSQL round trip."""
+    import psycopg
+
+    def loop() -> float:
+        start = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i
+        return (time.perf_counter() - start) * 1000
+
+    with psycopg.connect(database) as conn:
+        def select_one() -> float:
+            start = time.perf_counter()
+            for _ in range(100):
+                conn.execute("SELECT 1").fetchall()
+            return (time.perf_counter() - start) * 10  # ms per query
+        return {"python_loop_1e6_ms": round(statistics.median(loop() for _ in range(5)), 1),
+                "postgres_select_1_ms": round(statistics.median(select_one() for _ in range(5)), 3)}
+
+
 def over_rounds(runs: list[dict]) -> dict:
     """The median over rounds of each figure, and the spread of p50 and p95 (min..max). Each
     round opens new connections, and how many of the eight each web process holds differs
@@ -323,7 +379,13 @@ def main() -> int:
     parser.add_argument("--compare-nginx", action="store_true",
                         help="also serve the pages, round for round, from N single-worker uvicorn processes behind "
                              "nginx least_conn (Debian's nginx: scripts/services.sh nginx)")
+    parser.add_argument("--compare", default="", help="also serve the pages, round for round, from these other stock "
+                        f"servers (comma-separated: {', '.join(ALTERNATIVES)}), N workers each")
     args = parser.parse_args()
+    others = [name.strip() for name in args.compare.split(",") if name.strip()]
+    unknown = sorted(set(others) - set(ALTERNATIVES))
+    if unknown:
+        parser.error(f"--compare: no such server {', '.join(unknown)} (known: {', '.join(ALTERNATIVES)})")
 
     import tempfile
 
@@ -350,6 +412,8 @@ def main() -> int:
     queries = count_queries(urls)
     cookie = session_cookie()
 
+    speed = machine_speed(args.database)
+    print(f"machine speed at the start: {speed}")
     results: dict[str, dict] = {}
     slow = SlowPrometheus(2.0)
     threading.Thread(target=slow.serve_forever, daemon=True).start()
@@ -357,15 +421,22 @@ def main() -> int:
     try:
         for url_of_prometheus, label in passes:
             servers = [label]
-            if args.compare_nginx and label == "prometheus up":
-                servers.append(f"{label}, {BALANCED}")
+            if label == "prometheus up":
+                servers += [f"{label}, {ALTERNATIVES[name][0]}" for name in others]
+                if args.compare_nginx:
+                    servers.append(f"{label}, {BALANCED}")
             procs, bases = {}, {}
             try:
                 for server_label in servers:
                     port = free_port()
                     web_env = {**env, "PROMETHEUS_URL": url_of_prometheus}
-                    procs[server_label] = (Balanced(web_env, port, args.workers) if BALANCED in server_label
-                                           else start_web(web_env, port, args.workers))
+                    other = next((name for name in others if server_label.endswith(ALTERNATIVES[name][0])), None)
+                    if BALANCED in server_label:
+                        procs[server_label] = Balanced(web_env, port, args.workers)
+                    elif other:
+                        procs[server_label] = start_alternative(other, web_env, port, args.workers)
+                    else:
+                        procs[server_label] = start_web(web_env, port, args.workers)
                     bases[server_label] = f"http://127.0.0.1:{port}"
                 pages = urls if label == "prometheus up" else {k: urls[k] for k in ("overview", "overview_data",
                                                                                     "chart")}
@@ -409,8 +480,11 @@ def main() -> int:
                   "load_generator": "wrk (one thread, keep-alive connections, closed loop)",
                   "server": "manage.py up's web command (python -m uvicorn controlplane.asgi:application "
                             "--workers N, as it ships), DEBUG off",
-                  "compared_with": (f"{BALANCED} (N processes, Debian's nginx, round for round)"
-                                    if args.compare_nginx else None),
+                  "compared_with": ([f"{ALTERNATIVES[name][0]} ({version(name)}, N workers, as it ships)"
+                                     for name in others]
+                                    + ([f"{BALANCED} (N processes, Debian's nginx, round for round)"]
+                                       if args.compare_nginx else [])) or None,
+                  "machine_speed": speed,
                   "database": "postgresql",
                   "graphs": 500, "pods": 5000},
         "goals_ms": {name: GOALS_MS.get(name, DEFAULT_GOAL_MS) for name in urls},

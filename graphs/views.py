@@ -28,7 +28,15 @@ from .forms import ManifestForm, TemplateForm
 from .models import Graph, GraphState, Operation, Revision
 from .previews import manifest_preview, revision_preview
 from .selectors import LIST_ROW, graph_list_rows
-from .status_view import NOT_READ, WITH_DEPLOYMENT, WITH_HEAD_AND_DEPLOYMENT, deployment_of, status_context
+from .status_view import (
+    NOT_READ,
+    PAGE_NOT_READ,
+    PAGE_RELATED,
+    WITH_DEPLOYMENT,
+    WITH_HEAD_AND_DEPLOYMENT,
+    deployment_of,
+    status_context,
+)
 
 STOP_POLLING = 286  # htmx stops polling on this status
 STATE_LABELS = dict(GraphState.choices)
@@ -183,8 +191,8 @@ def graph_import(request, name: str | None = None):
 @role_required(Role.VIEWER)
 @require_safe
 def graph_detail(request, name: str):
-    graph = get_object_or_404(Graph.objects.select_related("head__created_by", *WITH_HEAD_AND_DEPLOYMENT)
-                              .defer(*NOT_READ), name=name)
+    graph = get_object_or_404(Graph.objects.select_related("head__created_by", *WITH_HEAD_AND_DEPLOYMENT,
+                                                           *PAGE_RELATED).defer(*NOT_READ, *PAGE_NOT_READ), name=name)
     if graph.head is None:
         raise Http404("graph has no revision")
     head = graph.head

@@ -7,4 +7,11 @@ class ReposConfig(AppConfig):
     verbose_name = "Git repositories"
 
     def ready(self) -> None:
+        from graphs.status_view import PAGE_NOT_READ, PAGE_RELATED
+
         from . import signals  # noqa: F401  (connects the revision receiver)
+
+        # The graph page's Git card reads the graph's link and its head's export with the graph.
+        PAGE_RELATED.extend(("git_link__repository", "head__git_export"))
+        PAGE_NOT_READ.extend(f"head__git_export__{field}" for field in ("base_text", "ours_text", "theirs_text",
+                                                                         "merged_text"))

@@ -77,6 +77,9 @@ def test_operators_expose_a_graph_and_see_its_url_and_objects(client_for, users)
     manifest = page.split('data-role="gateway-manifest">', 1)[1].split("</pre>", 1)[0]
     kinds = [o["kind"] for o in yaml.safe_load_all(manifest.replace("&quot;", '"').replace("&#x27;", "'"))]
     assert kinds == ["HTTPRoute", "SecurityPolicy", "ReferenceGrant", "Ingress"]
+    # What an Ingress cannot do is said where it is chosen: a limit's 429 reaches the client as a 500.
+    limits = page.split('data-role="ingress-nginx-limits">', 1)[1].split("</p>", 1)[0]
+    assert "gets a 500" in limits and "Gateway API" in limits
     after = operator.get(f"/graphs/{graph.name}/").content.decode()
     assert 'data-role="openai-endpoint">http://llm.example.com/v1</code>' in after
     chat = operator.get("/playground/").content.decode()

@@ -5,15 +5,22 @@ reverting the replicas an autoscaler owns."""
 from django import template
 
 from ..gitops import gitops_view
-from ..models import GraphLink
+from ..models import Export, GraphLink
 
 register = template.Library()
 
 
 @register.inclusion_tag("repos/_graph_git.html", takes_context=True)
 def git_card(context, graph):
-    link = GraphLink.objects.filter(graph=graph).select_related("repository").first()
-    export = graph.head.git_export if graph.head and hasattr(graph.head, "git_export") else None
+    # Both read with the graph where the page asked for them (repos.apps: PAGE_RELATED).
+    try:
+        link = graph.git_link
+    except GraphLink.DoesNotExist:
+        link = None
+    try:
+        export = graph.head.git_export if graph.head else None
+    except Export.DoesNotExist:
+        export = None
     deployment = getattr(graph, "deployment", None) if hasattr(graph, "deployment") else None
     return {"graph": graph, "link": link, "export": export, "csrf_token": context.get("csrf_token"),
             "can_operate": context.get("can_operate"), **gitops_view(graph, deployment)}

@@ -10,7 +10,7 @@ class EndpointConfig(AppConfig):
 
         from accounts.models import ApiToken
         from graphs.runtimes.kubernetes import gateway
-        from graphs.status_view import PAGE_RELATED
+        from graphs.selectors import PAGE_RELATED
 
         from . import admission, services
 

@@ -13,6 +13,12 @@ from .models import Graph, Pod
 # stored (Revision.save), so that a list reads no JSON at all.
 SUMMARY_FIELDS = ("model", "backend", "dynamo_version")
 
+# What other apps' parts of the graph page read of the graph (its Git link, its gateway
+# exposure): their relations' names, added from their AppConfig.ready(), read with the graph
+# in the page's one query instead of one query each.
+PAGE_RELATED: list[str] = []
+PAGE_NOT_READ: list[str] = []  # and those relations' fields the page never shows (large texts)
+
 
 def listed(graphs: QuerySet[Graph], *, archived: bool = False) -> QuerySet[Graph]:
     """Live graphs, or (``archived``) only the archived ones: a list shows one or the other."""

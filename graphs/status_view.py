@@ -26,11 +26,6 @@ def deployment_of(graph: Graph) -> Deployment | None:
 # status_context); the applied manifest only when a Kubernetes graph needs it (_cluster_context).
 WITH_DEPLOYMENT = ("deployment__revision", "deployment__cluster")
 WITH_HEAD_AND_DEPLOYMENT = ("head", "deployment", "deployment__cluster")
-# What other apps' parts of the graph page read of the graph (its Git link, its gateway
-# exposure): their relations' names, added from their AppConfig.ready(), read with the graph
-# in the page's one query instead of one query each.
-PAGE_RELATED: list[str] = []
-PAGE_NOT_READ: list[str] = []  # and those relations' fields the page never shows (large texts)
 NOT_READ = ("deployment__manifest",)
 _READ = object()
 

@@ -27,11 +27,9 @@ from . import fragments, operations, services
 from .forms import ManifestForm, TemplateForm
 from .models import Graph, GraphState, Operation, Revision
 from .previews import manifest_preview, revision_preview
-from .selectors import LIST_ROW, graph_list_rows
+from .selectors import LIST_ROW, PAGE_NOT_READ, PAGE_RELATED, graph_list_rows
 from .status_view import (
     NOT_READ,
-    PAGE_NOT_READ,
-    PAGE_RELATED,
     WITH_DEPLOYMENT,
     WITH_HEAD_AND_DEPLOYMENT,
     deployment_of,

@@ -7,7 +7,7 @@ class ReposConfig(AppConfig):
     verbose_name = "Git repositories"
 
     def ready(self) -> None:
-        from graphs.status_view import PAGE_NOT_READ, PAGE_RELATED
+        from graphs.selectors import PAGE_NOT_READ, PAGE_RELATED
 
         from . import signals  # noqa: F401  (connects the revision receiver)
 

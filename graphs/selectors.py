@@ -1,6 +1,6 @@
 """Read paths for lists of graphs: what the graph list page and the API list show, without
 loading any revision's spec or any applied manifest (a spec is kilobytes of JSON; a list shows
-three of its fields)."""
+three of its fields); and the relations other apps add to the graph page's one read of a graph."""
 
 from __future__ import annotations
 

@@ -26,7 +26,12 @@ def deployment_of(graph: Graph) -> Deployment | None:
 # status_context); the applied manifest only when a Kubernetes graph needs it (_cluster_context).
 WITH_DEPLOYMENT = ("deployment__revision", "deployment__cluster")
 WITH_HEAD_AND_DEPLOYMENT = ("head", "deployment", "deployment__cluster")
-NOT_READ = ("deployment__manifest",)
+NOT_READ = ("deployment__manifest", *(f"deployment__cluster__{field}" for field in (
+    "kubeconfig", "description", "namespaces", "dgd_versions", "dgdsa_versions", "error", "server_version",
+    "gpu_allocatable", "checked_at", "watched_at", "in_cluster", "context", "created_at", "updated_at")))
+# The graph page reads its head revision's spec through Revision.graph_spec, validated once per
+# process: the JSON is read (one query) only when this process has not seen the revision yet.
+HEAD_NOT_READ = ("head__spec", "head__source_yaml")
 _READ = object()
 
 
@@ -46,7 +51,8 @@ def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
         if head.is_cached(graph) and deployment.revision_id == graph.head_id and not _revision_read(deployment):
             deployment.revision = graph.head
     pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
-    recent = list(Operation.objects.filter(graph=graph).select_related("requested_by")[:10])
+    recent = list(Operation.objects.filter(graph=graph).select_related("requested_by")
+                  .only(*(f.name for f in Operation._meta.concrete_fields), "requested_by__username")[:10])
     # A graph has at most one unfinished operation and no operation is recorded while one is
     # (Job's constraint, operations._record): the unfinished one, if any, is the latest.
     active_op = next((o for o in recent if o.state in ACTIVE_STATES), None)

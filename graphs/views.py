@@ -29,6 +29,7 @@ from .models import Graph, GraphState, Operation, Revision
 from .previews import manifest_preview, revision_preview
 from .selectors import LIST_ROW, PAGE_NOT_READ, PAGE_RELATED, graph_list_rows
 from .status_view import (
+    HEAD_NOT_READ,
     NOT_READ,
     WITH_DEPLOYMENT,
     WITH_HEAD_AND_DEPLOYMENT,
@@ -189,8 +190,8 @@ def graph_import(request, name: str | None = None):
 @role_required(Role.VIEWER)
 @require_safe
 def graph_detail(request, name: str):
-    graph = get_object_or_404(Graph.objects.select_related("head__created_by", *WITH_HEAD_AND_DEPLOYMENT,
-                                                           *PAGE_RELATED).defer(*NOT_READ, *PAGE_NOT_READ), name=name)
+    graph = get_object_or_404(Graph.objects.select_related(*WITH_HEAD_AND_DEPLOYMENT, *PAGE_RELATED)
+                              .defer(*NOT_READ, *HEAD_NOT_READ, *PAGE_NOT_READ), name=name)
     if graph.head is None:
         raise Http404("graph has no revision")
     head = graph.head

@@ -222,6 +222,22 @@ class ReplicaChange(models.Model):
         return f"{self.service} {self.before}->{self.after} by {self.manager}"
 
 
+class StatusStamp(models.Model):
+    """A count of the writes to the rows a graph's status shows (its pods, operations, Planner
+    decisions, events and the scaling changes others made), kept by database triggers
+    (migration 0009) on every insert, update and delete of those rows, whoever makes it (the
+    ORM, a bulk upsert, a queryset update, plain SQL), so that a page re-reads those rows only
+    when the count moved (graphs.status_view). Django never writes it. No foreign key: a graph's
+    rows are deleted in whatever order, and its stamp with the graph (a trigger)."""
+
+    graph = models.OneToOneField(Graph, primary_key=True, on_delete=models.DO_NOTHING, db_constraint=False,
+                                 related_name="status_stamp")
+    value = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.graph_id}: {self.value}"
+
+
 class Event(models.Model):
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(db_index=True)

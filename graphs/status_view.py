@@ -4,12 +4,17 @@ events, the Planner's decisions and, on Kubernetes, the scaling changes others m
 
 from __future__ import annotations
 
+import copy
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+from django.db import connection
 from django.template.loader import render_to_string
 
 from core.dgd import topology
 
 from . import fragments
-from .models import ACTIVE_STATES, Deployment, Graph, Operation, PlannerDecision, Pod
+from .models import ACTIVE_STATES, Deployment, Event, Graph, Operation, PlannerDecision, Pod, ReplicaChange
 from .status_cache import POD_READINGS
 from .templatetags.graphs_extras import age
 
@@ -26,6 +31,7 @@ def deployment_of(graph: Graph) -> Deployment | None:
 # status_context); the applied manifest only when a Kubernetes graph needs it (_cluster_context).
 WITH_DEPLOYMENT = ("deployment__revision", "deployment__cluster")
 WITH_HEAD_AND_DEPLOYMENT = ("head", "deployment", "deployment__cluster")
+WITH_STAMP = ("status_stamp",)  # read with the graph, it says whether the status rows changed
 NOT_READ = ("deployment__manifest", *(f"deployment__cluster__{field}" for field in (
     "kubeconfig", "description", "namespaces", "dgd_versions", "dgdsa_versions", "error", "server_version",
     "gpu_allocatable", "checked_at", "watched_at", "in_cluster", "context", "created_at", "updated_at")))
@@ -33,6 +39,66 @@ NOT_READ = ("deployment__manifest", *(f"deployment__cluster__{field}" for field 
 # process: the JSON is read (one query) only when this process has not seen the revision yet.
 HEAD_NOT_READ = ("head__spec", "head__source_yaml")
 _READ = object()
+
+
+@dataclass(frozen=True)
+class StatusRows:
+    """The rows a graph's status shows: its deployment's pods, its last operations (each with
+    the Planner decision it executes, if any), events and, on Kubernetes, the scaling changes
+    others made."""
+
+    pods: list[Pod]
+    operations: list[Operation]
+    events: list[Event]
+    replica_changes: list[ReplicaChange]
+
+
+# The status is polled every 2 s by every open graph page, and its rows change when a runtime
+# observes a change or an operation moves: each process keeps the rows it last read per graph
+# and reads them again only when the graph's status stamp moved (StatusStamp: database triggers
+# count every write to those rows, in the writer's transaction). Inside a transaction the rows
+# are always read: there the stamp may not count the transaction's own writes yet (PostgreSQL
+# counts them at the commit).
+_ROWS: OrderedDict[tuple, StatusRows] = OrderedDict()
+_ROWS_MAX = 1024
+_STAMP = Graph._meta.get_field(WITH_STAMP[0])
+
+
+def _stamp_of(graph: Graph) -> int | None:
+    """The graph's status stamp when it was read with the graph (0: nothing written yet), else None."""
+    if not _STAMP.is_cached(graph):
+        return None
+    stamp = _STAMP.get_cached_value(graph)
+    return stamp.value if stamp is not None else 0
+
+
+def status_rows(graph: Graph, deployment: Deployment | None) -> StatusRows:
+    stamp = _stamp_of(graph)
+    key = None
+    if stamp is not None and not connection.in_atomic_block:
+        # The creation time too (a recreated database reuses ids); the deployment's id, since
+        # one that replaced another starts with no pods (a write the stamp cannot count).
+        key = (graph.pk, graph.created_at, stamp, deployment and deployment.pk)
+        found = _ROWS.get(key)
+        if found is not None:
+            _ROWS.move_to_end(key)
+            # The pods get this view's readings and what the spec says of them (status_context).
+            return replace(found, pods=[copy.copy(pod) for pod in found.pods])
+    recent = list(Operation.objects.filter(graph=graph).select_related("requested_by")
+                  .only(*(f.name for f in Operation._meta.concrete_fields), "requested_by__username")[:10])
+    decisions = PlannerDecision.objects.in_bulk([o.params["decision"] for o in recent
+                                                 if isinstance(o.params.get("decision"), int)])
+    for o in recent:  # a scale made via planner names the decision it executes, and how it ended
+        o.decision = decisions.get(o.params.get("decision"))
+    kubernetes = deployment is not None and deployment.runtime == "kubernetes" and deployment.active
+    rows = StatusRows(pods=list(Pod.objects.filter(deployment=deployment)) if deployment else [], operations=recent,
+                      events=list(graph.events.all()[:15]),
+                      replica_changes=list(graph.replica_changes.all()[:10]) if kubernetes else [])
+    if key is not None:
+        _ROWS[key] = replace(rows, pods=[copy.copy(pod) for pod in rows.pods])
+        while len(_ROWS) > _ROWS_MAX:
+            _ROWS.popitem(last=False)
+    return rows
 
 
 def _revision_read(deployment: Deployment) -> bool:
@@ -50,16 +116,11 @@ def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
         head = Graph._meta.get_field("head")
         if head.is_cached(graph) and deployment.revision_id == graph.head_id and not _revision_read(deployment):
             deployment.revision = graph.head
-    pods = list(Pod.objects.filter(deployment=deployment)) if deployment else []
-    recent = list(Operation.objects.filter(graph=graph).select_related("requested_by")
-                  .only(*(f.name for f in Operation._meta.concrete_fields), "requested_by__username")[:10])
+    rows = status_rows(graph, deployment)
+    pods, recent = rows.pods, rows.operations
     # A graph has at most one unfinished operation and no operation is recorded while one is
     # (Job's constraint, operations._record): the unfinished one, if any, is the latest.
     active_op = next((o for o in recent if o.state in ACTIVE_STATES), None)
-    decisions = PlannerDecision.objects.in_bulk([o.params["decision"] for o in recent
-                                                 if isinstance(o.params.get("decision"), int)])
-    for o in recent:  # a scale made via planner names the decision it executes, and how it ended
-        o.decision = decisions.get(o.params.get("decision"))
     spec = deployment.revision.graph_spec if deployment and deployment.revision else None
     desired = deployment.desired_replicas(spec) if spec and deployment.active else {}
     pools = [
@@ -87,11 +148,11 @@ def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
         "simulation": simulation,
         "pods_html": _pods_html(graph, pods, simulation),
         "active_op": active_op,
-        "history_html": _history_html(list(graph.events.all()[:15]), recent),
+        "history_html": _history_html(rows.events, recent),
         "pools": pools,
         "diagnosis": diagnose(deployment, pods) if deployment and deployment.active else [],
         "deployed": bool(deployment and deployment.active),
-        **_cluster_context(graph, deployment),
+        **_cluster_context(graph, deployment, rows),
     }
 
 
@@ -120,7 +181,7 @@ def _history_html(events: list, operations: list[Operation]) -> str:
         "graphs/detail.html#history", {"events": events, "recent_ops": operations}))
 
 
-def _cluster_context(graph: Graph, deployment) -> dict:
+def _cluster_context(graph: Graph, deployment, rows: StatusRows) -> dict:
     """Kubernetes: the scaling decisions others made, and whether the head revision needs a recreate."""
     if deployment is None or deployment.runtime != "kubernetes" or not deployment.active:
         return {}
@@ -128,5 +189,5 @@ def _cluster_context(graph: Graph, deployment) -> dict:
     if graph.head_id and deployment.revision_id != graph.head_id:
         change = topology.change(topology.components(deployment.manifest),
                                  [s.name for s in graph.head.graph_spec.services])
-    return {"replica_changes": list(graph.replica_changes.all()[:10]), "topology_change": change,
+    return {"replica_changes": rows.replica_changes, "topology_change": change,
             "topology_downtime": change.downtime(graph.name) if change else ""}

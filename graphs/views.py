@@ -33,6 +33,7 @@ from .status_view import (
     NOT_READ,
     WITH_DEPLOYMENT,
     WITH_HEAD_AND_DEPLOYMENT,
+    WITH_STAMP,
     deployment_of,
     status_context,
 )
@@ -190,7 +191,7 @@ def graph_import(request, name: str | None = None):
 @role_required(Role.VIEWER)
 @require_safe
 def graph_detail(request, name: str):
-    graph = get_object_or_404(Graph.objects.select_related(*WITH_HEAD_AND_DEPLOYMENT, *PAGE_RELATED)
+    graph = get_object_or_404(Graph.objects.select_related(*WITH_HEAD_AND_DEPLOYMENT, *WITH_STAMP, *PAGE_RELATED)
                               .defer(*NOT_READ, *HEAD_NOT_READ, *PAGE_NOT_READ), name=name)
     if graph.head is None:
         raise Http404("graph has no revision")
@@ -222,7 +223,7 @@ def graph_detail(request, name: str):
 @require_safe
 def graph_status(request, name: str):
     """The status fragment (state, diagnosis, pods, events, operations), polled by the page."""
-    graph = get_object_or_404(Graph.objects.select_related(*WITH_DEPLOYMENT).defer(*NOT_READ), name=name)
+    graph = get_object_or_404(Graph.objects.select_related(*WITH_DEPLOYMENT, *WITH_STAMP).defer(*NOT_READ), name=name)
     context = {"graph": graph, **status_context(graph, deployment_of(graph))}
     response = render(request, "graphs/detail.html#status", context)
     deployment = context["deployment"]

@@ -128,3 +128,22 @@ def test_a_deleted_graph_takes_its_stamp_with_it(viewer):
     Graph.objects.filter(pk=pk).delete()
     assert not StatusStamp.objects.filter(graph_id=pk).exists()
     assert viewer.get("/graphs/gone/status/", **HTMX).status_code == 404
+
+
+def test_an_observation_that_finds_nothing_new_keeps_the_stamp(viewer):
+    graph = applied("rest")
+    pod = PodStatus(name="rest-decode-0", service="decode", role="decode", phase="Running", ready=True)
+    observation_record(graph.deployment, Observation(state="ready", pods=[pod]), observed_generation=1)
+    stamp = StatusStamp.objects.get(graph_id=graph.pk).value
+    status(viewer, "rest")
+    observation_record(graph.deployment, Observation(state="ready", pods=[pod]), observed_generation=1)
+    if connection.vendor == "postgresql":  # an update counts only when it changed what is shown
+        assert StatusStamp.objects.get(graph_id=graph.pk).value == stamp
+        assert rows_read(status(viewer, "rest")[1]) == []
+    else:  # SQLite counts every write
+        assert StatusStamp.objects.get(graph_id=graph.pk).value > stamp
+    observation_record(graph.deployment, Observation(state="ready", pods=[PodStatus(
+        name="rest-decode-0", service="decode", role="decode", phase="Running", ready=True, restarts=1)]),
+        observed_generation=1)
+    assert StatusStamp.objects.get(graph_id=graph.pk).value > stamp
+    assert "rest-decode-0" in status(viewer, "rest")[0]

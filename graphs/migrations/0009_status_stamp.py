@@ -16,6 +16,13 @@ BY_GRAPH = ("graphs_operation", "graphs_plannerdecision", "graphs_event", "graph
 BY_DEPLOYMENT = ("graphs_pod",)
 
 
+# A runtime writes every pod it observes on every observation (one upsert): on PostgreSQL an
+# update counts only when it changed a column other than the time of the write, so that a
+# graph at rest keeps its stamp between observations. (SQLite counts every update: correct,
+# and on a laptop's one-user database the rows are re-read on each poll, as they were before.)
+CHANGED = "(to_jsonb(OLD) - 'updated_at') IS DISTINCT FROM (to_jsonb(NEW) - 'updated_at')"
+
+
 def _graph_of(row: str, table: str) -> str:
     if table in BY_DEPLOYMENT:
         return f"(SELECT graph_id FROM graphs_deployment WHERE id = {row}.deployment_id)"
@@ -50,8 +57,10 @@ def _postgresql() -> list[str]:
     statements = list(POSTGRESQL_FUNCTIONS)
     for table in (*BY_GRAPH, *BY_DEPLOYMENT):
         function = "graphs_status_stamp_by_deployment" if table in BY_DEPLOYMENT else "graphs_status_stamp_by_graph"
-        statements.append(f"CREATE CONSTRAINT TRIGGER {table}_status_stamp AFTER INSERT OR UPDATE OR DELETE ON {table} "
+        statements.append(f"CREATE CONSTRAINT TRIGGER {table}_status_stamp AFTER INSERT OR DELETE ON {table} "
                           f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {function}()")
+        statements.append(f"CREATE CONSTRAINT TRIGGER {table}_status_stamp_update AFTER UPDATE ON {table} "
+                          f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ({CHANGED}) EXECUTE FUNCTION {function}()")
     statements.append("CREATE CONSTRAINT TRIGGER graphs_graph_status_stamp AFTER DELETE ON graphs_graph "
                       "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION graphs_status_stamp_drop()")
     return statements
@@ -77,7 +86,7 @@ def _sqlite() -> list[str]:
 def _drop(vendor: str) -> list[str]:
     tables = (*BY_GRAPH, *BY_DEPLOYMENT)
     if vendor == "postgresql":
-        return [*(f"DROP TRIGGER IF EXISTS {t}_status_stamp ON {t}" for t in tables),
+        return [*(f"DROP TRIGGER IF EXISTS {t}_status_stamp{suffix} ON {t}" for t in tables for suffix in ("", "_update")),
                 "DROP TRIGGER IF EXISTS graphs_graph_status_stamp ON graphs_graph",
                 *(f"DROP FUNCTION IF EXISTS {f}" for f in ("graphs_status_stamp_by_graph()",
                                                            "graphs_status_stamp_by_deployment()",

@@ -59,8 +59,8 @@ class StatusRows:
 # count every write to those rows, in the writer's transaction). Inside a transaction the rows
 # are always read: there the stamp may not count the transaction's own writes yet (PostgreSQL
 # counts them at the commit).
-_ROWS: OrderedDict[tuple, StatusRows] = OrderedDict()
-_ROWS_MAX = 1024
+_ROWS: OrderedDict[tuple, tuple[tuple, StatusRows]] = OrderedDict()  # graph -> (what they were read at, rows)
+_ROWS_MAX = 512
 _STAMP = Graph._meta.get_field(WITH_STAMP[0])
 
 
@@ -74,28 +74,29 @@ def _stamp_of(graph: Graph) -> int | None:
 
 def status_rows(graph: Graph, deployment: Deployment | None) -> StatusRows:
     stamp = _stamp_of(graph)
+    kubernetes = deployment is not None and deployment.runtime == "kubernetes" and deployment.active
     key = None
     if stamp is not None and not connection.in_atomic_block:
         # The creation time too (a recreated database reuses ids); the deployment's id, since
         # one that replaced another starts with no pods (a write the stamp cannot count).
-        key = (graph.pk, graph.created_at, stamp, deployment and deployment.pk)
+        key, read_at = (graph.pk, graph.created_at), (stamp, deployment and deployment.pk, kubernetes)
         found = _ROWS.get(key)
-        if found is not None:
+        if found is not None and found[0] == read_at:
             _ROWS.move_to_end(key)
             # The pods get this view's readings and what the spec says of them (status_context).
-            return replace(found, pods=[copy.copy(pod) for pod in found.pods])
+            return replace(found[1], pods=[copy.copy(pod) for pod in found[1].pods])
     recent = list(Operation.objects.filter(graph=graph).select_related("requested_by")
                   .only(*(f.name for f in Operation._meta.concrete_fields), "requested_by__username")[:10])
     decisions = PlannerDecision.objects.in_bulk([o.params["decision"] for o in recent
                                                  if isinstance(o.params.get("decision"), int)])
     for o in recent:  # a scale made via planner names the decision it executes, and how it ended
         o.decision = decisions.get(o.params.get("decision"))
-    kubernetes = deployment is not None and deployment.runtime == "kubernetes" and deployment.active
     rows = StatusRows(pods=list(Pod.objects.filter(deployment=deployment)) if deployment else [], operations=recent,
                       events=list(graph.events.all()[:15]),
                       replica_changes=list(graph.replica_changes.all()[:10]) if kubernetes else [])
     if key is not None:
-        _ROWS[key] = replace(rows, pods=[copy.copy(pod) for pod in rows.pods])
+        _ROWS[key] = (read_at, replace(rows, pods=[copy.copy(pod) for pod in rows.pods]))
+        _ROWS.move_to_end(key)
         while len(_ROWS) > _ROWS_MAX:
             _ROWS.popitem(last=False)
     return rows

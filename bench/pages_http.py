@@ -5,6 +5,8 @@ over real HTTP.
     python bench/pages_http.py                     # ~5 min on a 2-core machine (needs wrk)
     python bench/pages_http.py --clients 8 --seconds 5 --rounds 3 --workers 2
     python bench/pages_http.py --compare gunicorn,granian --compare-nginx   # other stock servers beside it
+    python bench/pages_http.py --baseline /tmp/base --variant DATABASE_PREPARED_STATEMENTS=0 \
+        --pages list,detail,status,api_list --output pages-http-ab   # what a change did, round for round
 
 Loads each page with wrk (8 keep-alive connections, closed loop) in 3 rounds of new connections
 and measures p50/p95 (medians over rounds, the p95's min..max, p99 and max) per page: graph list, graph detail, status
@@ -38,6 +40,9 @@ from bench import charts, record  # noqa: E402
 
 GOALS_MS = {"chart": 250, "overview_data": 250}
 BALANCED = "nginx least_conn over single-worker uvicorn processes"
+VARIANT = "uvicorn with "
+BASELINE = "uvicorn, the code of commit "
+PAGES = ("list", "detail", "status", "api_list", "overview", "chart", "overview_data")
 DEFAULT_GOAL_MS = 50
 
 
@@ -272,16 +277,17 @@ def wait_healthy(proc: subprocess.Popen, port: int) -> None:
     raise RuntimeError("the web server did not come up")
 
 
-def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen:
+def start_web(env: dict[str, str], port: int, workers: int, tree: Path = ROOT) -> subprocess.Popen:
     """The web process exactly as `manage.py up` starts it (its own web_command: uvicorn
-    --workers as it ships, and the shared file cache it gives several workers), on ``port``."""
+    --workers as it ships, and the shared file cache it gives several workers), on ``port``;
+    ``tree``: another checkout's code instead of this one's (--baseline)."""
     from controlplane.management.commands.up import web_command
 
-    env = {**os.environ, **env, "WEB_WORKERS": str(workers)}
+    env = {**os.environ, **env, "WEB_WORKERS": str(workers), "PYTHONPATH": str(tree)}
     if workers > 1:
         env.setdefault("CACHE_URL", f"file://{Path(env['CONTROLPLANE_VAR_DIR']) / 'cache'}")
     argv = web_command("127.0.0.1", port, workers)
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_healthy(proc, port)
     return proc
 
@@ -381,7 +387,28 @@ def main() -> int:
                              "nginx least_conn (Debian's nginx: scripts/services.sh nginx)")
     parser.add_argument("--compare", default="", help="also serve the pages, round for round, from these other stock "
                         f"servers (comma-separated: {', '.join(ALTERNATIVES)}), N workers each")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=VALUE",
+                        help="also serve the pages, round for round, from `make up`'s server with this setting in "
+                             "its environment (an A/B of one setting: DATABASE_PREPARED_STATEMENTS=0, say); repeatable")
+    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                        help="also serve the pages, round for round, from `make up`'s server running another checkout "
+                             "of the product (git worktree add /tmp/base <commit>) on the same database, migrated by "
+                             "this one: what a change did, on one machine at one time")
+    parser.add_argument("--pages", default="", help=f"only these pages (comma-separated: {', '.join(PAGES)})")
+    parser.add_argument("--output", default="pages-http", help="the results file's name under bench/results/")
     args = parser.parse_args()
+    variants = dict(v.split("=", 1) for v in args.variant if "=" in v)
+    if len(variants) != len(args.variant):
+        parser.error("--variant: write NAME=VALUE")
+    selected = [name.strip() for name in args.pages.split(",") if name.strip()]
+    if unknown_pages := sorted(set(selected) - set(PAGES)):
+        parser.error(f"--pages: no such page {', '.join(unknown_pages)} (known: {', '.join(PAGES)})")
+    baseline_commit = None
+    if args.baseline:
+        baseline_commit = subprocess.run(["git", "-C", str(args.baseline), "rev-parse", "--short", "HEAD"],
+                                         capture_output=True, text=True).stdout.strip()
+        if not (args.baseline / "controlplane" / "asgi.py").is_file() or not baseline_commit:
+            parser.error(f"--baseline: {args.baseline} is not a checkout of the product")
     others = [name.strip() for name in args.compare.split(",") if name.strip()]
     unknown = sorted(set(others) - set(ALTERNATIVES))
     if unknown:
@@ -425,21 +452,32 @@ def main() -> int:
                 servers += [f"{label}, {ALTERNATIVES[name][0]}" for name in others]
                 if args.compare_nginx:
                     servers.append(f"{label}, {BALANCED}")
+                servers += [f"{label}, {VARIANT}{name}={value}" for name, value in variants.items()]
+                if args.baseline:
+                    servers.append(f"{label}, {BASELINE}{baseline_commit}")
+            pages = urls if label == "prometheus up" else {k: urls[k] for k in ("overview", "overview_data", "chart")}
+            pages = {k: v for k, v in pages.items() if not selected or k in selected}
+            if not pages:
+                continue
             procs, bases = {}, {}
             try:
                 for server_label in servers:
                     port = free_port()
                     web_env = {**env, "PROMETHEUS_URL": url_of_prometheus}
                     other = next((name for name in others if server_label.endswith(ALTERNATIVES[name][0])), None)
-                    if BALANCED in server_label:
+                    variant = server_label.partition(VARIANT)[2]
+                    if BASELINE in server_label:
+                        procs[server_label] = start_web(web_env, port, args.workers, tree=args.baseline.resolve())
+                    elif variant:
+                        name, _, value = variant.partition("=")
+                        procs[server_label] = start_web({**web_env, name: value}, port, args.workers)
+                    elif BALANCED in server_label:
                         procs[server_label] = Balanced(web_env, port, args.workers)
                     elif other:
                         procs[server_label] = start_alternative(other, web_env, port, args.workers)
                     else:
                         procs[server_label] = start_web(web_env, port, args.workers)
                     bases[server_label] = f"http://127.0.0.1:{port}"
-                pages = urls if label == "prometheus up" else {k: urls[k] for k in ("overview", "overview_data",
-                                                                                    "chart")}
                 for name, url in pages.items():
                     headers = {"HX-Request": "true"} if name == "overview_data" else {}
                     runs: dict[str, list] = {server_label: [] for server_label in servers}
@@ -474,7 +512,7 @@ def main() -> int:
             spread = "{}..{}".format(*s["p95_spread"]) if "p95_spread" in s else ""
             print(f"{name:<10} {label:<34} {s['p50']!s:>7} {s['p95']!s:>7} {spread:>13} {s['p99']!s:>7} "
                   f"{s['max']!s:>7} {goal:>6} {ratio} {queries[name]:>4}  {s.get('note', '')}")
-    path = record.write("pages-http", {
+    path = record.write(args.output, {
         "setup": {"clients": args.clients, "seconds_per_page": args.seconds, "rounds": args.rounds,
                   "web_workers": args.workers,
                   "load_generator": "wrk (one thread, keep-alive connections, closed loop)",
@@ -483,7 +521,11 @@ def main() -> int:
                   "compared_with": ([f"{ALTERNATIVES[name][0]} ({version(name)}, N workers, as it ships)"
                                      for name in others]
                                     + ([f"{BALANCED} (N processes, Debian's nginx, round for round)"]
-                                       if args.compare_nginx else [])) or None,
+                                       if args.compare_nginx else [])
+                                    + [f"the same server with {name}={value} (round for round)"
+                                       for name, value in variants.items()]
+                                    + ([f"the same server running commit {baseline_commit} (round for round)"]
+                                       if args.baseline else [])) or None,
                   "machine_speed": speed,
                   "database": "postgresql",
                   "graphs": 500, "pods": 5000},

@@ -16,11 +16,13 @@ BY_GRAPH = ("graphs_operation", "graphs_plannerdecision", "graphs_event", "graph
 BY_DEPLOYMENT = ("graphs_pod",)
 
 
-# A runtime writes every pod it observes on every observation (one upsert): on PostgreSQL an
-# update counts only when it changed a column other than the time of the write, so that a
-# graph at rest keeps its stamp between observations. (SQLite counts every update: correct,
-# and on a laptop's one-user database the rows are re-read on each poll, as they were before.)
-CHANGED = "(to_jsonb(OLD) - 'updated_at') IS DISTINCT FROM (to_jsonb(NEW) - 'updated_at')"
+# A runtime writes every pod it observes on every observation (one upsert), and a running
+# operation's worker renews its lease every few seconds: on PostgreSQL an update counts only
+# when it changed a column other than those two, which the status never shows, so that a graph
+# at rest keeps its stamp and a heartbeat's commit runs no trigger. (SQLite counts every update:
+# correct, and on a laptop's one-user database the rows are re-read on each poll, as before.)
+UNSHOWN = "'updated_at' - 'lease_until'"
+CHANGED = f"(to_jsonb(OLD) - {UNSHOWN}) IS DISTINCT FROM (to_jsonb(NEW) - {UNSHOWN})"
 
 
 def _graph_of(row: str, table: str) -> str:

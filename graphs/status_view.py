@@ -72,9 +72,14 @@ def _stamp_of(graph: Graph) -> int | None:
     return stamp.value if stamp is not None else 0
 
 
+def _on_kubernetes(deployment: Deployment | None) -> bool:
+    """Whether the graph runs on a cluster (its status then shows the scaling changes others made)."""
+    return deployment is not None and deployment.runtime == "kubernetes" and deployment.active
+
+
 def status_rows(graph: Graph, deployment: Deployment | None) -> StatusRows:
     stamp = _stamp_of(graph)
-    kubernetes = deployment is not None and deployment.runtime == "kubernetes" and deployment.active
+    kubernetes = _on_kubernetes(deployment)
     key = None
     if stamp is not None and not connection.in_atomic_block:
         # The creation time too (a recreated database reuses ids); the deployment's id, since
@@ -184,7 +189,7 @@ def _history_html(events: list, operations: list[Operation]) -> str:
 
 def _cluster_context(graph: Graph, deployment, rows: StatusRows) -> dict:
     """Kubernetes: the scaling decisions others made, and whether the head revision needs a recreate."""
-    if deployment is None or deployment.runtime != "kubernetes" or not deployment.active:
+    if not _on_kubernetes(deployment):
         return {}
     change = None
     if graph.head_id and deployment.revision_id != graph.head_id:

@@ -57,16 +57,20 @@ def _spec_path(data: Any, loc: list) -> str:
     return ".".join(parts)
 
 
+# Aliases may point at the same node many times over: the "billion laughs" is nine levels of ten
+# aliases each, a few hundred bytes that expand into 10**9 nodes. What a manifest may expand
+# into is bounded, counted on the composed nodes before anything is constructed.
+MAX_EXPANDED_NODES = 200_000
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML loader that refuses duplicate keys (in a services map a repeated name would
-    silently replace the first service) and aliases (a few nested ones expand a few hundred
-    bytes into gigabytes, the "billion laughs"; manifests never need them)."""
+    silently replace the first service), bounds what aliases expand into (MAX_EXPANDED_NODES)
+    and refuses recursive ones. Anchors, aliases and merge keys (``<<: *base``) are YAML that
+    ``kubectl`` accepts, and upstream's recipes use them (ai-dynamo/dynamo@2a6da14c,
+    recipes/kustomize/components/*/patch-dgd.yaml)."""
 
     def compose_node(self, parent, index):
-        if self.check_event(yaml.events.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, f"YAML aliases (*{event.anchor}) are not accepted in manifests", event.start_mark)
         # Composing recurses once per level: bound it well before Python's recursion limit.
         self._depth = getattr(self, "_depth", 0) + 1
         try:
@@ -76,6 +80,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_document(self, node):
+        _expanded_size(node, {}, set())
+        return _unshared(super().construct_document(node))
 
     def construct_yaml_int(self, node):
         # int() of a literal of thousands of digits raises ValueError (Python's digit limit) or
@@ -88,20 +96,65 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_yaml_int(node)
 
 
+def _expanded_size(node, sizes: dict, open_nodes: set) -> int:
+    """How many nodes ``node`` stands for once every alias is expanded (each shared node counted
+    once per use, computed once). Raises when that passes MAX_EXPANDED_NODES or an alias refers
+    to a node that contains it."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise yaml.composer.ComposerError(None, None, "a YAML alias refers to the node that contains it "
+                                                      "(a recursive alias)", node.start_mark)
+    open_nodes.add(key)
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, sizes, open_nodes) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, sizes, open_nodes) + _expanded_size(v, sizes, open_nodes)
+                       for k, v in node.value)
+    else:
+        size = 1
+    open_nodes.discard(key)
+    if size > MAX_EXPANDED_NODES:
+        raise yaml.composer.ComposerError(
+            None, None, f"YAML aliases expand this document to more than {MAX_EXPANDED_NODES:,} values; "
+                        "a manifest this large is refused", node.start_mark)
+    sizes[key] = size
+    return size
+
+
+def _unshared(data: Any) -> Any:
+    """A copy in which no two places share an object (an alias constructs one object used at
+    every place): editing one place must not change another. Bounded by MAX_EXPANDED_NODES."""
+    if isinstance(data, dict):
+        return {k: _unshared(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_unshared(v) for v in data]
+    return data
+
+
 def _construct_mapping(loader, node, deep=False):
-    """A mapping whose keys are each unique. A key that is itself a list or a map (YAML's
-    ``? [a, b]``) becomes an untrusted.ComplexKey, so that check() refuses it with its path, as
-    it refuses every key that is not text."""
-    mapping = {}
-    for key_node, value_node in node.value:
+    """A mapping whose keys are each unique. Merge keys (``<<``) are expanded first; a key the
+    mapping writes itself overrides a merged one, as YAML's merge type says, but a key written
+    twice is refused. A key that is itself a list or a map (YAML's ``? [a, b]``) becomes an
+    untrusted.ComplexKey, so that check() refuses it with its path, as it refuses every key that
+    is not text."""
+    written = sum(1 for key_node, _ in node.value if key_node.tag != "tag:yaml.org,2002:merge")
+    loader.flatten_mapping(node)
+    merged = len(node.value) - written
+    mapping: dict = {}
+    own: set = set()
+    for position, (key_node, value_node) in enumerate(node.value):
         key = loader.construct_object(key_node, deep=deep)
         if isinstance(key, (list, dict)):
             key = untrusted.ComplexKey("list" if isinstance(key, list) else "map", key_node.start_mark.line + 1)
-        if key in mapping:
+        if position >= merged and key in own:
             line = key_node.start_mark.line + 1
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r} (line {line}): each name may appear once", key_node.start_mark
             )
+        if position >= merged:
+            own.add(key)
         mapping[key] = loader.construct_object(value_node, deep=deep)
     return mapping
 
@@ -110,8 +163,9 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
 
 
-def load_yaml(text: str | bytes, *, max_bytes: int) -> Any:
-    """One YAML document, parsed safely. Raises ManifestError with the line and column."""
+def load_documents(text: str | bytes, *, max_bytes: int) -> list[Any]:
+    """Every YAML document of ``text`` (empty ones left out), parsed safely and checked against
+    the bounds on untrusted input. Raises ManifestError with the line and column."""
     if isinstance(text, bytes):
         if len(text) > max_bytes:
             raise ManifestError.single("", f"the manifest is {len(text):,} bytes; the limit is {max_bytes:,}",
@@ -131,15 +185,26 @@ def load_yaml(text: str | bytes, *, max_bytes: int) -> Any:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(exc, "problem", None) or str(exc)
         raise ManifestError.single("", f"malformed YAML at {where}: {problem}", "yaml") from None
+    except RecursionError:
+        raise ManifestError.single("", "the YAML nests too deeply", "yaml") from None
     if not documents:
         raise ManifestError.single("", "the manifest is empty", "empty")
+    for index, document in enumerate(documents):
+        try:
+            untrusted.check(document)
+        except untrusted.UntrustedInputError as exc:
+            where = f"document {index + 1}: " if len(documents) > 1 else ""
+            raise ManifestError.single(exc.path, where + exc.message, "unstorable") from None
+    return documents
+
+
+def load_yaml(text: str | bytes, *, max_bytes: int) -> Any:
+    """One YAML document, parsed safely. Raises ManifestError with the line and column. A file
+    that holds a graph beside other objects is read with core.documents.load_bundle."""
+    documents = load_documents(text, max_bytes=max_bytes)
     if len(documents) > 1:
         raise ManifestError.single(
             "", f"expected one DynamoGraphDeployment, found {len(documents)} YAML documents", "many")
-    try:
-        untrusted.check(documents[0])
-    except untrusted.UntrustedInputError as exc:
-        raise ManifestError.single(exc.path, exc.message, "unstorable") from None
     return documents[0]
 
 

@@ -55,6 +55,10 @@ class Revision(models.Model):
     spec = models.JSONField()  # a GraphSpec, read through .graph_spec
     source_yaml = models.TextField(blank=True)  # the manifest as imported, when it came from YAML
     source_api_version = models.CharField(max_length=40, blank=True)
+    # The objects the manifest file held beside the DGD (ConfigMaps, PVCs, DRA claims...), as
+    # written, in file order: shown, diffed and exported with the graph, and applied with it on
+    # clusters (core/documents.py).
+    companions = models.JSONField(default=list, blank=True)
     message = models.CharField(max_length=500, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)

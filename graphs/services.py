@@ -12,7 +12,8 @@ from django.utils import timezone
 from audit.services import audit_record
 from core.dgd.convert import conversion_losses, losses_message
 from core.dgd.parse import import_manifest
-from core.dgd.render import V1BETA1, normalise_api_version, render
+from core.dgd.render import default_api_version, normalise_api_version, render
+from core.documents import Bundle
 from core.errors import ManifestError, Refused
 from core.findings import Finding, Severity
 from core.schema import structural_findings
@@ -35,23 +36,25 @@ class GraphConflict(Refused):
 REFUSED_ON_SAVE = {"replicas_absurd", "planner_config_invalid", "child_name_too_long"}
 
 
-def _refuse_structural(spec: GraphSpec) -> None:
+def _refuse_structural(spec: GraphSpec, source_api_version: str = "") -> None:
     """A spec whose manifest the CRD would refuse is never stored, nor one with a typo-sized
-    mistake (replicas in the thousands)."""
-    for api_version in ("nvidia.com/v1beta1", "nvidia.com/v1alpha1"):
-        manifest = render(spec, api_version)
-        errors = structural_findings(manifest)
-        if errors:
-            raise ManifestError(errors)
-    refused = [f for f in validate_spec(spec, api_version=V1BETA1).findings if f.code in REFUSED_ON_SAVE]
+    mistake (replicas in the thousands). Judged in the API version it is kept in: a conversion
+    nobody asked for is not a reason to refuse it (moving it to the other version is checked
+    when that is asked, by revision_manifest)."""
+    api_version = default_api_version(spec, source_api_version)
+    errors = structural_findings(render(spec, api_version))
+    if errors:
+        raise ManifestError(errors)
+    refused = [f for f in validate_spec(spec, api_version=api_version).findings if f.code in REFUSED_ON_SAVE]
     if refused:
         raise ManifestError(refused)
 
 
 @transaction.atomic
 def graph_create(*, spec: GraphSpec, user: Actor = None, description: str = "", message: str = "",
-                 source_yaml: str = "", source_api_version: str = "", via: str = "ui") -> Graph:
-    _refuse_structural(spec)
+                 source_yaml: str = "", source_api_version: str = "", via: str = "ui",
+                 companions: list[dict] | None = None) -> Graph:
+    _refuse_structural(spec, source_api_version)
     if Graph.objects.filter(name=spec.name).exists():
         raise GraphConflict(f"a graph named {spec.name!r} already exists")
     try:
@@ -62,6 +65,7 @@ def graph_create(*, spec: GraphSpec, user: Actor = None, description: str = "", 
     revision = Revision.objects.create(
         graph=graph, number=1, spec=spec.model_dump(mode="json"), source_yaml=source_yaml,
         source_api_version=source_api_version, message=message or "created", created_by=user,
+        companions=companions or [],
     )
     Graph.objects.filter(pk=graph.pk).update(head=revision)
     graph.head = revision
@@ -73,21 +77,26 @@ def graph_create(*, spec: GraphSpec, user: Actor = None, description: str = "", 
 @transaction.atomic
 def graph_update(*, graph: Graph, spec: GraphSpec, user: Actor = None, message: str = "",
                  expected_head: int | None = None, source_yaml: str = "", source_api_version: str = "",
-                 via: str = "ui") -> Revision:
-    """A new revision. ``expected_head`` guards against overwriting someone else's edit."""
+                 via: str = "ui", companions: list[dict] | None = None) -> Revision:
+    """A new revision. ``expected_head`` guards against overwriting someone else's edit.
+    ``companions``: the objects the manifest file held beside the graph; None keeps the head's
+    (an edit of the spec alone does not drop them)."""
     if spec.name != graph.name:
         raise ManifestError([Finding(Severity.ERROR, "rename", "metadata.name",
                                      f"this graph is {graph.name!r}; a graph cannot be renamed",
                                      "create a new graph from this manifest instead")])
-    _refuse_structural(spec)
+    _refuse_structural(spec, source_api_version)
     locked = Graph.objects.select_for_update().get(pk=graph.pk)
     head = locked.head
+    if companions is None:
+        companions = head.companions if head else []
     if expected_head is not None and head is not None and head.number != expected_head:
         raise GraphConflict(f"{graph.name} is now at revision {head.number}, not {expected_head}: reload and retry")
     number = (head.number if head else 0) + 1
     revision = Revision.objects.create(
         graph=locked, number=number, spec=spec.model_dump(mode="json"), source_yaml=source_yaml,
         source_api_version=source_api_version, message=message or f"revision {number}", created_by=user,
+        companions=companions,
     )
     Graph.objects.filter(pk=graph.pk).update(head=revision)
     graph.head = revision
@@ -98,9 +107,11 @@ def graph_update(*, graph: Graph, spec: GraphSpec, user: Actor = None, message: 
 
 
 def graph_import(*, obj: dict, user: Actor = None, text: str = "", dynamo_version: str | None = None,
-                 message: str = "", via: str = "ui") -> tuple[Graph, Revision, Report]:
+                 message: str = "", via: str = "ui", companions: list[dict] | None = None,
+                 ) -> tuple[Graph, Revision, Report]:
     """Create a graph from a manifest, or add a revision when the graph exists. Nothing is
-    stored when the manifest has structural errors."""
+    stored when the manifest has structural errors. ``companions``: the other objects of the
+    file (core/documents.py), kept with the revision."""
     report = validate_manifest(obj, dynamo_version=dynamo_version)
     structural = [f for f in report.findings if f.severity == Severity.ERROR and (f.code.startswith(
         ("schema_", "api_version", "not_a_mapping", "kind", "invalid_", "type", "name_required", "gpu_count"))
@@ -112,11 +123,34 @@ def graph_import(*, obj: dict, user: Actor = None, text: str = "", dynamo_versio
     existing = Graph.objects.filter(name=spec.name).first()
     if existing is None:
         graph = graph_create(spec=spec, user=user, message=message or "imported", source_yaml=text,
-                             source_api_version=api_version, via=via)
+                             source_api_version=api_version, via=via, companions=companions or [])
         return graph, graph.head, report
     revision = graph_update(graph=existing, spec=spec, user=user, message=message or "imported",
-                            source_yaml=text, source_api_version=api_version, via=via)
+                            source_yaml=text, source_api_version=api_version, via=via,
+                            companions=companions or None)
     return existing, revision, report
+
+
+@transaction.atomic
+def graph_import_bundle(*, bundle: Bundle, user: Actor = None, text: str = "", dynamo_version: str | None = None,
+                        message: str = "", via: str = "ui") -> list[tuple[Graph, Revision, Report]]:
+    """Every graph of a manifest file (core/documents.py), each keeping the file's other
+    objects, as ``kubectl apply -f`` would create them all: all of them or none. A file of the
+    DGD alone keeps a graph's companions, as applying it leaves the cluster's ConfigMaps be."""
+    return [graph_import(obj=obj, user=user, text=text if len(bundle.graphs) == 1 else "",
+                         dynamo_version=dynamo_version, message=message, via=via, companions=bundle.companions)
+            for obj in bundle.graphs]
+
+
+def companions_finding(bundle: Bundle) -> Finding | None:
+    """What an import does with the file's other objects, said where the findings are shown."""
+    if not bundle.companions:
+        return None
+    names = ", ".join(f"{c['kind']} {c['metadata']['name']}" for c in bundle.companions[:8])
+    more = f" and {len(bundle.companions) - 8} more" if len(bundle.companions) > 8 else ""
+    return Finding(Severity.INFO, "companions_kept", "",
+                   f"the file also holds {names}{more}: kept with the graph's revision, exported with it and "
+                   "applied beside it by server-side apply on a cluster (the local runtime has no use for them)")
 
 
 class GraphHasBenchmarks(GraphConflict):

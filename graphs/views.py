@@ -17,9 +17,10 @@ from accounts.roles import Role, role_required, user_role
 from clusters.selectors import parse_target
 from core.catalog import TEMPLATES, build_spec
 from core.dgd.render import API_VERSIONS, V1BETA1, normalise_api_version, served_api_versions
+from core.documents import Bundle, load_bundle
 from core.errors import ManifestError, OperationRefused
 from core.findings import Finding, Severity
-from core.specio import dump_yaml, load_yaml
+from core.specio import dump_yaml
 from core.untrusted import QueryParameterError, parse_int_text, query_int
 from core.validation import Report, validate_manifest
 
@@ -118,12 +119,23 @@ def graph_new(request):
     return render(request, "graphs/new.html", context, status=400 if request.method == "POST" else 200)
 
 
-def _manifest_report(text: str, dynamo_version: str | None) -> tuple[dict | None, Report]:
+def _manifest_report(text: str, dynamo_version: str | None) -> tuple[Bundle | None, Report]:
+    """The file's graphs and companions, and the findings of its first graph (each graph is
+    validated again when it is imported)."""
     try:
-        obj = load_yaml(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+        bundle = load_bundle(text, max_bytes=settings.MAX_MANIFEST_BYTES)
     except ManifestError as exc:
         return None, Report(exc.findings)
-    return obj, validate_manifest(obj, dynamo_version=dynamo_version)
+    report = validate_manifest(bundle.manifest, dynamo_version=dynamo_version)
+    kept = services.companions_finding(bundle)
+    if kept is not None:
+        report.findings.append(kept)
+    if len(bundle.graphs) > 1:
+        names = ", ".join(str((g.get("metadata") or {}).get("name")) for g in bundle.graphs)
+        report.findings.append(Finding(Severity.INFO, "several_graphs", "",
+                                       f"the file holds {len(bundle.graphs)} graphs ({names}): each is imported as a "
+                                       "graph of its own; the findings shown are the first one's"))
+    return bundle, report
 
 
 @role_required(Role.VIEWER)
@@ -166,19 +178,28 @@ def graph_import(request, name: str | None = None):
         status = 400
         if form.is_valid():
             text = form.cleaned_data["yaml"]
-            obj, report = _manifest_report(text, form.cleaned_data["dynamo_version"])
-            if obj is not None and report.spec is not None:
+            bundle, report = _manifest_report(text, form.cleaned_data["dynamo_version"])
+            if bundle is not None and report.spec is not None:
                 try:
+                    if graph is not None and len(bundle.graphs) > 1:
+                        raise ManifestError.single("", f"the text holds {len(bundle.graphs)} graphs; {graph.name}'s "
+                                                       "YAML holds one", "several_graphs",
+                                                   "import the file from the graph list instead")
                     if graph is not None:
+                        obj = bundle.manifest
                         services.graph_update(graph=graph, spec=report.spec, user=request.user,
                                               message=form.cleaned_data["message"] or "edited YAML",
                                               expected_head=form.cleaned_data.get("expected_revision"),
-                                              source_yaml=text, source_api_version=obj.get("apiVersion", ""))
+                                              source_yaml=text, source_api_version=obj.get("apiVersion", ""),
+                                              companions=bundle.companions or None)
                         target = graph
                     else:
-                        target, _rev, _rep = services.graph_import(
-                            obj=obj, user=request.user, text=text, dynamo_version=form.cleaned_data["dynamo_version"],
-                            message=form.cleaned_data["message"])
+                        imported = services.graph_import_bundle(
+                            bundle=bundle, user=request.user, text=text,
+                            dynamo_version=form.cleaned_data["dynamo_version"], message=form.cleaned_data["message"])
+                        target = imported[0][0]
+                        if len(imported) > 1:
+                            messages.success(request, "Imported " + ", ".join(g.name for g, _r, _p in imported) + ".")
                     messages.success(request, f"Saved {target.name} as revision {target.head.number}.")
                     return redirect("graphs:detail", name=target.name)
                 except ManifestError as exc:

@@ -20,9 +20,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import audit_record
+from core.documents import load_bundle
 from core.errors import ManifestError
 from core.findings import Finding, Severity
-from core.specio import load_yaml
 from core.validation import validate_manifest
 from graphs.models import Graph
 from graphs.services import graph_create, graph_update
@@ -140,7 +140,13 @@ def _import(repo: Repository, mirror: Mirror, path: str, blob: str, commit: Comm
             raise ManifestError.single("", f"the file is {size:,} bytes; a manifest may have at most "
                                            f"{settings.MAX_MANIFEST_BYTES:,}", "too_large")
         data = mirror.read_blob(blob)
-        obj = load_yaml(data, max_bytes=settings.MAX_MANIFEST_BYTES)
+        bundle = load_bundle(data, max_bytes=settings.MAX_MANIFEST_BYTES)
+        if len(bundle.graphs) > 1:
+            raise ManifestError.single("", f"the file holds {len(bundle.graphs)} DynamoGraphDeployments; a graph kept "
+                                           "in Git is one file", "several_graphs",
+                                       "put each DynamoGraphDeployment in a file of its own (its ConfigMaps and "
+                                       "other objects may stay beside it)")
+        obj = bundle.manifest
         report = validate_manifest(obj)
         errors = [f for f in report.findings if f.severity == Severity.ERROR]
         if errors or report.spec is None:
@@ -167,11 +173,11 @@ def _import(repo: Repository, mirror: Mirror, path: str, blob: str, commit: Comm
             with transaction.atomic():
                 if graph is None:
                     graph = graph_create(spec=spec, user=user, message=message, source_yaml=text,
-                                         source_api_version=api_version, via="git")
+                                         source_api_version=api_version, via="git", companions=bundle.companions)
                     revision = graph.head
                 else:
                     revision = graph_update(graph=graph, spec=spec, user=user, message=message, source_yaml=text,
-                                            source_api_version=api_version, via="git")
+                                            source_api_version=api_version, via="git", companions=bundle.companions)
                 RevisionCommit.objects.create(
                     revision=revision, repository=repo, direction=Direction.FROM_GIT, path=path, sha=commit.sha,
                     branch=repo.branch, author_name=commit.author_name[:200], author_email=commit.author_email[:200],

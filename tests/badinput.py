@@ -119,7 +119,7 @@ spec:
     BadInput("empty-document", "", "empty", parsable=False),
     BadInput("comment-only-document", "# nothing but a comment\n---\n", "the manifest is empty", parsable=False),
     BadInput("two-documents", _beta(FRONTEND) + "---\n" + _beta(FRONTEND),
-             "found 2 YAML documents", parsable=False),
+             "two DynamoGraphDeployments named 'g'", parsable=False),
     BadInput("a-list-not-a-mapping", "- apiVersion: nvidia.com/v1beta1\n- kind: DynamoGraphDeployment\n",
              "must be a", parsable=False),
     BadInput("wrong-api-version", _beta(FRONTEND, api_version="nvidia.com/v2"), "'nvidia.com/v2'"),

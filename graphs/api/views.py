@@ -17,11 +17,12 @@ from rest_framework.response import Response
 
 from accounts.roles import Role
 from core.catalog import TEMPLATES, build_spec
+from core.documents import load_bundle
 from core.errors import ManifestError
 from core.facts import DEFAULT_ROUTER_MODE
 from core.planner import PlannerSettings
 from core.pool import PoolFields
-from core.specio import dump_yaml, load_yaml
+from core.specio import dump_yaml
 from core.untrusted import query_bool, query_int
 from core.validation import validate_manifest
 
@@ -201,12 +202,17 @@ class GraphViewSet(viewsets.ModelViewSet):
         """Create a graph from a manifest (either API version), or add a revision to the graph
         of that name."""
         text = request.data if isinstance(request.data, str) else ""
-        obj = load_yaml(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+        bundle = load_bundle(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+        obj = bundle.manifest
         existed = Graph.objects.filter(name=(obj.get("metadata") or {}).get("name") if isinstance(obj, dict)
                                        and isinstance(obj.get("metadata"), dict) else None).exists()
-        graph, _revision, _report = services.graph_import(
-            obj=obj, user=request.user, text=text, dynamo_version=_version_param(request), via=_via(request))
-        return self._spec_response(graph, status.HTTP_200_OK if existed else status.HTTP_201_CREATED)
+        imported = services.graph_import_bundle(
+            bundle=bundle, user=request.user, text=text, dynamo_version=_version_param(request), via=_via(request))
+        response = self._spec_response(imported[0][0], status.HTTP_200_OK if existed else status.HTTP_201_CREATED)
+        if len(imported) > 1:
+            # A file of several DGDs (a Global Planner's pools) imports each as a graph of its own.
+            response.data["imported_graphs"] = [graph.name for graph, _rev, _report in imported]
+        return response
 
     @extend_schema(request=s.FromTemplateSerializer, responses={201: s.GraphDetailSerializer})
     @action(detail=False, methods=["post"], url_path="from-template")
@@ -322,12 +328,19 @@ class ValidateViewSet(viewsets.ViewSet):
                    parameters=[DYNAMO_VERSION_PARAMETER])
     def create(self, request):
         text = request.data if isinstance(request.data, str) else ""
-        obj = load_yaml(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+        bundle = load_bundle(text, max_bytes=settings.MAX_MANIFEST_BYTES)
+        obj = bundle.manifest
         if not isinstance(obj, dict):
             # Not a manifest at all (a list, a number, a string): nothing to validate.
             raise ManifestError.single("", "a manifest must be a YAML mapping", "not_a_mapping")
         report = validate_manifest(obj, dynamo_version=_version_param(request))
+        kept = services.companions_finding(bundle)
+        if kept is not None:
+            report.findings.append(kept)
         body = report.as_dict()
+        if len(bundle.graphs) > 1:
+            body["graphs"] = [validate_manifest(g, dynamo_version=_version_param(request)).as_dict()
+                              | {"name": (g.get("metadata") or {}).get("name")} for g in bundle.graphs]
         if report.spec is not None:
             body["graph"] = report.spec.name
             body["dynamo_version"] = report.spec.dynamo_version

@@ -113,6 +113,19 @@ def _structural(node: Any) -> Any:
     return out
 
 
+def openapi_schema(api_version: str, filename: str = DGD_CRD) -> dict[str, Any] | None:
+    """The served version's ``openAPIV3Schema`` as the CRD has it, ``x-kubernetes-validations`` (CEL
+    rules, evaluated by core.cel) included; None for a version the CRD does not serve."""
+    crd = load_crd(filename)
+    group, _, version = str(api_version).partition("/")
+    if group != crd["spec"]["group"]:
+        return None
+    for entry in crd["spec"]["versions"]:
+        if entry["name"] == version and entry.get("served"):
+            return entry["schema"]["openAPIV3Schema"]
+    return None
+
+
 @cache
 def validator_for(api_version: str, filename: str = DGD_CRD) -> Draft7Validator:
     crd = load_crd(filename)

@@ -10,6 +10,7 @@ from core.checks import operational_findings
 from core.dgd.convert import conversion_losses
 from core.dgd.parse import import_manifest
 from core.dgd.render import render
+from core.dgd.webhook.findings import webhook_findings
 from core.errors import ManifestError
 from core.findings import Finding, Severity, bounded, has_errors, sort_findings
 from core.schema import schema_used, structural_findings
@@ -58,6 +59,7 @@ def validate_manifest(obj: Any, *, dynamo_version: str | None = None) -> Report:
         findings += [f for f in exc.findings if f.path not in known]
         return Report(sort_findings(findings), None, schema_used(api_version, dynamo_version))
     findings += operational_findings(obj, dynamo_version=dynamo_version, spec=spec)
+    findings += webhook_findings(obj)  # what the API server and the operator's webhook refuse on create
     return Report(sort_findings(findings), spec, schema_used(api_version, dynamo_version or spec.dynamo_version))
 
 

@@ -145,7 +145,7 @@ def _cluster_options(graph: Graph, deployment, revision, *, force: bool, recreat
     if change is not None and not recreate:
         raise OperationRefused(change.refusal(graph.name, revision.number))
     fixed = []
-    if live is not None:  # the other fields the operator's webhook holds fixed (graphs/dgd/immutable.py)
+    if live is not None:  # the other update rules of the operator (core/dgd/immutable.py)
         fixed = immutable.changes(deployment.manifest, render(revision.graph_spec, deployment.api_version))
     if fixed and not recreate:
         raise OperationRefused(immutable.refusal(graph.name, revision.number, fixed))

@@ -156,7 +156,8 @@ def test_the_product_refuses_a_backend_change_before_anything_is_sent(cluster, k
     kube.clear_requests()
     with pytest.raises(OperationRefused) as err:
         operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS, via="api")
-    assert ".spec.backendFramework from 'vllm' to 'sglang'" in str(err.value)
+    assert 'spec.backendFramework: Invalid value: "sglang": is immutable and cannot be changed after creation' \
+        in str(err.value)
     assert "apply with recreate" in str(err.value)
     assert not kube.find_requests("PATCH") and not kube.find_requests("DELETE")
 
@@ -168,8 +169,24 @@ def test_the_product_refuses_moving_a_pool_to_multi_node_before_anything_is_sent
     kube.clear_requests()
     with pytest.raises(OperationRefused) as err:
         operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS, via="api")
-    assert '.spec.components[name="decode"].multinode.nodeCount from 1 to 2' in str(err.value)
+    assert ('spec.components[2].multinode: Invalid value: {"nodeCount":2}: cannot change node topology between '
+            "single-node and multi-node after creation") in str(err.value)
     assert not kube.find_requests("PATCH")
+
+
+def test_the_product_sends_a_node_count_change_the_operator_allows(cluster, kube):
+    """2 -> 4 nodes keeps the component multi-node: the operator's webhook allows it
+    (shared_v1beta1.go@2a6da14c:646 compares IsMultinode only; upstream's envtest "node count-only
+    update remains allowed"), so the product applies it in place, without the recreate offer."""
+    graph = _revise(make_graph(), _decode(lambda s: s["extra"].update(multinode={"nodeCount": 2})))
+    assert apply(graph).state == "succeeded"
+    _revise(graph, _decode(lambda s: s["extra"].update(multinode={"nodeCount": 4})))
+    kube.clear_requests()
+    op = run(operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS, via="api"))
+    assert op.state == "succeeded", op.result
+    assert not kube.find_requests("DELETE")
+    live = kube.get("dgd", "g", namespace=NS)
+    assert next(c for c in live["spec"]["components"] if c["name"] == "decode")["multinode"]["nodeCount"] == 4
 
 
 def test_the_runtime_refuses_it_too_against_the_live_object_and_recreates_on_confirmation(cluster, kube):
@@ -184,7 +201,7 @@ def test_the_runtime_refuses_it_too_against_the_live_object_and_recreates_on_con
     Deployment.objects.filter(graph=graph).update(manifest={})
     op = run(operations.graph_apply(graph=graph, runtime="kubernetes", cluster=CLUSTER, namespace=NS, via="api"))
     assert op.state == "failed"
-    assert "changes .spec.backendFramework from 'vllm' to 'sglang'" in op.result
+    assert 'spec.backendFramework: Invalid value: "sglang": is immutable' in op.result
     assert not kube.find_requests("PATCH") and not kube.find_requests("DELETE")
     Deployment.objects.filter(graph=graph).update(manifest=kube.get("dgd", "g", namespace=NS))
     old_uid = kube.get("dgd", "g", namespace=NS)["metadata"]["uid"]
@@ -194,3 +211,41 @@ def test_the_runtime_refuses_it_too_against_the_live_object_and_recreates_on_con
     assert "deleted and recreated" in op.result
     live = kube.get("dgd", "g", namespace=NS)
     assert live["spec"]["backendFramework"] == "sglang" and live["metadata"]["uid"] != old_uid
+
+
+def _create_refused(kube, body) -> dict:
+    with pytest.raises(ApiException) as err:
+        client.CustomObjectsApi(kube.api_client()).create_namespaced_custom_object(G, V, NS, DGD, body)
+    assert err.value.status == 422
+    return json.loads(err.value.body)
+
+
+def test_the_webhook_refuses_a_create_with_a_main_image_that_names_no_release(kube):
+    """Creates go through the webhook too (dynamographdeployment_handler.go@2a6da14c:60-80); upstream's
+    envtest "component custom image requires runtime version override" (envtest:94) gives the words."""
+    body = _dgd()
+    body["spec"]["components"][1]["podTemplate"]["spec"]["containers"][0]["image"] = "registry.example/runtime:custom"
+    status = _create_refused(kube, body)
+    assert status["message"] == DENIED + (
+        "spec.components[1].runtimeVersionOverride: Required value: is required when the specified main container "
+        "image has no parseable semantic-version tag")
+    assert status["details"]["causes"][0]["reason"] == "FieldValueRequired"
+    body["spec"]["components"][1]["runtimeVersionOverride"] = "1.1.0"
+    _create(kube, body)  # the override names the release: accepted
+
+
+def test_the_api_server_evaluates_the_crds_cel_rules_on_create_and_update(kube):
+    """The CRD's x-kubernetes-validations (envtest:473 and :499): minAvailable at most replicas, and
+    immutable once set (a transition rule, evaluated on update only). No webhook prefix: the API
+    server refuses before any webhook is called."""
+    body = _dgd()
+    body["spec"]["components"][1].update(replicas=1, minAvailable=2)
+    status = _create_refused(kube, body)
+    assert status["message"] == ('DynamoGraphDeployment.nvidia.com "t" is invalid: spec.components[1]: Invalid value: '
+                                 '"object": minAvailable must be less than or equal to replicas unless replicas is 0')
+    body["spec"]["components"][1].update(replicas=2, minAvailable=1)
+    _create(kube, body)
+    status = _refused(kube, lambda spec: spec["components"][1].update(minAvailable=2))
+    assert status["details"]["causes"] == [{"reason": "FieldValueInvalid", "field": "spec.components[1]",
+                                            "message": 'Invalid value: "object": minAvailable is immutable after '
+                                                       "creation"}]

@@ -1,80 +1,66 @@
-"""Fields of a deployed DGD that the Dynamo operator's validating webhook refuses to change, besides
-its component topology (topology.py): ``validateDynamoGraphDeploymentSpecUpdate`` in ai-dynamo/dynamo
-``deploy/operator/internal/webhook/validation/dynamographdeployment.go`` and the shared component
-rules it calls (``shared.go``):
+"""What of a deployed DGD the Dynamo operator refuses to change in place, besides its component
+topology (topology.py): every update rule of its validating webhook (``ValidateUpdate``, ai-dynamo/
+dynamo ``deploy/operator/internal/webhook/validation/dynamographdeployment.go`` and
+``shared_v1beta1.go`` at commit 2a6da14c, transcribed in core.dgd.webhook.update) and the CRD's CEL
+transition rules (``minAvailable is immutable after creation``). Such a revision reaches the cluster
+only by deleting the DGD and creating it again.
 
-* ``spec.backendFramework`` "is immutable and cannot be changed after creation";
-* a component may not move between single-node and multi-node (``multinode.nodeCount`` above 1
-  or not) "after creation";
-* ``spec.topologyConstraint`` "is immutable and cannot be added, removed, or changed after
-  creation" (its ``clusterTopologyName`` and ``packDomain``).
-
-A field the apply leaves out keeps its live value, so only what the applied body sets can change
-it. Checked before anything is sent: such a revision reaches the cluster only by deleting the DGD
-and creating it again.
+Only rules that an update alone runs lead there: what a create would refuse too (a main image
+without a semantic-version tag) cannot be cured by recreating, and the replicas of an adapter-managed
+component are held at their live count by the runtime instead (runtime._adapter_held). What the
+operator allows (a multi-node component going from 2 to 4 nodes) is not refused here either.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
 from typing import Any
 
+from core.cel import RuleError
+from core.dgd.webhook import FieldError, update_errors
 
-@dataclass(frozen=True)
+# Handled elsewhere, or not cured by deleting and recreating (see the module docstring).
+_NOT_RECREATE = {"component_topology", "adapter_replicas", "runtime_version", "main_image"}
+
+
 class FixedField:
-    field: str  # as the API server prints it: .spec.backendFramework
-    live: Any
-    wanted: Any
-    rule: str
+    """One refusal of an update, in the API server's words."""
+
+    def __init__(self, error: FieldError | RuleError):
+        self.error = error
+        self.field = error.path
 
     def describe(self) -> str:
-        return f"{self.field} from {_show(self.live)} to {_show(self.wanted)} ({self.rule})"
+        return str(self.error)
 
 
-def _show(value: Any) -> str:
-    return "unset" if value is None else repr(value)
+def _as_applied(live: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The object the update would leave: the applied body, with the metadata and status that the
+    apply leaves to others (the operator's annotations, the rolling-update status)."""
+    new = copy.deepcopy(body)
+    meta = copy.deepcopy(live.get("metadata") or {})
+    for key in ("labels", "annotations"):
+        merged = {**(meta.get(key) or {}), **((body.get("metadata") or {}).get(key) or {})}
+        if merged:
+            meta[key] = merged
+    new["metadata"] = meta
+    if "status" in live:
+        new["status"] = live["status"]
+    return new
 
 
-def _components(spec: dict) -> dict[str, dict]:
-    if "services" in spec:
-        return {name: c or {} for name, c in (spec.get("services") or {}).items()}
-    return {c.get("name"): c for c in spec.get("components") or []}
-
-
-def _nodes(component: dict) -> int:
-    return int((component.get("multinode") or {}).get("nodeCount", 1) or 1)
-
-
-def changes(live: dict | None, body: dict) -> list[FixedField]:
-    """What ``body`` would change of ``live`` that the webhook refuses (nothing when there is no
-    live object)."""
+def changes(live: dict | None, body: dict, username: str = "") -> list[FixedField]:
+    """What the operator refuses of ``body`` applied over ``live`` (same API version), that deleting and
+    recreating the DGD would get past; nothing when there is no live object."""
     if not live:
         return []
-    old, new = live.get("spec") or {}, body.get("spec") or {}
-    found = []
-    if "backendFramework" in new and new.get("backendFramework") != old.get("backendFramework"):
-        found.append(FixedField(".spec.backendFramework", old.get("backendFramework"), new["backendFramework"],
-                                "the backend framework cannot change after creation"))
-    old_components = _components(old)
-    for name, component in _components(new).items():
-        before = old_components.get(name)
-        if before is None or "multinode" not in component:
-            continue
-        if (_nodes(component) > 1) != (_nodes(before) > 1):
-            found.append(FixedField(f'.spec.components[name="{name}"].multinode.nodeCount', _nodes(before),
-                                    _nodes(component), "a component cannot move between single-node and "
-                                                       "multi-node after creation"))
-    if "topologyConstraint" in new:
-        keys = ("clusterTopologyName", "packDomain")
-        theirs, ours = old.get("topologyConstraint"), new.get("topologyConstraint")
-        if theirs is None or ours is None or any(theirs.get(k) != ours.get(k) for k in keys):
-            found.append(FixedField(".spec.topologyConstraint", theirs, ours,
-                                    "the topology constraint cannot be added, removed or changed after creation"))
-    return found
+    found = update_errors(live, _as_applied(live, body), username)
+    return [FixedField(e) for e in found
+            if (e.transition if isinstance(e, RuleError) else e.update) and getattr(e, "rule", "") not in _NOT_RECREATE]
 
 
 def refusal(graph: str, revision: int, found: list[FixedField]) -> str:
-    return (f"revision {revision} changes " + "; ".join(f.describe() for f in found)
-            + f": the Dynamo operator's webhook refuses this on a deployed DynamoGraphDeployment. Deleting and "
-            f"recreating {graph} stops all of its pods until the new ones are ready; apply with recreate (and the "
-            "graph's name as confirmation) to do that.")
+    return (f"revision {revision} would be refused by the Dynamo operator on a deployed DynamoGraphDeployment: "
+            + "; ".join(f.describe() for f in found)
+            + f". Deleting and recreating {graph} stops all of its pods until the new ones are ready; apply with "
+            "recreate (and the graph's name as confirmation) to do that.")

@@ -1,8 +1,9 @@
 """A DGD's component topology: which components it has. The Dynamo operator's validating webhook
 refuses an update that adds or removes one ("component topology is immutable and cannot be
 modified after creation"; ai-dynamo/dynamo ``deploy/operator/internal/webhook/validation/
-dynamographdeployment.go``, ``validateDynamoGraphDeploymentSpecUpdate``): such a revision can only
-reach a cluster by deleting the DGD and creating it again, which stops the whole graph."""
+dynamographdeployment.go`` at 2a6da14c, lines 687-705, ``validateDynamoGraphDeploymentSpecUpdate``):
+such a revision can only reach a cluster by deleting the DGD and creating it again, which stops the
+whole graph. The operator's other update rules: immutable.py."""
 
 from __future__ import annotations
 

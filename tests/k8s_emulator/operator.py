@@ -15,8 +15,8 @@ seconds later, after which the DGD status converges. ``settle()`` waits until al
 * DGD status: ``state``, a ``Ready`` condition (reasons ``all_resources_are_ready``,
   ``pods_not_ready``, ``insufficient_capacity``), ``observedGeneration`` and per-component replica
   counts (``status.services`` in v1alpha1, ``status.components`` in v1beta1);
-* the validating webhook on DGD updates (``webhook.py``: immutable component topology, replicas of
-  adapter-managed components, 422 as current releases answer or ``webhook_status = 403`` as older);
+* the validating webhook on DGD creates and updates (``webhook.py``: every rule of upstream's, 422 as
+  current releases answer or ``webhook_status = 403`` as older);
 * pods as the operator renders them: the ``shared-memory`` emptyDir (medium Memory) mounted at
   ``/dev/shm``, 8Gi when ``sharedMemorySize`` is unset and none when it is ``"0"``
   (``internal/dynamo/shared_memory.go``, ``internal/consts/consts.go``); one Service per component
@@ -41,6 +41,8 @@ import time
 from collections import deque
 from typing import Any
 
+from core.dgd.webhook import Cluster
+
 from . import webhook
 from .dgdr import DgdrController
 from .fixtures import COMPONENT_LABEL, DGD_LABEL, build_pod, now
@@ -59,8 +61,10 @@ class FakeOperator:
     def __init__(self, emu: Any):
         self.emu = emu
         self.pod_overrides: dict[str, dict[str, Any]] = {}
-        self.enforce_adapter_webhook = True
+        self.enforce_adapter_webhook = True  # the validating webhook, creates and updates (webhook.py)
         self.webhook_status = 422  # 403 for releases before the v1beta1 webhooks
+        # What the webhook learns from the operator's configuration and the cluster (core.dgd.webhook.Cluster).
+        self.webhook_cluster = Cluster()
         self.fail_reconcile: dict[str, str] = {}  # DGD name -> the error its reconcile returns
         self.ready_delay = 0.1  # seconds from a pod's creation to its readiness
         self.queue: deque[tuple[str, str]] = deque()
@@ -153,12 +157,18 @@ class FakeOperator:
 
     # -- webhook ----------------------------------------------------------------------------------
     def admission(self, req: Any, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        """The operator's validating webhook on a DGD create or update (not status writes, not an
+        object being deleted), on the v1beta1 views; a v1alpha1 request also hands it the v1alpha1 ones."""
         if (not self.emu.simulate_operator or not self.enforce_adapter_webhook or req.res.key != DGD
-                or old is None or req.sub == "status" or new["metadata"].get("deletionTimestamp")):
+                or req.sub == "status" or (old is not None and new["metadata"].get("deletionTimestamp"))):
             return
         res = self.emu.registry.by_group_resource(*DGD)
-        before, after = (self.emu.api.view(res, obj, "v1beta1") for obj in (old, new))
-        errors = webhook.update_errors(before, after, req.user)
+        views = {"new": self.emu.api.view(res, new, "v1beta1"),
+                 "old": self.emu.api.view(res, old, "v1beta1") if old is not None else None}
+        if req.version == "v1alpha1":
+            views.update(new_alpha=new, old_alpha=old)
+        errors = webhook.errors(views, source=f"nvidia.com/{req.version}", username=req.user,
+                                cluster=self.webhook_cluster)
         if errors:
             raise webhook.denial(new["metadata"]["name"], errors, self.webhook_status)
 

@@ -8,6 +8,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from core import cel
+
 from . import apply as ssa
 from .errors import already_exists, bad_request, cause, conflict, invalid, not_found
 from .patches import APPLY, CR_PATCH_TYPES, PATCH_TYPES, apply_patch, clone
@@ -175,7 +177,7 @@ class WritesMixin:
             if res.custom or res.crd is not None or res.plural == "customresourcedefinitions":
                 meta["generation"] = 1
             self.initial_status(res, new)
-        self.validate(req, new)
+        self.validate(req, new, old_v)
         for hook in list(self.emu.admission_hooks):
             hook(req, old_v, new)
         if old_v is not None and "generation" in meta and self._spec_changed(res, old_v, new):
@@ -203,6 +205,8 @@ class WritesMixin:
             obj.pop("status", None)
         elif res.plural == "pods":
             obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        elif res.plural == "persistentvolumeclaims":
+            obj["status"] = {"phase": "Pending"}  # until a volume binds it (none does here)
         elif res.plural == "namespaces":
             obj["status"] = {"phase": "Active"}
             obj.setdefault("spec", {"finalizers": ["kubernetes"]})
@@ -233,7 +237,7 @@ class WritesMixin:
         fields.write(new)
 
     # -- validation -------------------------------------------------------------------------------
-    def validate(self, req: Request, obj: dict[str, Any]) -> None:
+    def validate(self, req: Request, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         res, meta = req.res, obj["metadata"]
         causes = self.validate_meta(res, meta)
         schema = res.schema(req.version)
@@ -245,8 +249,27 @@ class WritesMixin:
             if found.unknown and mode == "Warn":
                 req.warnings.extend(f'unknown field "{p}"' for p in found.unknown)
             causes += found.duplicates + schema.validate(obj)
+            causes += self.cel_causes(schema.schema, obj, old, causes)
         if causes:
             raise invalid(res.kind, res.group, meta.get("name", ""), causes)
+
+    @staticmethod
+    def cel_causes(schema: dict[str, Any], obj: dict[str, Any], old: dict[str, Any] | None,
+                   causes: list[dict[str, str]]) -> list[dict[str, str]]:
+        """The CRD's ``x-kubernetes-validations`` rules (core.cel, a real CEL implementation), after the
+        schema's errors, as the apiextensions-apiserver runs them (``customResourceStrategy.Validate``):
+        a schema error of a blocking kind (type, required, enum, too long, too many) stops them with
+        one error of its own (``hasBlockingErr``)."""
+        blocking = {"FieldValueTypeInvalid", "FieldValueRequired", "FieldValueNotSupported", "FieldValueTooLong",
+                    "FieldValueTooMany"}
+        if any(c.get("reason") in blocking for c in causes):
+            return [cause("FieldValueInvalid", 'Invalid value: "null": some validation rules were not checked '
+                          "because the object was invalid; correct the existing errors to complete validation",
+                          "<nil>")]
+        body = {k: v for k, v in obj.items() if k != "metadata"}
+        before = None if old is None else {k: v for k, v in old.items() if k != "metadata"}
+        found = cel.rule_errors(schema, body) if before is None else cel.rule_errors(schema, body, before)
+        return [cause(e.reason, e.detail, e.path) for e in found]
 
     @staticmethod
     def validate_meta(res: Resource, meta: dict[str, Any]) -> list[dict[str, str]]:

@@ -241,19 +241,21 @@ def test_an_alpha_graph_exported_as_beta_carries_resources_and_probes_field_by_f
 def test_a_lossy_conversion_is_refused_naming_each_field(operator, api_for):
     manifest = yaml.safe_load(ALPHA_WITH_RESOURCES)
     manifest["metadata"]["name"] = "lossy"
+    # v1alpha1's componentType takes any string; v1beta1's type is an enum without "main"
+    # (deploy/operator/api/v1beta1 ComponentType at 2a6da14c). Fields v1beta1 has no place for but
+    # the operator keeps in its nvidia.com/dgd-spec annotation (annotations, ingress) are not lost.
     manifest["spec"]["services"]["decode"]["annotations"] = {"team": "inference"}
-    manifest["spec"]["services"]["prefill"]["ingress"] = {"enabled": False}
+    manifest["spec"]["services"]["helper"] = {"componentType": "main", "replicas": 1}
     text_ = dump_yaml(manifest)
     graph, _rev, _report = services.graph_import(obj=manifest, text=text_)
     assert [p for p, _ in conversion_losses(graph.head.graph_spec, V1BETA1)] == [
-        "spec.services.decode.annotations", "spec.services.prefill.ingress"]
+        "spec.services.helper.componentType"]
     page = operator.get(f"/graphs/lossy/export/?apiVersion={V1BETA1}")
     assert page.status_code == 409
-    assert ("spec.services.decode.annotations (nvidia.com/v1beta1 components have no annotations); "
-            "spec.services.prefill.ingress") in text(page)
+    assert "spec.services.helper.componentType (componentType 'main' is not a nvidia.com/v1beta1 type" in text(page)
     api = api_for("operator").get(f"/api/graphs/lossy/export/?apiVersion={V1BETA1}")
-    assert api.status_code == 409 and "spec.services.decode.annotations" in api.json()["detail"]
-    with pytest.raises(OperationRefused, match=r"spec\.services\.decode\.annotations"):
+    assert api.status_code == 409 and "spec.services.helper.componentType" in api.json()["detail"]
+    with pytest.raises(OperationRefused, match=r"spec\.services\.helper\.componentType"):
         operations.graph_apply(graph=graph, api_version=V1BETA1)
     # In its own version nothing is lost, and that is what every default picks.
     assert yaml.safe_load(operator.get("/graphs/lossy/export/").content) == manifest
@@ -428,7 +430,10 @@ def test_the_v1alpha1_finding_advises_v1beta1_only_where_nothing_would_be_lost(d
     manifest = yaml.safe_load(ALPHA_WITH_RESOURCES)
     (clean,) = [f for f in validate_manifest(manifest).findings if f.code == "v1alpha1_deprecated"]
     assert clean.fix == "export this graph as nvidia.com/v1beta1"
-    manifest["spec"]["services"]["decode"]["annotations"] = {"team": "inference"}
+    manifest["spec"]["services"]["decode"]["annotations"] = {"team": "inference"}  # kept by the operator
+    (kept,) = [f for f in validate_manifest(manifest).findings if f.code == "v1alpha1_deprecated"]
+    assert kept.fix == "export this graph as nvidia.com/v1beta1"
+    manifest["spec"]["services"]["helper"] = {"componentType": "main", "replicas": 1}
     (lossy,) = [f for f in validate_manifest(manifest).findings if f.code == "v1alpha1_deprecated"]
     assert lossy.fix == ("to move it to nvidia.com/v1beta1, first remove what v1beta1 has no place for: "
-                         "spec.services.decode.annotations")
+                         "spec.services.helper.componentType")

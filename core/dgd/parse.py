@@ -16,7 +16,7 @@ from core.spec import GraphSpec
 
 # Component fields spelled the same in both versions and not modelled: kept in Service.extra.
 _COMMON_COMPONENT_FIELDS = {
-    "eppConfig", "frontendSidecar", "globalDynamoNamespace", "minAvailable", "modelRef", "multinode",
+    "eppConfig", "globalDynamoNamespace", "minAvailable", "modelRef", "multinode",
     "providerOverride", "runtimeVersionOverride", "topologyConstraint",
 }
 _MODELLED_ALPHA = {
@@ -61,7 +61,10 @@ def import_manifest(obj: Any, *, dynamo_version: str | None = None) -> GraphSpec
         env_key = "env"
     env = body.get(env_key) or []
     extra = {k: v for k, v in body.items() if k not in ("services", "components", "envs", "env")}
-    common, only = _split_extra(extra, alpha_only={"pvcs"}, beta_only=set())
+    # topologyConstraint is spelled differently in each version (topologyProfile vs
+    # clusterTopologyName, dynamographdeployment_conversion.go:632-648 at 2a6da14c).
+    common, only = _split_extra(extra, alpha_only={"pvcs", "topologyConstraint"} if alpha else set(),
+                                beta_only=set() if alpha else {"topologyConstraint"})
     backend = _infer_backend(services, body)
     version = dynamo_version or _infer_version(services) or LATEST
     # A DGD name may have dots; a graph's may not: the graph takes the name with dots turned to

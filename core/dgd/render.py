@@ -11,7 +11,8 @@ import copy
 from typing import Any
 
 from core.dgd.commandline import translate_role_flag
-from core.dgd.convert import carried_to_beta, merge_resources
+from core.dgd.convert import merge_envs, to_beta
+from core.dgd.convert_alpha import to_alpha
 from core.facts import EXAMPLES_WORKDIR_SINCE, V1BETA1_SINCE, DynamoVersion, version_from_image
 from core.spec import GraphSpec, Service
 
@@ -65,9 +66,15 @@ def retag_image(image: str, source: DynamoVersion, target: DynamoVersion) -> str
     return image
 
 
-def move_workdir(path: str, target: DynamoVersion) -> str:
-    """Images moved the backends from /workspace/components to /workspace/examples."""
+def move_workdir(path: str, source: DynamoVersion, target: DynamoVersion) -> str:
+    """Images moved the backends from /workspace/components to /workspace/examples (1.0.0): a
+    graph moved across that release follows them. Within one side of it the path is the
+    user's: upstream's own 1.x TensorRT-LLM recipes still write /workspace/components/backends
+    (recipes/qwen3-235b-a22b-fp8/trtllm/agg/hopper/deploy.yaml at 2a6da14c), and an export in
+    the graph's own release rewrites nothing."""
     old, new = "/workspace/components/backends/", "/workspace/examples/backends/"
+    if (source >= EXAMPLES_WORKDIR_SINCE) == (target >= EXAMPLES_WORKDIR_SINCE):
+        return path
     if target >= EXAMPLES_WORKDIR_SINCE and path.startswith(old):
         return new + path[len(old):]
     if target < EXAMPLES_WORKDIR_SINCE and path.startswith(new):
@@ -77,7 +84,15 @@ def move_workdir(path: str, target: DynamoVersion) -> str:
 
 def render(spec: GraphSpec, api_version: str = V1BETA1, dynamo_version: str | None = None) -> dict[str, Any]:
     """The DGD object for ``spec`` in ``api_version``, with command lines for
-    ``dynamo_version`` (default: the spec's own)."""
+    ``dynamo_version`` (default: the spec's own). Fields only the other API version knows are
+    converted as the operator converts them (convert.py); what has no place is dropped, so
+    callers ask ``conversion_losses`` first."""
+    return render_with_losses(spec, api_version, dynamo_version)[0]
+
+
+def render_with_losses(spec: GraphSpec, api_version: str = V1BETA1,
+                       dynamo_version: str | None = None) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """``render``'s object and the fields it could not carry into ``api_version``."""
     api_version = normalise_api_version(api_version)
     version = DynamoVersion.parse(dynamo_version or spec.dynamo_version)
     metadata: dict[str, Any] = {"name": spec.dgd_name or spec.name}
@@ -96,7 +111,19 @@ def render(spec: GraphSpec, api_version: str = V1BETA1, dynamo_version: str | No
         if spec.env or "env" in spec.written_empty:
             body["env"] = copy.deepcopy(spec.env)
         body["components"] = [_render_beta_component(s, spec, version) for s in spec.services]
-    return {"apiVersion": api_version, "kind": KIND, "metadata": metadata, "spec": body}
+    obj = {"apiVersion": api_version, "kind": KIND, "metadata": metadata, "spec": body}
+    if api_version == V1ALPHA1:
+        losses = to_alpha(spec, obj)
+    else:
+        # The v1alpha1 services, as v1alpha1 writes them, for what their conversion keeps.
+        written = {s.name: _render_alpha_service(s, spec, version) for s in spec.services if _alpha_origin(s)}
+        losses = to_beta(spec, obj, written)
+    return obj, losses
+
+
+def _alpha_origin(service: Service) -> bool:
+    # Only a v1alpha1 import leaves these: v1beta1 has no mainContainer name and its env is modelled.
+    return bool(service.extra_v1alpha1 or service.main_container_name or "env" in service.container_extra)
 
 
 def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, beta: bool) -> dict[str, Any]:
@@ -109,7 +136,7 @@ def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, bet
     if service.image is not None:
         container["image"] = retag_image(service.image, source, version)
     if service.working_dir is not None:
-        container["workingDir"] = move_workdir(service.working_dir, version)
+        container["workingDir"] = move_workdir(service.working_dir, source, version)
     command, args = translate_role_flag(
         service.command, service.args, role=service.role, engine=spec.backend, version=version,
         source_version=source,
@@ -120,12 +147,10 @@ def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, bet
         container["args"] = args
     extra = copy.deepcopy(service.container_extra)
     if beta:
-        # Fields written in v1alpha1 whose v1beta1 place is this container (convert.py).
-        carried = carried_to_beta(service)
-        if "resources" in carried:
-            extra["resources"] = merge_resources(extra.get("resources") or {}, carried.pop("resources"))
-        for key, value in carried.items():
-            extra.setdefault(key, value)
+        if "env" in extra:
+            # v1alpha1 envs and extraPodSpec.mainContainer.env make one env, the latter winning
+            # by name (mergeExtraPodSpecMainContainer, shared_spec_conversion.go:1494 at 2a6da14c).
+            extra["env"] = merge_envs(service.env, extra["env"])
         empty = service.written_empty
         if service.env or "env" in empty:
             container["env"] = copy.deepcopy(service.env)

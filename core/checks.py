@@ -4,13 +4,14 @@ imported from it, and returns findings with a severity, a path and a fix."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from core.dgd.commandline import (
+    NIXL_KV_TRANSFER_CONFIG,
     ROUTER_FLAGS,
-    declared_role,
+    UNKNOWN_ROLE,
     engine_of,
+    has_kv_transfer_config,
     router_flag_problem,
     router_flags,
     served_model,
@@ -18,26 +19,26 @@ from core.dgd.commandline import (
 )
 from core.dgd.convert import conversion_losses
 from core.dgd.parse import import_manifest
+from core.dgd.pod_checks import gpu_count, other_containers_ask_for_gpus, shm_findings
 from core.dgd.render import V1ALPHA1
+from core.dgd.shell import expand, literal_env
+from core.dgd.topology_checks import pool_findings, serves_api, worker_role
 from core.facts import (
     DISAGGREGATION_MODE_SINCE,
     ENGINES,
     EXAMPLES_WORKDIR_SINCE,
+    KV_TRANSFER_CONFIG_REQUIRED_SINCE,
+    LEGACY_ROLE_FLAGS_REMOVED,
     ROUTER_MODE_ENV,
     V1BETA1_SINCE,
+    V1BETA1_STORAGE_SINCE,
     DynamoVersion,
     uses_disaggregation_mode,
     version_from_image,
 )
 from core.findings import Finding, Severity
 from core.planner import PlannerSettingsError, config_arg, settings_from_config, unknown_keys
-from core.spec import MAX_REPLICAS, GraphSpec, Service, quantity_bytes
-
-GI = 2**30
-# NIXL prepares KV-transfer metadata through /dev/shm; below this it stalls or dies.
-MIN_SHM_BYTES = 1 * GI
-RECOMMENDED_SHM = "16Gi"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+from core.spec import MAX_REPLICAS, GraphSpec, Service
 
 
 class _Paths:
@@ -85,19 +86,18 @@ def operational_findings(obj: dict[str, Any], *, dynamo_version: str | None = No
     paths = _Paths(obj, alpha)
     out: list[Finding] = []
     out += _check_names(spec, paths)
-    out += _check_pools(spec, paths)
+    out += pool_findings(spec, paths.alpha)
     for service in spec.services:
-        out += _check_replicas(service, paths)
+        out += _check_replicas(service, paths, spec)
+        out += shm_findings(service, paths, target)
         if service.is_worker:
-            out += _check_shm(service, paths, spec)
             out += _check_role_flag(service, paths, spec, target)
-            out += _check_gpus(service, paths, spec)
-            out += _check_token(service, paths)
+            out += _check_gpus(service, paths)
+            out += _check_token(service, paths, spec)
         if service.role == "frontend":
             out += _check_router(service, paths, spec, target)
         if service.role == "planner":
             out += _check_planner(service, paths)
-        out += _check_emptydir(service, paths)
         out += _check_version_drift(service, paths, spec, target)
     out += _check_api_version(obj, spec, target, paths)
     return out
@@ -120,31 +120,6 @@ def _check_names(spec: GraphSpec, paths: _Paths) -> list[Finding]:
     return out
 
 
-def _check_pools(spec: GraphSpec, paths: _Paths) -> list[Finding]:
-    prefill, decode = spec.pools("prefill"), spec.pools("decode")
-    out = []
-    where = "spec.services" if paths.alpha else "spec.components"
-    if prefill and not decode:
-        out.append(_f(Severity.ERROR, "prefill_without_decode", where,
-                      "the graph has a prefill pool but no decode pool: prefilled requests have nowhere to decode",
-                      "add a decode worker (componentType worker, subComponentType decode), "
-                      "or make the worker aggregated"))
-    if decode and not prefill:
-        out.append(_f(Severity.ERROR, "decode_without_prefill", where,
-                      "the graph has a decode pool but no prefill pool: disaggregated decode workers wait for "
-                      "KV caches that no one produces",
-                      "add a prefill worker, or make the decode worker aggregated (type worker)"))
-    if not spec.pools("frontend"):
-        out.append(_f(Severity.WARNING, "no_frontend", where,
-                      "the graph has no frontend: nothing serves the OpenAI-compatible API",
-                      "add a Frontend component (componentType frontend)"))
-    if spec.pools("planner"):
-        out.append(_f(Severity.INFO, "planner_managed", where,
-                      "a Planner manages this graph's worker replicas: manual scaling will be undone by it",
-                      "change the Planner's limits instead of the replicas, or remove the planner"))
-    return out
-
-
 def _check_planner(service: Service, paths: _Paths) -> list[Finding]:
     """The Planner's --config against what 1.6.1's PlannerConfig accepts (graphs/planner/settings.py)."""
     path = f"{paths.container(service)}.args"
@@ -164,13 +139,14 @@ def _check_planner(service: Service, paths: _Paths) -> list[Finding]:
             for key in unknown_keys(arg.inline or {})]
 
 
-def _check_replicas(service: Service, paths: _Paths) -> list[Finding]:
+def _check_replicas(service: Service, paths: _Paths, spec: GraphSpec) -> list[Finding]:
     path = f"{paths.service(service)}.replicas"
     if service.replicas is not None and service.replicas > MAX_REPLICAS:
         return [_f(Severity.ERROR, "replicas_absurd", path,
                    f"{service.replicas} replicas is more than this control plane allows ({MAX_REPLICAS})",
                    "check for a typo")]
-    if service.replicas == 0 and service.role in ("frontend", "prefill", "decode", "worker"):
+    serves = service.role == "frontend" or any(serves_api(s) for s in spec.services)
+    if service.replicas == 0 and service.role in ("frontend", "prefill", "decode", "worker") and serves:
         what = "nothing serves the API" if service.role == "frontend" else (
             "the frontend drops the model from /v1/models while no worker is up (ai-dynamo/dynamo#10753)")
         return [_f(Severity.WARNING, "replicas_zero", path, f"{service.name} has 0 replicas: {what}",
@@ -178,120 +154,93 @@ def _check_replicas(service: Service, paths: _Paths) -> list[Finding]:
     return []
 
 
-def _check_shm(service: Service, paths: _Paths, spec: GraphSpec) -> list[Finding]:
-    path = paths.shm(service)
-    size = service.shared_memory
-    disagg = service.role in ("prefill", "decode")
-    if size is None:
-        return [_f(Severity.WARNING, "shm_unset", path,
-                   f"{service.name} does not set its shared memory: it relies on the operator's default, and a "
-                   "pod without the operator's volume gets Kubernetes' 64 MB /dev/shm, on which NIXL KV "
-                   "transfer stalls at init or the worker dies",
-                   f"set {'sharedMemory.size' if paths.alpha else 'sharedMemorySize'}: {RECOMMENDED_SHM}")]
-    try:
-        amount = quantity_bytes(size)
-    except ValueError:
-        return []  # the schema check reports the format
-    if amount == 0:
-        sev = Severity.ERROR if disagg else Severity.WARNING
-        return [_f(sev, "shm_disabled", path,
-                   f"{service.name} disables shared memory: /dev/shm falls back to 64 MB and NIXL KV transfer "
-                   "between prefill and decode fails",
-                   f"set {'sharedMemory.size' if paths.alpha else 'sharedMemorySize'}: {RECOMMENDED_SHM}")]
-    if amount < MIN_SHM_BYTES:
-        return [_f(Severity.ERROR, "shm_too_small", path,
-                   f"{service.name} gets only {size} of /dev/shm: NIXL needs at least 1Gi, and tensor-parallel "
-                   "NCCL runs out of space on small /dev/shm (ai-dynamo/dynamo#1408)",
-                   f"set it to {RECOMMENDED_SHM}")]
-    return []
-
-
-def _check_emptydir(service: Service, paths: _Paths) -> list[Finding]:
-    out = []
-    volumes = service.pod_extra.get("volumes") or []
-    for i, volume in enumerate(volumes if isinstance(volumes, list) else []):
-        empty = volume.get("emptyDir") if isinstance(volume, dict) else None
-        if isinstance(empty, dict) and empty.get("medium") == "Memory":
-            out.append(_f(Severity.WARNING, "shm_emptydir_workaround", f"{paths.pod(service)}.volumes[{i}].emptyDir",
-                          f"{service.name} mounts an emptyDir with medium Memory as a /dev/shm workaround: the "
-                          "Dynamo operator does not apply it to /dev/shm, so the worker still starts with 64 MB",
-                          f"remove the volume and set {'sharedMemory.size' if paths.alpha else 'sharedMemorySize'}: "
-                          f"{RECOMMENDED_SHM} on the component"))
-    mounts = service.container_extra.get("volumeMounts") or []
-    for i, mount in enumerate(mounts if isinstance(mounts, list) else []):
-        if isinstance(mount, dict) and mount.get("mountPath") == "/dev/shm":
-            out.append(_f(Severity.WARNING, "shm_manual_mount", f"{paths.container(service)}.volumeMounts[{i}]",
-                          f"{service.name} mounts its own volume at /dev/shm; the operator manages /dev/shm",
-                          f"remove the mount and set the component's shared memory to {RECOMMENDED_SHM}"))
-    return out
-
-
 def _check_role_flag(service: Service, paths: _Paths, spec: GraphSpec, target: DynamoVersion) -> list[Finding]:
-    if service.role == "worker" and not service.command and not service.args:
+    engine, declared = worker_role(service, spec)
+    if engine is None:
         return []
-    engine = engine_of(service.command, service.args) or spec.backend
-    declared = declared_role(service.command, service.args)
     argv = tokens(service.command, service.args)
     path = paths.args(service)
     out = []
     new_style = uses_disaggregation_mode(target, engine)
-    if service.role == "prefill" and declared != "prefill":
+    if service.role == "prefill" and declared not in ("prefill", UNKNOWN_ROLE):
         flag = "--disaggregation-mode prefill" if new_style else "--is-prefill-worker"
+        # No flag means aggregated: components/src/dynamo/vllm/backend_args.py:646-647@2a6da14c.
         out.append(_f(Severity.ERROR, "prefill_role_missing", path,
                       f"{service.name} is a prefill worker but its command does not say so: it will run as a "
-                      f"{'decode/aggregated' if declared in (None, 'decode') else declared} worker",
+                      f"{'decode/aggregated' if declared in (None, 'decode', 'agg') else declared} worker",
                       f"add {flag} to its command"))
     if service.role == "decode" and declared == "prefill":
         out.append(_f(Severity.ERROR, "decode_role_wrong", path,
                       f"{service.name} is a decode worker but its command declares prefill", "remove the prefill flag"))
-    if service.role == "decode" and declared is None and new_style and engine in ENGINES:
+    # A decode-typed worker without a decode flag is aggregated; that is how a Planner in agg mode
+    # finds its workers (components/src/dynamo/planner/monitoring/dgd_services.py:296-331@2a6da14c),
+    # so it is a mistake only beside a prefill pool.
+    if service.role == "decode" and declared is None and new_style and spec.pools("prefill"):
         out.append(_f(Severity.WARNING, "decode_role_missing", path,
-                      f"{service.name} is a decode worker but its command does not declare it: on Dynamo {target} "
-                      "a worker without --disaggregation-mode runs aggregated",
+                      f"{service.name} is a decode worker beside a prefill pool, but its command does not declare "
+                      f"it: on Dynamo {target} a worker without --disaggregation-mode runs aggregated",
                       "add --disaggregation-mode decode"))
-    if engine in ("vllm", "mocker"):
-        if "--is-prefill-worker" in argv and new_style and engine == "vllm":
-            out.append(_f(Severity.ERROR, "flag_removed", path,
-                          f"--is-prefill-worker was removed from dynamo.vllm in {DISAGGREGATION_MODE_SINCE} "
-                          f"(ai-dynamo/dynamo#12089); Dynamo {target} refuses to start with it",
-                          "replace it with --disaggregation-mode prefill (render for this version does it)"))
-        if any(t.startswith("--disaggregation-mode") for t in argv) and not new_style and engine == "vllm":
-            out.append(_f(Severity.ERROR, "flag_too_new", path,
-                          f"dynamo.vllm {target} does not know --disaggregation-mode; it appeared in "
-                          f"{DISAGGREGATION_MODE_SINCE}",
-                          "use --is-prefill-worker on prefill workers and no flag on decode workers"))
+    legacy = [t for t in argv if t in ("--is-prefill-worker", "--is-decode-worker")]
+    if engine == "vllm" and legacy and target >= LEGACY_ROLE_FLAGS_REMOVED:
+        out.append(_f(Severity.ERROR, "flag_removed", path,
+                      f"{legacy[0]} was removed from dynamo.vllm in {LEGACY_ROLE_FLAGS_REMOVED} "
+                      f"(ai-dynamo/dynamo#12089); Dynamo {target} refuses to start with it",
+                      f"replace it with --disaggregation-mode {'prefill' if 'prefill' in legacy[0] else 'decode'} "
+                      "(render for this version does it)"))
+    if engine in ("vllm", "mocker") and not new_style and any(t.startswith("--disaggregation-mode") for t in argv):
+        out.append(_f(Severity.ERROR, "flag_too_new", path,
+                      f"{ENGINES[engine]['module']} {target} does not know --disaggregation-mode; it appeared in "
+                      f"{DISAGGREGATION_MODE_SINCE} (ai-dynamo/dynamo#6483)",
+                      "use --is-prefill-worker on prefill workers and no flag on decode workers"))
+    prefill = declared == "prefill" or (service.role == "prefill" and declared is None)
+    if engine == "vllm" and prefill and target >= KV_TRANSFER_CONFIG_REQUIRED_SINCE \
+            and has_kv_transfer_config(service.command, service.args) is False:
+        # components/src/dynamo/vllm/args.py:230-246@2a6da14c raises ValueError at start.
+        out.append(_f(Severity.ERROR, "kv_transfer_config_missing", path,
+                      f"{service.name} is a vLLM prefill worker without --kv-transfer-config: dynamo.vllm "
+                      f"{target} refuses to start a prefill worker without an explicit KV connector (since "
+                      f"{KV_TRANSFER_CONFIG_REQUIRED_SINCE}, ai-dynamo/dynamo#6450)",
+                      f"add --kv-transfer-config '{NIXL_KV_TRANSFER_CONFIG}'"))
     return out
 
 
-def _check_gpus(service: Service, paths: _Paths, spec: GraphSpec) -> list[Finding]:
-    engine = engine_of(service.command, service.args) or spec.backend
+def _check_gpus(service: Service, paths: _Paths) -> list[Finding]:
+    """An engine that needs a GPU, on a main container the operator counts none for."""
+    engine = engine_of(service.command, service.args)
     if engine not in ENGINES or not ENGINES[engine]["gpu"]:
         return []
-    if not service.gpus:
-        return [_f(Severity.ERROR, "no_gpu", paths.gpu(service),
-                   f"{service.name} runs {ENGINES[engine]['module']} but asks for "
-                   f"{'zero' if service.gpus == 0 else 'no'} GPUs: the engine cannot start without one",
-                   "request at least 1 GPU per replica" + (" (resources.limits.gpu: \"1\")" if paths.alpha else ""))]
-    return []
-
+    count = gpu_count(service, paths.alpha)
+    if count != 0 or other_containers_ask_for_gpus(service):
+        return []  # GPUs, DRA claims (counted from their template at reconcile), or a GPU sidecar
+    return [_f(Severity.ERROR, "no_gpu", paths.gpu(service),
+               f"{service.name} runs {ENGINES[engine]['module']} but asks for "
+               f"{'zero' if service.gpus == 0 else 'no'} GPUs: the engine cannot start without one",
+               "request at least 1 GPU per replica" + (" (resources.limits.gpu: \"1\")" if paths.alpha else ""))]
 
 def _looks_like_hub_id(model: str) -> bool:
     return "/" in model and not model.startswith(("/", ".", "~", "s3://", "gs://", "pvc://"))
 
 
-def _check_token(service: Service, paths: _Paths) -> list[Finding]:
+def _check_token(service: Service, paths: _Paths, spec: GraphSpec) -> list[Finding]:
+    """A Hugging Face model id without a token: gated models need one, public ones do not, so
+    this is a note. Skipped when the worker reads models offline (HF_HUB_OFFLINE)."""
+    env = literal_env([*spec.env, *service.env])
+    if any(env.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+           for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        return []
     model = served_model(service.command, service.args)
     argv = tokens(service.command, service.args)
     # The model to download is --model / --model-path, not the served name.
     for flag in ("--model", "--model-path"):
         if flag in argv and argv.index(flag) + 1 < len(argv):
             model = argv[argv.index(flag) + 1]
+    model = expand(model, env) if model else None
     has_env_token = any(isinstance(e, dict) and e.get("name") in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
-                        for e in service.env)
+                        for e in [*spec.env, *service.env])
     if model and _looks_like_hub_id(model) and not service.hf_token_secret and not has_env_token:
-        return [_f(Severity.WARNING, "hf_token_missing", paths.secret(service),
-                   f"{service.name} downloads {model} from Hugging Face without a token Secret: gated models "
-                   "fail to download and anonymous downloads are rate-limited",
+        return [_f(Severity.INFO, "hf_token_missing", paths.secret(service),
+                   f"{service.name} downloads {model} from Hugging Face without a token Secret: a gated model "
+                   "fails to download, and anonymous downloads are rate-limited",
                    "create the Secret hf-token-secret with key HF_TOKEN and reference it "
                    + ("with envFromSecret: hf-token-secret" if paths.alpha else "in envFrom"))]
     return []
@@ -307,8 +256,12 @@ def _check_version_drift(service: Service, paths: _Paths, spec: GraphSpec, targe
                       f"use the {target} image, or target {tag}"))
     wd = service.working_dir or ""
     if target >= EXAMPLES_WORKDIR_SINCE and wd.startswith("/workspace/components/backends/"):
-        out.append(_f(Severity.WARNING, "workdir_moved", f"{paths.container(service)}.workingDir",
-                      f"{wd} no longer exists in Dynamo {target} images",
+        # Images copy the repository to /workspace (container/templates/dynamo_runtime.Dockerfile:170@2a6da14c)
+        # and components/backends moved to examples/backends (#3849); the runtime creates a missing
+        # workingDir empty, so only relative paths in the command break.
+        out.append(_f(Severity.INFO, "workdir_moved", f"{paths.container(service)}.workingDir",
+                      f"{wd} no longer exists in Dynamo {target} images: the container starts in an empty "
+                      "directory, and relative paths in its command do not resolve",
                       "use " + wd.replace("/workspace/components/", "/workspace/examples/")))
     if paths.alpha and "dynamoNamespace" in service.extra_v1alpha1:
         out.append(_f(Severity.INFO, "dynamo_namespace_ignored", f"{paths.service(service)}.dynamoNamespace",
@@ -323,21 +276,25 @@ def _check_version_drift(service: Service, paths: _Paths, spec: GraphSpec, targe
 
 def _check_api_version(obj: dict[str, Any], spec: GraphSpec, target: DynamoVersion, paths: _Paths) -> list[Finding]:
     if paths.alpha:
-        sev = Severity.WARNING if target >= DynamoVersion(1, 5, 0) else Severity.INFO
+        if target < V1BETA1_SINCE:
+            return []  # the only version these operators serve
         # The advice holds only where the conversion loses nothing (dgd/convert.py).
         lost = [path for path, _why in conversion_losses(spec, "nvidia.com/v1beta1")]
         fix = ("export this graph as nvidia.com/v1beta1" if not lost else
                "to move it to nvidia.com/v1beta1, first remove what v1beta1 has no place for: " + ", ".join(lost))
-        return [_f(sev, "v1alpha1_deprecated", "apiVersion",
-                   "nvidia.com/v1alpha1 is deprecated; nvidia.com/v1beta1 is the storage version since Dynamo 1.4"
-                   + (" and admission webhooks check only v1beta1 from 1.5" if sev == Severity.WARNING else ""),
-                   fix)]
+        # deploy/operator/api/v1alpha1/dynamographdeployment_types.go:346@2a6da14c: the API server
+        # answers every v1alpha1 request with a deprecation warning; conversion keeps it working.
+        stored = (f"; v1beta1 is the storage version from {V1BETA1_STORAGE_SINCE}" if target >= V1BETA1_STORAGE_SINCE
+                  else "")
+        return [_f(Severity.INFO, "v1alpha1_deprecated", "apiVersion",
+                   f"nvidia.com/v1alpha1 is deprecated since Dynamo {V1BETA1_SINCE}: the operator converts it to "
+                   f"nvidia.com/v1beta1{stored}", fix)]
     if target < V1BETA1_SINCE:
         return [_f(Severity.ERROR, "v1beta1_unserved", "apiVersion",
-                   f"operators of Dynamo {target} serve only nvidia.com/v1alpha1",
+                   f"operators of Dynamo {target} serve only nvidia.com/v1alpha1 (v1beta1 is served from "
+                   f"{V1BETA1_SINCE}, ai-dynamo/dynamo#8647)",
                    "export this graph as nvidia.com/v1alpha1")]
     return []
-
 
 # The router flags table is dynamo.frontend 1.6.1's; older frontends are checked for the mode only.
 ROUTER_FLAGS_SINCE = DynamoVersion(1, 6, 0)
@@ -371,7 +328,10 @@ def _check_router(service: Service, paths: _Paths, spec: GraphSpec, target: Dyna
                       f"{mode}: the flags do nothing", "add --router-mode kv, or remove the flags"))
     if mode == "kv":
         for worker in spec.services:
-            if worker.is_worker and "--no-enable-prefix-caching" in tokens(worker.command, worker.args):
+            # Beside a prefill pool the KV router routes on the prefill workers' caches; decode
+            # workers publish no KV events (#3819; deprecations.mdx:152@2a6da14c).
+            routed = worker.role != "decode" or not spec.pools("prefill")
+            if worker.is_worker and routed and "--no-enable-prefix-caching" in tokens(worker.command, worker.args):
                 out.append(_f(Severity.WARNING, "kv_router_without_prefix_cache", paths.args(worker),
                               f"{worker.name} disables prefix caching: it keeps no prefixes to reuse, so the KV "
                               "router has nothing to route on and the hit rate stays 0",

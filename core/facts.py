@@ -43,16 +43,47 @@ def _v(text: str) -> DynamoVersion:
     return DynamoVersion.parse(text)
 
 
-# dynamo.vllm dropped --is-prefill-worker for --disaggregation-mode prefill|decode
-# (ai-dynamo/dynamo#12089, merged 2026-07-24, first shipped in 1.4.0).
-DISAGGREGATION_MODE_SINCE = _v("1.4.0")
-# DGD nvidia.com/v1beta1 is served from 1.3 and the storage version from 1.4 (#8647, #11904).
-V1BETA1_SINCE = _v("1.3.0")
-# Images moved the backends from /workspace/components/backends to /workspace/examples/backends.
-EXAMPLES_WORKDIR_SINCE = _v("1.0.0")
+# Upstream evidence below is cited as <file>:<line>@2a6da14c (github.com/ai-dynamo/dynamo, 2026-08-21).
+
+# dynamo.vllm and dynamo.mocker accept --disaggregation-mode prefill|decode|agg since 1.0.0
+# (ai-dynamo/dynamo#6483, merged 2026-02-23, in the v1.0.0 release notes); --is-prefill-worker and
+# --is-decode-worker stayed as deprecated aliases until dynamo.vllm 1.4.0 removed them (#12089,
+# merged 2026-07-24). components/src/dynamo/vllm/backend_args.py:80-89@2a6da14c.
+DISAGGREGATION_MODE_SINCE = _v("1.0.0")
+LEGACY_ROLE_FLAGS_REMOVED = _v("1.4.0")
+# From 1.0.0 a vLLM prefill worker refuses to start without --kv-transfer-config (#6450 removed
+# --connector, merged 2026-02-24): components/src/dynamo/vllm/args.py:230-246@2a6da14c.
+KV_TRANSFER_CONFIG_REQUIRED_SINCE = _v("1.0.0")
+# DGD nvidia.com/v1beta1 is served from 1.2.0 (#8647, which also marks v1alpha1 deprecated:
+# deploy/operator/api/v1alpha1/dynamographdeployment_types.go:346@2a6da14c) and is the storage
+# version from 1.5.0 (#11904: deploy/operator/api/v1beta1/dynamographdeployment_types.go:177@2a6da14c).
+V1BETA1_SINCE = _v("1.2.0")
+V1BETA1_STORAGE_SINCE = _v("1.5.0")
+# The operator mounts a Memory emptyDir at /dev/shm on every component, 8Gi unless
+# sharedMemorySize says otherwise, none when it is 0 (#2616, merged 2025-08-24, first cut into
+# 0.5.0): deploy/operator/internal/dynamo/shared_memory.go:27-51@2a6da14c and
+# deploy/operator/internal/consts/consts.go:203-205@2a6da14c. Before it, the size came from the
+# container's memory limit, 64Mi without one.
+SHM_DEFAULT_SINCE = _v("0.5.0")
+OPERATOR_DEFAULT_SHM_BYTES = 8 * 2**30
+OPERATOR_DEFAULT_SHM = "8Gi"
+# Since 1.1.0 (#7309, merged 2026-03-18) the operator drops a user's own /dev/shm mount on the
+# main container and mounts its own (shared_memory.go:53-74@2a6da14c); before, both mounts were
+# kept and Kubernetes refused the pod ("mountPath must be unique").
+SHM_MOUNT_REPLACED_SINCE = _v("1.1.0")
+# Images moved the backends from /workspace/components/backends to /workspace/examples/backends
+# (#3849, merged 2025-10-31 after the 0.6.1 branch, first in 0.7.0).
+EXAMPLES_WORKDIR_SINCE = _v("0.7.0")
 # Engines whose Dynamo wrapper took --is-prefill-worker before DISAGGREGATION_MODE_SINCE.
 # SGLang and TensorRT-LLM always used --disaggregation-mode (their engines' own flag).
 LEGACY_PREFILL_FLAG_ENGINES = {"vllm", "mocker"}
+# Environment variables that set a worker's role like its flag does (the flag wins):
+# components/src/dynamo/vllm/backend_args.py:83@2a6da14c, components/src/dynamo/trtllm/backend_args.py:215@2a6da14c;
+# DYN_VLLM_IS_PREFILL_WORKER / DYN_VLLM_IS_DECODE_WORKER from 1.0.0 until #12089 (1.4.0).
+ROLE_ENV = {"vllm": "DYN_VLLM_DISAGGREGATION_MODE", "trtllm": "DYN_TRTLLM_DISAGGREGATION_MODE"}
+LEGACY_ROLE_ENV = {"DYN_VLLM_IS_PREFILL_WORKER": "prefill", "DYN_VLLM_IS_DECODE_WORKER": "decode"}
+
+ENGINES = {"vllm", "mocker"}
 
 ENGINES = {
     "vllm": {"module": "dynamo.vllm", "image": "vllm-runtime", "gpu": True, "model_flag": "--model"},

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from core.dgd.commandline import router_mode, with_router_mode
-from core.facts import DEFAULT_ROUTER_MODE, ENGINES, ROUTER_MODE_ENV, ROUTER_MODES, DynamoVersion
+from core.facts import DEFAULT_ROUTER_MODE, ENGINES, ROUTER_MODE_ENV, ROUTER_MODES, SHM_DEFAULT_SINCE, DynamoVersion
 
 Role = Literal["frontend", "prefill", "decode", "worker", "planner", "epp", "other"]
 Engine = Literal["vllm", "sglang", "trtllm", "mocker"]
@@ -274,12 +274,14 @@ class GraphSpec(BaseModel):
 
     def shm_requested_bytes(self, service_name: str) -> int | None:
         """The /dev/shm a service's pods should see: its size, the operator's 8Gi default when
-        unset, 0 when disabled; None for a name the spec does not have."""
+        unset (from SHM_DEFAULT_SINCE, ai-dynamo/dynamo#2616: deploy/operator/internal/dynamo/
+        shared_memory.go:28@2a6da14c; older operators sized it from the memory limit, so None),
+        0 when disabled; None for a name the spec does not have."""
         service = next((s for s in self.services if s.name == service_name), None)
         if service is None:
             return None
         if service.shared_memory is None:
-            return OPERATOR_DEFAULT_SHM
+            return OPERATOR_DEFAULT_SHM if self.version >= SHM_DEFAULT_SINCE else None
         try:
             return int(quantity_bytes(service.shared_memory))
         except ValueError:

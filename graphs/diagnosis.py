@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from core.dgd.pod_checks import expected_shm_bytes
+
 from .runtimes.local.hostlimits import (
     INOTIFY_PER_FRONTEND,
     INOTIFY_RAISE,
@@ -41,9 +43,17 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def _expected_shm(spec, service_name: str) -> int | None:
+    """What the target release's operator mounts at /dev/shm for the service (core/dgd/pod_checks.py):
+    its size, 8Gi when unset since Dynamo 0.5.0; None when it mounts none or sizes it from the
+    memory limit (older operators)."""
+    service = next((s for s in spec.services if s.name == service_name), None) if spec else None
+    return expected_shm_bytes(service, spec.version) if service is not None else None
+
+
 def _shm(deployment, pod, spec) -> list[Diagnosis]:
-    """/dev/shm as the worker sees it against what its spec asks: the article's emptyDir trap."""
-    requested = spec.shm_requested_bytes(pod.service) if spec else None
+    """/dev/shm as the worker sees it against what the operator mounts for its spec."""
+    requested = _expected_shm(spec, pod.service)
     measured = pod.shm_bytes
     disagg = pod.role in ("prefill", "decode")
     where = f" ({pod.shm_source})" if getattr(pod, "shm_source", "") else ""
@@ -52,19 +62,21 @@ def _shm(deployment, pod, spec) -> list[Diagnosis]:
         title = (f"{pod.name} runs on the 64 MB default /dev/shm" if measured <= SHM_DEFAULT_BYTES
                  else f"{pod.name} has less /dev/shm than its spec asks")
         detail = (f"Its spec asks for {_size(requested)} of /dev/shm; the worker sees {_size(measured)}{where}. "
-                  "This is the emptyDir trap: NIXL and NCCL stage KV-transfer buffers in /dev/shm, and a container "
-                  "gets 64 MB unless a memory-backed emptyDir is mounted there, which an emptyDir added under "
-                  "extraPodSpec volumes is not.")
+                  "NIXL and NCCL stage KV-transfer buffers in /dev/shm. " + (
+                      "This host's /dev/shm is smaller than the spec asks." if local else
+                      "The Dynamo operator mounts a memory-backed emptyDir of the spec's size at /dev/shm (8Gi when "
+                      "unset, since Dynamo 0.5.0) and replaces a /dev/shm mount of the container's own, so this pod "
+                      "was not made from this spec by such an operator: it predates the spec, or the cluster runs "
+                      "an older operator."))
         fix = ("Give this host a larger /dev/shm (mount -o remount,size=16G /dev/shm, or docker run --shm-size=16g) "
                "or lower the spec's shared memory to what it has." if local else
-               "Set sharedMemory.size (v1alpha1) or sharedMemorySize (v1beta1) on the component, and remove any "
-               "emptyDir you added for /dev/shm yourself: the operator mounts its own shared-memory emptyDir "
-               "(medium Memory, that sizeLimit) at /dev/shm. Then apply again so the pods are recreated.")
+               "Apply again so the pods are recreated, and check the operator's version. Set the size with "
+               "sharedMemory.size (v1alpha1) or sharedMemorySize (v1beta1), not with a volume of your own: the "
+               "operator replaces a /dev/shm mount of the main container's own.")
         return [Diagnosis("error" if disagg else "warning", title, detail, fix)]
     if disagg and measured <= SHM_DEFAULT_BYTES:
         return [Diagnosis("warning", f"{pod.name} runs on the 64 MB default /dev/shm",
-                          "NIXL prepares KV-transfer metadata in /dev/shm; at 64 MB the transfer stalls at "
-                          "init or the worker dies.",
+                          "NIXL and NCCL stage KV-transfer buffers in /dev/shm; 64 MB is too little for them.",
                           "Set sharedMemory.size (v1alpha1) or sharedMemorySize (v1beta1) to 16Gi.")]
     return []
 

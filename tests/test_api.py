@@ -408,7 +408,9 @@ def test_validate_endpoint_reports_without_storing(operator_api, reference_dir):
     assert payload["valid"] is False
     assert payload["graph"] == "vllm-disagg"
     assert payload["dynamo_version"] == "1.6.1"
-    assert [f["code"] for f in payload["findings"] if f["severity"] == "error"] == ["flag_removed"]
+    # dynamo.vllm 1.6.1 refuses the removed flag and a prefill worker without --kv-transfer-config.
+    assert [f["code"] for f in payload["findings"] if f["severity"] == "error"] == [
+        "flag_removed", "kv_transfer_config_missing"]
     assert Graph.objects.count() == 0
 
 

@@ -78,7 +78,7 @@ def test_a_worker_whose_dev_shm_is_smaller_than_its_spec_is_the_emptydir_trap(cl
     [trap] = [d for t, d in found.items() if decode["metadata"]["name"] in t]
     assert trap.severity == "error" and "64 MB default /dev/shm" in trap.title
     assert "asks for 16Gi of /dev/shm; the worker sees 64Mi (pod volumes)" in trap.detail
-    assert "emptyDir trap" in trap.detail and "sharedMemorySize" in trap.fix
+    assert "replaces a /dev/shm mount of the container's own" in trap.detail and "sharedMemorySize" in trap.fix
     assert not any(prefill["metadata"]["name"] in t for t in found)
     page = client_for("viewer").get(f"/graphs/{graph.name}/status/").content.decode()
     assert "the worker sees 64Mi" in page

@@ -109,14 +109,14 @@ def test_a_1_6_1_template_rendered_as_v1alpha1_and_imported_again_renders_the_sa
     assert render(import_manifest(alpha), V1BETA1) == original
 
 
-def test_the_seed_rendered_as_v1beta1_and_imported_again_renders_the_same_v1alpha1_except_alpha_only_fields():
+def test_the_seed_rendered_as_v1beta1_and_imported_again_renders_the_same_v1alpha1():
     original = seed()
+    assert all("dynamoNamespace" in s for s in original["spec"]["services"].values())
     beta = render(import_manifest(original), V1BETA1)
-    back = render(import_manifest(beta), V1ALPHA1)
-    # dynamoNamespace exists only in v1alpha1 (and is ignored by the operator): lost on the way.
-    for service in original["spec"]["services"].values():
-        service.pop("dynamoNamespace")
-    assert back == original
+    # dynamoNamespace exists only in v1alpha1: the operator keeps it in its nvidia.com/dgd-spec
+    # annotation (deploy/operator/api/v1alpha1/shared_spec_conversion.go@2a6da14c), and so do we.
+    assert "nvidia.com/dgd-spec" in beta["metadata"]["annotations"]
+    assert render(import_manifest(beta), V1ALPHA1) == original
 
 
 # ---------------------------------------------------------------------- the recipe's graph
@@ -154,7 +154,10 @@ def test_the_recipes_graph_for_1_6_1_gets_new_images_workdir_and_role_flags():
     assert prefill["image"] == "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"
     assert prefill["workingDir"] == "/workspace/examples/backends/vllm"
     assert prefill["command"] == ["/bin/sh", "-c"]
-    assert prefill["args"] == ["python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --disaggregation-mode prefill"]
+    # 0.5.1's vLLM used NIXL by default; from 1.0.0 a prefill worker must name its connector
+    # (components/src/dynamo/vllm/args.py:230-246@2a6da14c), so the render adds it.
+    assert prefill["args"] == ["python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --disaggregation-mode prefill "
+                               f"--kv-transfer-config {NIXL_QUOTED}"]
     assert decode["args"] == ["python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --disaggregation-mode decode"]
 
 
@@ -167,6 +170,10 @@ def test_rendering_the_seed_for_its_own_release_changes_nothing_in_the_command_l
 # ------------------------------------------------------------------ command-line translation
 
 
+NIXL = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+NIXL_QUOTED = f"'{NIXL}'"
+
+
 def translate(command, args, role, *, to, source, engine="vllm"):
     return translate_role_flag(command, args, role=role, engine=engine, version=DynamoVersion.parse(to),
                                source_version=DynamoVersion.parse(source))
@@ -177,7 +184,8 @@ def test_is_prefill_worker_becomes_disaggregation_mode_prefill_in_the_same_place
                               ["--model", "Qwen/Qwen3-0.6B", "--is-prefill-worker", "--tensor-parallel-size", "2"],
                               "prefill", to="1.6.1", source="0.5.1")
     assert command == ["python3", "-m", "dynamo.vllm"]
-    assert args == ["--model", "Qwen/Qwen3-0.6B", "--disaggregation-mode", "prefill", "--tensor-parallel-size", "2"]
+    assert args == ["--model", "Qwen/Qwen3-0.6B", "--disaggregation-mode", "prefill", "--tensor-parallel-size", "2",
+                    "--kv-transfer-config", NIXL]
 
 
 def test_disaggregation_mode_prefill_becomes_is_prefill_worker_in_the_same_place():
@@ -204,8 +212,16 @@ def test_the_decode_flag_is_added_when_a_graph_moves_from_an_old_release_to_a_ne
     assert args == ["--model", "M", "--disaggregation-mode", "decode"]
 
 
+@pytest.mark.parametrize("target", ["1.0.2", "1.3.1"])
+def test_the_decode_flag_is_added_for_every_release_that_has_disaggregation_mode(target):
+    # --disaggregation-mode exists since 1.0.0 (ai-dynamo/dynamo#6483); without it a 1.x worker runs
+    # aggregated (components/src/dynamo/vllm/backend_args.py:646-647@2a6da14c).
+    _, args = translate(["python3", "-m", "dynamo.vllm"], ["--model", "M"], "decode", to=target, source="0.5.1")
+    assert args == ["--model", "M", "--disaggregation-mode", "decode"]
+
+
 @pytest.mark.parametrize(("source", "target"), [("1.6.1", "1.6.1"), ("1.4.2", "1.6.1"), ("0.5.1", "0.5.1"),
-                                                ("0.5.1", "1.3.1")])
+                                                ("1.0.2", "1.3.1")])
 def test_the_decode_flag_is_not_added_unless_moving_from_an_old_release_to_a_new_one(source, target):
     _, args = translate(["python3", "-m", "dynamo.vllm"], ["--model", "M"], "decode", to=target, source=source)
     assert args == ["--model", "M"]
@@ -215,7 +231,7 @@ def test_the_decode_flag_is_not_added_to_a_prefill_worker_or_an_aggregated_worke
     _, args = translate(["python3", "-m", "dynamo.vllm"], ["--model", "M", "--is-prefill-worker"], "prefill",
                         to="1.6.1", source="0.5.1")
     assert args.count("--disaggregation-mode") == 1
-    assert args[-2:] == ["--disaggregation-mode", "prefill"]
+    assert args[-4:] == ["--disaggregation-mode", "prefill", "--kv-transfer-config", NIXL]
     _, args = translate(["python3", "-m", "dynamo.vllm"], ["--model", "M"], "worker", to="1.6.1", source="0.5.1")
     assert args == ["--model", "M"]
 
@@ -230,13 +246,15 @@ def test_the_shell_form_keeps_sh_c_and_one_script_string():
     command, args = translate(["/bin/sh", "-c"], ["python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --is-prefill-worker"],
                               "prefill", to="1.6.1", source="0.5.1")
     assert command == ["/bin/sh", "-c"]
-    assert args == ["python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --disaggregation-mode prefill"]
+    assert args == [f"python3 -m dynamo.vllm --model Qwen/Qwen3-0.6B --disaggregation-mode prefill "
+                    f"--kv-transfer-config {NIXL_QUOTED}"]
 
 
 def test_the_shell_form_with_the_script_inside_command_is_rewritten_in_place():
     command, args = translate(["sh", "-c", "python3 -m dynamo.vllm --model M --is-prefill-worker"], None,
                               "prefill", to="1.6.1", source="0.5.1")
-    assert command == ["sh", "-c", "python3 -m dynamo.vllm --model M --disaggregation-mode prefill"]
+    assert command == ["sh", "-c", f"python3 -m dynamo.vllm --model M --disaggregation-mode prefill "
+                                   f"--kv-transfer-config {NIXL_QUOTED}"]
     assert args is None
 
 
@@ -253,7 +271,8 @@ def test_a_shell_script_with_a_quoted_json_argument_stays_one_string_and_keeps_t
 def test_a_shell_script_with_operators_and_variables_still_runs_the_same_after_translation():
     script = "cd /workspace && exec python3 -m dynamo.vllm --model $MODEL --is-prefill-worker"
     _, args = translate(["/bin/sh", "-c"], [script], "prefill", to="1.6.1", source="0.5.1")
-    assert args == ["cd /workspace && exec python3 -m dynamo.vllm --model $MODEL --disaggregation-mode prefill"]
+    assert args == ["cd /workspace && exec python3 -m dynamo.vllm --model $MODEL --disaggregation-mode prefill "
+                    f"--kv-transfer-config {NIXL_QUOTED}"]
 
 
 def test_a_command_line_already_right_for_the_release_is_returned_unchanged():
@@ -268,7 +287,8 @@ def test_a_command_line_already_right_for_the_release_is_returned_unchanged():
 def test_the_module_in_args_exec_form_keeps_every_token_position():
     _, args = translate(["python3"], ["-m", "dynamo.vllm", "--is-prefill-worker", "--model", "M"], "prefill",
                         to="1.6.1", source="0.5.1")
-    assert args == ["-m", "dynamo.vllm", "--disaggregation-mode", "prefill", "--model", "M"]
+    assert args == ["-m", "dynamo.vllm", "--disaggregation-mode", "prefill", "--model", "M",
+                    "--kv-transfer-config", NIXL]
 
 
 @pytest.mark.parametrize("engine", ["sglang", "trtllm"])
@@ -372,7 +392,10 @@ def test_an_extra_container_stays_beside_the_main_container():
 def test_fields_both_versions_know_follow_the_graph_into_the_other_api_version():
     beta = render(import_manifest(alpha_with_unmodeled_fields()), V1BETA1)
     assert structural_findings(beta) == []
-    assert beta["metadata"]["annotations"] == {"team.example.com/owner": "inference", "note": "keep me"}
+    annotations = dict(beta["metadata"]["annotations"])
+    assert "nvidia.com/dgd-spec" in annotations  # v1alpha1-only fields, kept as the operator keeps them
+    annotations.pop("nvidia.com/dgd-spec")
+    assert annotations == {"team.example.com/owner": "inference", "note": "keep me"}
     prefill = next(c for c in beta["spec"]["components"] if c["name"] == "VllmPrefillWorker")
     assert prefill["multinode"] == {"nodeCount": 2}
     assert prefill["podTemplate"]["metadata"]["labels"] == {"tier": "prefill"}

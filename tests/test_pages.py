@@ -302,14 +302,14 @@ def test_the_live_check_reports_a_valid_manifest(viewer, reference_dir):
     assert response.status_code == 200
     page = text(response)
     assert page.lstrip().startswith('<div class="findings" id="findings">')
-    assert "Valid: 0 errors, 0 warnings, 4 notes" in page
+    assert "Valid: 0 errors, 0 warnings, 3 notes" in page
 
 
 def test_the_live_check_for_a_target_release_shows_flag_removed(viewer, reference_dir):
     response = viewer.post("/graphs/check/", {"yaml": (reference_dir / "seed-disagg.yaml").read_text(),
                                               "dynamo_version": "1.6.1"})
     page = text(response)
-    assert "Invalid: 1 error, 7 warnings, 3 notes" in page
+    assert "Invalid: 2 errors, 4 warnings, 6 notes" in page
     assert "--is-prefill-worker was removed" in page
     assert "spec.services.VllmPrefillWorker.extraPodSpec.mainContainer.args" in page
 

@@ -26,11 +26,16 @@ def image(version: str) -> str:
     return f"nvcr.io/nvidia/ai-dynamo/vllm-runtime:{version}"
 
 
+KV = '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'
+
+
 def role_args(role: str, version: str) -> list[str]:
+    """The role flags of ``version`` (--disaggregation-mode from 1.0.0, ai-dynamo/dynamo#6483), with
+    the KV connector a prefill worker needs from 1.0.0 (#6450)."""
     if role not in ("prefill", "decode"):
         return []
-    if version >= "1.4":  # the releases used here compare correctly as strings
-        return ["--disaggregation-mode", role]
+    if version >= "1.0":  # the releases used here compare correctly as strings
+        return ["--disaggregation-mode", role, *(["--kv-transfer-config", KV] if role == "prefill" else [])]
     return ["--is-prefill-worker"] if role == "prefill" else []
 
 
@@ -109,9 +114,8 @@ def test_the_minimal_v1beta1_graph_has_no_findings_at_all(disagg):
     assert validate_manifest(beta(disagg=disagg)).findings == []
 
 
-def test_the_minimal_v1alpha1_graph_on_0_5_1_has_only_the_deprecation_note():
-    findings = validate_manifest(alpha()).findings
-    assert [(f.code, f.severity, f.path) for f in findings] == [("v1alpha1_deprecated", INFO, "apiVersion")]
+def test_the_minimal_v1alpha1_graph_on_0_5_1_has_no_findings_v1alpha1_is_all_it_serves():
+    assert validate_manifest(alpha()).findings == []
 
 
 # ------------------------------------------------------------ one problem, one finding
@@ -127,39 +131,44 @@ def _without(name):
 
 BETA_CASES = [
     # id, mutation of beta(), code, severity, path
-    ("shm_unset", lambda m: comp(m, "prefill").pop("sharedMemorySize"),
-     "shm_unset", WARNING, "spec.components[1].sharedMemorySize"),
     ("shm_too_small", lambda m: comp(m, "prefill").update(sharedMemorySize="512Mi"),
      "shm_too_small", ERROR, "spec.components[1].sharedMemorySize"),
     ("shm_disabled", lambda m: comp(m, "decode").update(sharedMemorySize="0"),
      "shm_disabled", ERROR, "spec.components[2].sharedMemorySize"),
-    ("shm_emptydir_workaround",
-     lambda m: comp(m, "decode")["podTemplate"]["spec"].update(
-         volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]),
-     "shm_emptydir_workaround", WARNING, "spec.components[2].podTemplate.spec.volumes[0].emptyDir"),
-    ("shm_manual_mount",
+    # The operator drops a container's own /dev/shm mount for its own (shared_memory.go:67-73).
+    ("shm_mount_replaced",
+     lambda m: (comp(m, "decode")["podTemplate"]["spec"].update(
+         volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}}]),
+                main(m, "decode").update(volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}])),
+     "shm_mount_replaced", WARNING, f"spec.components[2].{CDIR}.volumeMounts[0]"),
+    ("shm_mount_replaced_same_size",
      lambda m: (comp(m, "decode")["podTemplate"]["spec"].update(volumes=[{"name": "dshm", "emptyDir": {}}]),
                 main(m, "decode").update(volumeMounts=[{"name": "dshm", "mountPath": "/dev/shm"}])),
-     "shm_manual_mount", WARNING, f"spec.components[2].{CDIR}.volumeMounts[0]"),
-    ("prefill_role_missing", lambda m: main(m, "prefill").update(args=["--model", MODEL]),
+     "shm_mount_replaced", INFO, f"spec.components[2].{CDIR}.volumeMounts[0]"),
+    ("prefill_role_missing", lambda m: main(m, "prefill").update(args=["--model", MODEL, "--kv-transfer-config", KV]),
      "prefill_role_missing", ERROR, f"spec.components[1].{CDIR}.args"),
     ("decode_role_wrong",
-     lambda m: main(m, "decode").update(args=["--model", MODEL, "--disaggregation-mode", "prefill"]),
+     lambda m: main(m, "decode").update(args=["--model", MODEL, "--disaggregation-mode", "prefill",
+                                              "--kv-transfer-config", KV]),
      "decode_role_wrong", ERROR, f"spec.components[2].{CDIR}.args"),
     ("decode_role_missing", lambda m: main(m, "decode").update(args=["--model", MODEL]),
      "decode_role_missing", WARNING, f"spec.components[2].{CDIR}.args"),
-    ("flag_removed", lambda m: main(m, "prefill").update(args=["--model", MODEL, "--is-prefill-worker"]),
+    ("flag_removed", lambda m: main(m, "prefill").update(
+        args=["--model", MODEL, "--is-prefill-worker", "--kv-transfer-config", KV]),
      "flag_removed", ERROR, f"spec.components[1].{CDIR}.args"),
     ("no_gpu", lambda m: main(m, "prefill").pop("resources"),
      "no_gpu", ERROR, f"spec.components[1].{CDIR}.resources.limits.nvidia.com/gpu"),
     ("no_gpu_zero", lambda m: main(m, "decode")["resources"]["limits"].update({"nvidia.com/gpu": "0"}),
      "no_gpu", ERROR, f"spec.components[2].{CDIR}.resources.limits.nvidia.com/gpu"),
     ("hf_token_missing", lambda m: main(m, "prefill").pop("envFrom"),
-     "hf_token_missing", WARNING, f"spec.components[1].{CDIR}.envFrom"),
+     "hf_token_missing", INFO, f"spec.components[1].{CDIR}.envFrom"),
+    ("kv_transfer_config_missing", lambda m: main(m, "prefill").update(
+        args=["--model", MODEL, "--disaggregation-mode", "prefill"]),
+     "kv_transfer_config_missing", ERROR, f"spec.components[1].{CDIR}.args"),
     ("image_version_mismatch", lambda m: main(m, "prefill").update(image=image("1.5.1")),
      "image_version_mismatch", WARNING, f"spec.components[1].{CDIR}.image"),
     ("workdir_moved", lambda m: main(m, "decode").update(workingDir="/workspace/components/backends/vllm"),
-     "workdir_moved", WARNING, f"spec.components[2].{CDIR}.workingDir"),
+     "workdir_moved", INFO, f"spec.components[2].{CDIR}.workingDir"),
     ("replicas_zero", lambda m: comp(m, "decode").update(replicas=0),
      "replicas_zero", WARNING, "spec.components[2].replicas"),
     ("replicas_zero_frontend", lambda m: comp(m, "Frontend").update(replicas=0),
@@ -198,30 +207,25 @@ def test_shm_disabled_on_an_aggregated_worker_is_only_a_warning():
 
 
 def test_v1beta1_is_refused_for_a_release_whose_operator_serves_only_v1alpha1():
-    manifest = beta(version="1.2.1")
+    manifest = beta(version="1.1.1")
     findings = validate_manifest(manifest).findings
     assert [(f.code, f.severity, f.path) for f in findings] == [("v1beta1_unserved", ERROR, "apiVersion")]
 
 
 def test_v1beta1_unserved_also_fires_when_the_target_release_is_given_explicitly():
-    codes = {f.code for f in validate_manifest(beta(), dynamo_version="1.2.1").findings}
+    codes = {f.code for f in validate_manifest(beta(), dynamo_version="1.1.1").findings}
     assert "v1beta1_unserved" in codes
 
 
 ALPHA_CASES = [
-    ("shm_unset", lambda m: svc(m, "prefill").pop("sharedMemory"),
-     "shm_unset", WARNING, "spec.services.prefill.sharedMemory.size"),
     ("shm_disabled", lambda m: svc(m, "decode").update(sharedMemory={"disabled": True}),
      "shm_disabled", ERROR, "spec.services.decode.sharedMemory.size"),
     ("shm_too_small", lambda m: svc(m, "decode").update(sharedMemory={"size": "64Mi"}),
      "shm_too_small", ERROR, "spec.services.decode.sharedMemory.size"),
-    ("shm_emptydir_workaround", lambda m: svc(m, "prefill")["extraPodSpec"].update(
-        volumes=[{"name": "dshm", "emptyDir": {"medium": "Memory"}}]),
-     "shm_emptydir_workaround", WARNING, "spec.services.prefill.extraPodSpec.volumes[0].emptyDir"),
     ("no_gpu", lambda m: svc(m, "prefill").pop("resources"),
      "no_gpu", ERROR, "spec.services.prefill.resources.limits.gpu"),
     ("hf_token_missing", lambda m: svc(m, "decode").pop("envFromSecret"),
-     "hf_token_missing", WARNING, "spec.services.decode.envFromSecret"),
+     "hf_token_missing", INFO, "spec.services.decode.envFromSecret"),
     ("prefill_role_missing",
      lambda m: svc(m, "prefill")["extraPodSpec"]["mainContainer"].update(args=["--model", MODEL]),
      "prefill_role_missing", ERROR, "spec.services.prefill.extraPodSpec.mainContainer.args"),
@@ -257,11 +261,13 @@ def test_each_check_fires_alone_on_a_v1alpha1_graph_with_exactly_that_problem(mu
     assert [(f.code, f.severity, f.path) for f in findings] == [(code, severity, path)]
 
 
-@pytest.mark.parametrize(("version", "severity"), [("0.5.1", INFO), ("1.4.2", INFO), ("1.5.1", WARNING),
-                                                   ("1.6.1", WARNING)])
-def test_v1alpha1_is_a_note_before_1_5_and_a_warning_from_1_5(version, severity):
+@pytest.mark.parametrize(("version", "expected"), [("0.5.1", []), ("1.1.1", []),
+                                                   ("1.2.1", [("v1alpha1_deprecated", INFO, "apiVersion")]),
+                                                   ("1.6.1", [("v1alpha1_deprecated", INFO, "apiVersion")])])
+def test_v1alpha1_is_a_deprecation_note_from_1_2_where_v1beta1_is_served(version, expected):
+    # deploy/operator/api/v1alpha1/dynamographdeployment_types.go:346@2a6da14c (#8647, Dynamo 1.2.0).
     findings = validate_manifest(alpha(version=version)).findings
-    assert [(f.code, f.severity, f.path) for f in findings] == [("v1alpha1_deprecated", severity, "apiVersion")]
+    assert [(f.code, f.severity, f.path) for f in findings] == expected
 
 
 def test_a_check_reads_the_shell_form_command_line_too():
@@ -324,43 +330,45 @@ def test_the_vllm_template_on_0_5_1_has_no_errors_as_v1alpha1_and_is_refused_as_
 
 
 @pytest.mark.parametrize("path", sorted((REFERENCE / "dgd-templates-1.6.1").glob("*.yaml")), ids=lambda p: p.stem)
-def test_the_upstream_1_6_1_templates_have_no_errors_only_shm_warnings(path):
+def test_the_upstream_1_6_1_templates_have_no_findings(path):
+    # They set no sharedMemorySize: the operator's 8Gi default applies (shared_memory.go:28@2a6da14c).
     report = validate_manifest(yaml.safe_load(path.read_text()))
-    assert report.ok
-    assert {f.code for f in report.findings} == {"shm_unset"}
-    assert all(f.severity == WARNING for f in report.findings)
+    assert report.findings == []
 
 
 def test_the_seed_on_its_own_release_has_no_errors_or_warnings():
     report = validate_manifest(yaml.safe_load((REFERENCE / "seed-disagg.yaml").read_text()))
     assert report.ok
-    assert report.counts() == {"error": 0, "warning": 0, "info": 4}
+    assert report.counts() == {"error": 0, "warning": 0, "info": 3}  # dynamoNamespace, ignored
     assert report.spec is not None and report.spec.dynamo_version == "0.5.1"
 
 
 # --------------------------------------------------------------- the seed on Dynamo 1.6.1
 
 
-def test_the_seed_targeted_at_1_6_1_yields_flag_removed_and_warnings():
+def test_the_seed_targeted_at_1_6_1_yields_flag_removed_the_missing_connector_and_warnings():
     seed = yaml.safe_load((REFERENCE / "seed-disagg.yaml").read_text())
     report = validate_manifest(seed, dynamo_version="1.6.1")
     assert not report.ok
     errors = [f for f in report.findings if f.severity == ERROR]
+    # dynamo.vllm 1.6.1 refuses both: the removed flag (#12089) and a prefill worker without
+    # --kv-transfer-config (components/src/dynamo/vllm/args.py:230-246@2a6da14c).
     assert [(f.code, f.path) for f in errors] == [
-        ("flag_removed", "spec.services.VllmPrefillWorker.extraPodSpec.mainContainer.args")]
+        ("flag_removed", "spec.services.VllmPrefillWorker.extraPodSpec.mainContainer.args"),
+        ("kv_transfer_config_missing", "spec.services.VllmPrefillWorker.extraPodSpec.mainContainer.args")]
     assert "--is-prefill-worker" in errors[0].message
     assert "--disaggregation-mode prefill" in errors[0].fix
+    assert "--kv-transfer-config" in errors[1].fix
     warnings = {(f.code, f.path) for f in report.findings if f.severity == WARNING}
     assert warnings == {
-        ("v1alpha1_deprecated", "apiVersion"),
         ("decode_role_missing", "spec.services.VllmDecodeWorker.extraPodSpec.mainContainer.args"),
         ("image_version_mismatch", "spec.services.Frontend.extraPodSpec.mainContainer.image"),
         ("image_version_mismatch", "spec.services.VllmPrefillWorker.extraPodSpec.mainContainer.image"),
         ("image_version_mismatch", "spec.services.VllmDecodeWorker.extraPodSpec.mainContainer.image"),
-        ("workdir_moved", "spec.services.VllmPrefillWorker.extraPodSpec.mainContainer.workingDir"),
-        ("workdir_moved", "spec.services.VllmDecodeWorker.extraPodSpec.mainContainer.workingDir"),
     }
-    assert report.counts() == {"error": 1, "warning": 7, "info": 3}
+    assert {f.code for f in report.findings if f.severity == INFO} == {
+        "v1alpha1_deprecated", "dynamo_namespace_ignored", "workdir_moved"}
+    assert report.counts() == {"error": 2, "warning": 4, "info": 6}
 
 
 def test_findings_are_sorted_errors_first():
@@ -390,8 +398,8 @@ def test_validating_a_spec_for_another_release_judges_the_manifest_rendered_for_
 
 def test_operational_findings_reads_a_manifest_without_the_schema_step():
     manifest = beta()
-    comp(manifest, "prefill").pop("sharedMemorySize")
-    assert [f.code for f in operational_findings(manifest)] == ["shm_unset"]
+    comp(manifest, "prefill")["sharedMemorySize"] = "512Mi"
+    assert [f.code for f in operational_findings(manifest)] == ["shm_too_small"]
 
 
 # ---------------------------------------------------------------------- structural errors
@@ -486,13 +494,14 @@ def test_structural_findings_are_capped_at_50():
 
 def test_a_report_as_a_dict_has_valid_counts_and_findings():
     manifest = beta()
-    comp(manifest, "prefill").pop("sharedMemorySize")
+    main(manifest, "decode")["workingDir"] = "/workspace/components/backends/vllm"
     data = validate_manifest(copy.deepcopy(manifest)).as_dict()
     assert data["valid"] is True
-    assert data["counts"] == {"error": 0, "warning": 1, "info": 0}
-    assert data["findings"] == [{"severity": "warning", "code": "shm_unset",
-                                 "path": "spec.components[1].sharedMemorySize",
-                                 "message": data["findings"][0]["message"], "fix": "set sharedMemorySize: 16Gi"}]
+    assert data["counts"] == {"error": 0, "warning": 0, "info": 1}
+    assert data["findings"] == [{"severity": "info", "code": "workdir_moved",
+                                 "path": f"spec.components[2].{CDIR}.workingDir",
+                                 "message": data["findings"][0]["message"],
+                                 "fix": "use /workspace/examples/backends/vllm"}]
 
 
 def test_spec_level_errors_point_at_the_manifest_field():

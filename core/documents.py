@@ -31,6 +31,7 @@ from core.schema import load_crd
 from core.specio import load_documents
 
 DGD_KIND = "DynamoGraphDeployment"
+DGDR_KIND = "DynamoGraphDeploymentRequest"
 DGD_GROUP = "nvidia.com"
 # A file of a few graphs and their ConfigMaps, not a cluster dump.
 MAX_COMPANIONS = 50
@@ -59,6 +60,13 @@ def load_bundle(text: str | bytes, *, max_bytes: int) -> Bundle:
     """The DGDs of a manifest file (each as the API server would store it) and its companion
     objects. Raises ManifestError naming the document and the path of what is wrong."""
     documents = load_documents(text, max_bytes=max_bytes)
+    requests = [d for d in documents if isinstance(d, dict) and d.get("kind") == DGDR_KIND]
+    if requests and not any(is_dgd(d) for d in documents):
+        raise ManifestError.single("kind", f"the file holds a {DGDR_KIND}, not a graph: the Dynamo operator "
+                                           "profiles the model it names and writes the DynamoGraphDeployment itself",
+                                   "graph_request",
+                                   "import the DynamoGraphDeployment it wrote (kubectl get dgd NAME -o yaml), or "
+                                   "send the request from Sizing")
     if len(documents) == 1:
         # One document is the graph itself, whatever it holds: its own errors name its paths.
         return Bundle([as_stored(documents[0])])
@@ -72,6 +80,7 @@ def load_bundle(text: str | bytes, *, max_bytes: int) -> Bundle:
         kinds = ", ".join(sorted({str(c.get("kind")) for c in companions}))
         raise ManifestError.single("", f"the file holds {len(documents)} objects ({kinds}) and no "
                                        f"{DGD_KIND}", "no_graph", "add the graph's DynamoGraphDeployment")
+    _refuse_secrets(documents)
     if len(graphs) > MAX_GRAPHS:
         raise ManifestError.single("", f"the file holds {len(graphs)} DynamoGraphDeployments; at most "
                                        f"{MAX_GRAPHS} are imported at once", "too_many_graphs")
@@ -104,6 +113,19 @@ def _companion(document: Any, index: int) -> dict[str, Any]:
         raise ManifestError.single("kind", f"{where} is a List; write its items as documents of their own",
                                    "companion_list")
     return document
+
+
+def _refuse_secrets(documents: list[Any]) -> None:
+    """A revision is shown to viewers, diffed, exported and kept in Git: a Secret's values have
+    no place in it. It is refused whole, not masked, so that nothing ever applies a stub of it."""
+    for index, document in enumerate(documents):
+        if isinstance(document, dict) and document.get("kind") == "Secret" and document.get("apiVersion") == "v1":
+            name = (document.get("metadata") or {}).get("name", "")
+            raise ManifestError.single("kind", f"document {index + 1} is Secret {name}: a Secret is never kept with "
+                                       "a graph (its revisions are shown to viewers, diffed and exported)",
+                                       "companion_secret", f"create Secret {name} in the graph's namespace "
+                                       "separately (kubectl create secret, or the cluster page's token form) and "
+                                       "leave it out of this file")
 
 
 def as_stored(obj: Any) -> Any:

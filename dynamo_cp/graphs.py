@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +20,8 @@ def add_parsers(sub, common) -> None:
     verbs = graphs.add_subparsers(dest="verb", required=True, metavar="VERB")
     verbs.add_parser("list", help="list graphs with their revision and state", parents=[common])
     p = verbs.add_parser("import", help="create a graph from a manifest, or add a revision to it", parents=[common])
-    p.add_argument("file", help="a YAML file (DynamoGraphDeployment, either API version), or - for stdin")
+    p.add_argument("file", help="a YAML file (a DynamoGraphDeployment, either API version, and the objects beside "
+                                "it), a kustomize directory (built with kubectl kustomize), or - for stdin")
     p.add_argument("--dynamo-version", help="the Dynamo release to validate against (default: the manifest's)")
     p = verbs.add_parser("export", help="print a revision's manifest as YAML", parents=[common])
     p.add_argument("name")
@@ -28,7 +31,7 @@ def add_parsers(sub, common) -> None:
     p.add_argument("--revision", type=int, help="default: the latest")
     p.add_argument("--dynamo-version")
     p = verbs.add_parser("validate", help="validate a manifest; stores nothing", parents=[common])
-    p.add_argument("file", help="a YAML file, or - for stdin")
+    p.add_argument("file", help="a YAML file, a kustomize directory, or - for stdin")
     p.add_argument("--dynamo-version")
     p.add_argument("--strict", action="store_true", help="warnings fail too")
     p = verbs.add_parser("apply", help="apply a graph's latest (or given) revision to a runtime", parents=[common])
@@ -74,18 +77,54 @@ def run(args, client: Client) -> int:
 
 
 def _read(name: str) -> bytes:
+    """The manifest file ``name`` names: ``-`` is stdin, a pipe (``<(...)``, /dev/fd/N) is read as a
+    file is, and a kustomize directory is built here with kubectl kustomize (as ``kubectl apply -k``)."""
     if name == "-":
-        data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
-    else:
-        path = Path(name)
-        if not path.is_file():
-            raise CliError(exits.USAGE, f"{name}: no such file")
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise CliError(exits.USAGE, f"{name}: {path.stat().st_size:,} bytes is more than a manifest can be")
-        data = path.read_bytes()
+        return _bounded(sys.stdin.buffer, "stdin")
+    path = Path(name)
+    if path.is_dir():
+        return _kustomize(path)
+    try:
+        with open(path, "rb") as handle:  # a regular file, or a pipe from process substitution
+            return _bounded(handle, name)
+    except FileNotFoundError:
+        raise CliError(exits.USAGE, f"{name}: no such file or directory") from None
+    except OSError as exc:
+        raise CliError(exits.USAGE, f"{name}: {exc.strerror or exc}") from None
+
+
+def _bounded(handle, name: str) -> bytes:
+    data = handle.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
-        raise CliError(exits.USAGE, f"stdin: more than {MAX_FILE_BYTES:,} bytes is more than a manifest can be")
+        raise CliError(exits.USAGE, f"{name}: more than {MAX_FILE_BYTES:,} bytes is more than a manifest can be")
     return data
+
+
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+KUSTOMIZE_TIMEOUT = 60
+
+
+def _kustomize(path: Path) -> bytes:
+    """``kubectl kustomize DIR`` here, with the user's own kubectl (remote bases are theirs to
+    allow, as with ``kubectl apply -k``); the server judges what it prints like any manifest."""
+    if not any((path / name).is_file() for name in KUSTOMIZATION_FILES):
+        raise CliError(exits.USAGE, f"{path}: a directory without kustomization.yaml; give a manifest file, or a "
+                                    "kustomize directory")
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise CliError(exits.USAGE, f"{path} is a kustomize directory and kubectl is not on PATH: install kubectl, "
+                                    "or build it yourself (kubectl kustomize DIR | dynamo-cp graphs import -)")
+    try:
+        done = subprocess.run([kubectl, "kustomize", "--", str(path.resolve())], capture_output=True,
+                              timeout=KUSTOMIZE_TIMEOUT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise CliError(exits.FAILED, f"kubectl kustomize {path}: no result in {KUSTOMIZE_TIMEOUT} s") from None
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()[-4:]
+        raise CliError(exits.INVALID, f"kubectl kustomize {path} failed: " + " ".join(lines))
+    if len(done.stdout) > MAX_FILE_BYTES:
+        raise CliError(exits.USAGE, f"kubectl kustomize {path}: more than {MAX_FILE_BYTES:,} bytes")
+    return done.stdout
 
 
 def do_list(args, client: Client) -> int:

@@ -7,10 +7,13 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from core.catalog import TEMPLATES
+from core.errors import ManifestError
 from core.facts import KNOWN_RELEASES, LATEST, DynamoVersion
 from core.planner import TARGETS, PlannerSettings
 from core.pool import POOL_FIELDS, PoolField, PoolFields
 from core.spec import MAX_REPLICAS
+
+from .archive import built_manifest, is_archive
 
 
 def pool_form_field(field: PoolField) -> forms.Field:
@@ -139,6 +142,9 @@ class ManifestForm(forms.Form):
     yaml = forms.CharField(required=False, strip=False,
                            widget=forms.Textarea(attrs={"rows": 30, "spellcheck": "false"}))
     upload = forms.FileField(required=False)
+    archive_path = forms.CharField(max_length=500, required=False, strip=True,
+                                   help_text="For a .tar.gz or .zip of a kustomize directory: the folder to build "
+                                             "(default: the archive's one kustomization that nothing else uses)")
     dynamo_version = forms.CharField(max_length=20, required=False,
                                      help_text="Target Dynamo release (default: read from the image tags)")
     message = forms.CharField(max_length=500, required=False)
@@ -161,6 +167,15 @@ class ManifestForm(forms.Form):
                 raise forms.ValidationError(
                     f"the file is {upload.size:,} bytes; the limit is {settings.MAX_MANIFEST_BYTES:,}")
             raw = upload.read()
+            if is_archive(raw):
+                # A kustomize directory, built as kubectl kustomize builds it (graphs/archive.py).
+                try:
+                    data["yaml"], data["built_from"] = built_manifest(
+                        raw, path=data.get("archive_path") or "", max_bytes=settings.MAX_MANIFEST_BYTES)
+                except ManifestError as exc:
+                    raise forms.ValidationError(f"{upload.name}: " + "; ".join(
+                        f.message + (f" ({f.fix})" if f.fix else "") for f in exc.findings)) from None
+                return data
             try:
                 data["yaml"] = raw.decode("utf-8")
             except UnicodeDecodeError:

@@ -21,6 +21,7 @@ from core.spec import GraphSpec
 from core.specio import dump_yaml
 from core.validation import Report, validate_manifest, validate_spec
 
+from .companions import diff_text, file_text
 from .models import Deployment, Graph, Revision
 
 if TYPE_CHECKING:
@@ -230,12 +231,22 @@ def revision_report(revision: Revision, api_version: str | None = None, dynamo_v
     return validate_spec(revision.graph_spec, api_version=api_version, dynamo_version=dynamo_version)
 
 
+def revision_export(revision: Revision, api_version: str | None = None, dynamo_version: str | None = None) -> str:
+    """The export: the revision's DGD in ``api_version``, preceded by its companions (in their
+    file's order) as one multi-document YAML file when it has any (graphs/companions.py).
+    Raises LossyConversion as revision_manifest does."""
+    return file_text(revision_manifest(revision, api_version, dynamo_version), revision.companions)
+
+
 def revision_diff(old: Revision | None, new: Revision, api_version: str | None = None) -> str:
     """A unified diff of the two revisions' rendered manifests (each rendered whole, even where
-    a conversion is lossy: a diff shows, it does not export)."""
+    a conversion is lossy: a diff shows, it does not export), each followed by its companions
+    as YAML documents: a changed ConfigMap shows here too."""
     api_version = normalise_api_version(api_version) if api_version else new.api_version
-    before = dump_yaml(render(old.graph_spec, api_version)).splitlines(keepends=True) if old else []
-    after = dump_yaml(render(new.graph_spec, api_version)).splitlines(keepends=True)
+    before = (dump_yaml(render(old.graph_spec, api_version)) + diff_text(old.companions)
+              ).splitlines(keepends=True) if old else []
+    after = (dump_yaml(render(new.graph_spec, api_version)) + diff_text(new.companions)
+             ).splitlines(keepends=True)
     name = new.graph.name
     return "".join(difflib.unified_diff(
         before, after,

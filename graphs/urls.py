@@ -1,22 +1,22 @@
 from django.urls import path
 
-from . import views
+from . import manifest_pages, views
 
 app_name = "graphs"
 NAME = "<slug:name>"
 urlpatterns = [
     path("", views.graph_list, name="list"),
     path("new/", views.graph_new, name="new"),
-    path("import/", views.graph_import, name="import"),
-    path("check/", views.manifest_check, name="check"),
+    path("import/", manifest_pages.graph_import, name="import"),
+    path("check/", manifest_pages.manifest_check, name="check"),
     path(f"{NAME}/", views.graph_detail, name="detail"),
-    path(f"{NAME}/edit/", views.graph_import, name="edit"),
+    path(f"{NAME}/edit/", manifest_pages.graph_import, name="edit"),
     path(f"{NAME}/status/", views.graph_status, name="status"),
     path(f"{NAME}/apply/", views.graph_apply, name="apply"),
     path(f"{NAME}/scale/", views.graph_scale, name="scale"),
     path(f"{NAME}/undeploy/", views.graph_undeploy, name="undeploy"),
     path(f"{NAME}/delete/", views.graph_delete, name="delete"),
-    path(f"{NAME}/revisions/", views.revision_list, name="revisions"),
-    path(f"{NAME}/export/", views.export, name="export"),
+    path(f"{NAME}/revisions/", manifest_pages.revision_list, name="revisions"),
+    path(f"{NAME}/export/", manifest_pages.export, name="export"),
     path(f"{NAME}/pods/<str:pod>/log/", views.pod_log, name="pod_log"),
 ]

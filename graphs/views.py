@@ -3,7 +3,6 @@ service as the API."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
@@ -17,16 +16,15 @@ from accounts.roles import Role, role_required, user_role
 from clusters.selectors import parse_target
 from core.catalog import TEMPLATES, build_spec
 from core.dgd.render import API_VERSIONS, V1BETA1, normalise_api_version, served_api_versions
-from core.documents import Bundle, load_bundle
 from core.errors import ManifestError, OperationRefused
-from core.findings import Finding, Severity
-from core.specio import dump_yaml
-from core.untrusted import QueryParameterError, parse_int_text, query_int
-from core.validation import Report, validate_manifest
+from core.findings import Severity
+from core.untrusted import QueryParameterError, parse_int_text
+from core.validation import Report
 
 from . import fragments, operations, services
-from .forms import ManifestForm, TemplateForm
-from .models import Graph, GraphState, Operation, Revision
+from .companions import companions_context
+from .forms import TemplateForm
+from .models import Graph, GraphState, Operation
 from .previews import manifest_preview, revision_preview
 from .selectors import LIST_ROW, PAGE_NOT_READ, PAGE_RELATED, graph_list_rows
 from .status_view import (
@@ -43,7 +41,7 @@ STOP_POLLING = 286  # htmx stops polling on this status
 STATE_LABELS = dict(GraphState.choices)
 
 
-def _api_version(request, default: str = V1BETA1) -> str:
+def api_version_of(request, default: str = V1BETA1) -> str:
     """?apiVersion=, else ``default`` (a revision's own: Revision.api_version)."""
     try:
         return normalise_api_version(request.GET.get("apiVersion") or default)
@@ -119,105 +117,15 @@ def graph_new(request):
     return render(request, "graphs/new.html", context, status=400 if request.method == "POST" else 200)
 
 
-def _manifest_report(text: str, dynamo_version: str | None) -> tuple[Bundle | None, Report]:
-    """The file's graphs and companions, and the findings of its first graph (each graph is
-    validated again when it is imported)."""
-    try:
-        bundle = load_bundle(text, max_bytes=settings.MAX_MANIFEST_BYTES)
-    except ManifestError as exc:
-        return None, Report(exc.findings)
-    report = validate_manifest(bundle.manifest, dynamo_version=dynamo_version)
-    kept = services.companions_finding(bundle)
-    if kept is not None:
-        report.findings.append(kept)
-    if len(bundle.graphs) > 1:
-        names = ", ".join(str((g.get("metadata") or {}).get("name")) for g in bundle.graphs)
-        report.findings.append(Finding(Severity.INFO, "several_graphs", "",
-                                       f"the file holds {len(bundle.graphs)} graphs ({names}): each is imported as a "
-                                       "graph of its own; the findings shown are the first one's"))
-    return bundle, report
-
-
-@role_required(Role.VIEWER)
-@require_POST
-def manifest_check(request):
-    """The YAML editor's live validation: findings for the text as typed; stores nothing."""
-    text = request.POST.get("yaml", "")
-    version = request.POST.get("dynamo_version") or None
-    try:
-        from core.facts import DynamoVersion
-
-        version = str(DynamoVersion.parse(version)) if version else None
-    except ValueError as exc:
-        return render(request, "graphs/_findings.html",
-                      {"report": Report([Finding(Severity.ERROR, "dynamo_version", "dynamo_version", str(exc))])})
-    _obj, report = _manifest_report(text, version)
-    return render(request, "graphs/_findings.html", {"report": report, "live": True})
-
-
-@role_required(Role.OPERATOR)
-@require_http_methods(["GET", "POST"])
-def graph_import(request, name: str | None = None):
-    """Paste or upload a manifest; for an existing graph, edit its YAML (a new revision)."""
-    graph = get_object_or_404(Graph.objects.select_related("head"), name=name) if name else None
-    initial, conversion_error = {}, ""
-    if graph and graph.head and request.method == "GET":
-        # Edited in the version it was imported (or last edited) in: nothing is converted.
-        api_version = _api_version(request, graph.head.api_version)
-        try:
-            text = dump_yaml(services.revision_manifest(graph.head, api_version))
-        except services.LossyConversion as exc:
-            conversion_error = str(exc)
-            text = dump_yaml(services.revision_manifest(graph.head))
-        initial = {"yaml": text, "expected_revision": graph.head.number}
-    form = ManifestForm(request.POST or None, request.FILES or None, initial=initial)
-    if conversion_error:
-        form.add_error(None, conversion_error)
-    report, status = None, 200
-    if request.method == "POST":
-        status = 400
-        if form.is_valid():
-            text = form.cleaned_data["yaml"]
-            bundle, report = _manifest_report(text, form.cleaned_data["dynamo_version"])
-            if bundle is not None and report.spec is not None:
-                try:
-                    if graph is not None and len(bundle.graphs) > 1:
-                        raise ManifestError.single("", f"the text holds {len(bundle.graphs)} graphs; {graph.name}'s "
-                                                       "YAML holds one", "several_graphs",
-                                                   "import the file from the graph list instead")
-                    if graph is not None:
-                        obj = bundle.manifest
-                        services.graph_update(graph=graph, spec=report.spec, user=request.user,
-                                              message=form.cleaned_data["message"] or "edited YAML",
-                                              expected_head=form.cleaned_data.get("expected_revision"),
-                                              source_yaml=text, source_api_version=obj.get("apiVersion", ""),
-                                              companions=bundle.companions or None)
-                        target = graph
-                    else:
-                        imported = services.graph_import_bundle(
-                            bundle=bundle, user=request.user, text=text,
-                            dynamo_version=form.cleaned_data["dynamo_version"], message=form.cleaned_data["message"])
-                        target = imported[0][0]
-                        if len(imported) > 1:
-                            messages.success(request, "Imported " + ", ".join(g.name for g, _r, _p in imported) + ".")
-                    messages.success(request, f"Saved {target.name} as revision {target.head.number}.")
-                    return redirect("graphs:detail", name=target.name)
-                except ManifestError as exc:
-                    report = Report(exc.findings)
-                except services.GraphConflict as exc:
-                    form.add_error(None, str(exc))
-    return render(request, "graphs/import.html", {"form": form, "graph": graph, "report": report}, status=status)
-
-
 @role_required(Role.VIEWER)
 @require_safe
 def graph_detail(request, name: str):
     graph = get_object_or_404(Graph.objects.select_related(*WITH_HEAD_AND_DEPLOYMENT, *WITH_STAMP, *PAGE_RELATED)
-                              .defer(*NOT_READ, *HEAD_NOT_READ, *PAGE_NOT_READ), name=name)
+                              .defer(*NOT_READ, *HEAD_NOT_READ, "head__companions", *PAGE_NOT_READ), name=name)
     if graph.head is None:
         raise Http404("graph has no revision")
     head = graph.head
-    api_version = _api_version(request, head.api_version)
+    api_version = api_version_of(request, head.api_version)
 
     def card(part: str):
         # A revision never changes: its cards are rendered once per process and API version
@@ -226,7 +134,7 @@ def graph_detail(request, name: str):
             manifest_yaml, report = revision_preview(head, api_version)
             return render_to_string(f"graphs/detail.html#{part}", {
                 "graph": graph, "spec": head.graph_spec, "manifest_yaml": manifest_yaml, "report": report,
-                "api_version": api_version, "api_versions": API_VERSIONS})
+                "api_version": api_version, "api_versions": API_VERSIONS, **companions_context(head)})
         return fragments.render(f"graph-{part}", (head.pk, head.created_at, api_version), produce)
 
     if request.htmx and request.GET.get("fragment") == "manifest":
@@ -350,49 +258,6 @@ def pod_log(request, name: str, pod: str):
     if request.htmx:
         return render(request, "graphs/log.html#log", context)
     return render(request, "graphs/log.html", context)
-
-
-@role_required(Role.VIEWER)
-@require_safe
-def revision_list(request, name: str):
-    graph = get_object_or_404(Graph, name=name)
-    revisions = graph.revisions.select_related("created_by", "git_commit").order_by("-number")
-    diff, old, new = "", None, None
-    head = graph.head
-    api_version = _api_version(request, head.api_version if head else V1BETA1)
-    if request.GET.get("from") and request.GET.get("to"):
-        try:
-            old = revisions.get(number=query_int(request.GET, "from"))
-            new = revisions.get(number=query_int(request.GET, "to"))
-        except (QueryParameterError, Revision.DoesNotExist):
-            messages.error(request, "Pick two existing revisions to compare.")
-        else:
-            diff = services.revision_diff(old, new, api_version) or "(no difference in the rendered manifest)"
-    return render(request, "graphs/revisions.html", {"graph": graph, "revisions": revisions, "diff": diff,
-                                                      "old": old, "new": new, "api_version": api_version,
-                                                      "api_versions": API_VERSIONS})
-
-
-@role_required(Role.VIEWER)
-@require_safe
-def export(request, name: str):
-    graph = get_object_or_404(Graph.objects.select_related("head"), name=name)
-    number = query_int(request.GET, "revision")
-    revision = graph.head
-    if number:
-        try:
-            revision = graph.revisions.get(number=number)
-        except Revision.DoesNotExist:
-            raise Http404("no such revision") from None
-    api_version = _api_version(request, revision.api_version)
-    try:
-        text = dump_yaml(services.revision_manifest(revision, api_version))
-    except services.LossyConversion as exc:
-        return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8")
-    response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
-    filename = f"{graph.name}-r{revision.number}-{api_version.split('/')[-1]}.yaml"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
 
 
 @require_safe

@@ -11,13 +11,20 @@ graph's next revision at the next sync: both sides are kept."""
 
 from __future__ import annotations
 
+import posixpath
+
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from core.dgd.render import V1BETA1, normalise_api_version, render
-from core.specio import dump_yaml
+from core.documents import is_dgd
+from core.errors import ManifestError
+from core.specio import load_documents
+from graphs.companions import file_text
 
 from .git import GitError, Mirror
+from .kustomize import is_unit_path
 from .models import Direction, Export, ExportState, GraphLink, LinkState, Mode, Repository, RevisionCommit
 from .services import mirror_for
 
@@ -28,10 +35,25 @@ def review_branch(graph_name: str, number: int) -> str:
     return f"dynamo-cp/{graph_name}-r{number}"
 
 
-def manifest_text(export: Export, link: GraphLink) -> bytes:
-    """The revision as the file will hold it, in the API version the file already uses."""
+def manifest_text(export: Export, link: GraphLink, existing: bytes | None = None) -> bytes:
+    """The revision as the file will hold it, in the API version the file already uses: with
+    its companions (the ConfigMaps, PVCs... kept beside the DGD), the DGD where ``existing``
+    (the file as Git holds it) has it, else after them (graphs/companions.py)."""
     api_version = normalise_api_version(link.api_version or V1BETA1)
-    return dump_yaml(render(export.revision.graph_spec, api_version)).encode()
+    revision = export.revision
+    return file_text(render(revision.graph_spec, api_version), revision.companions,
+                     dgd_at=_dgd_position(existing)).encode()
+
+
+def _dgd_position(existing: bytes | None) -> int | None:
+    """How many objects the file has before its DGD (None: unknown, or no file yet)."""
+    if not existing:
+        return None
+    try:
+        documents = load_documents(existing, max_bytes=settings.MAX_MANIFEST_BYTES)
+    except ManifestError:
+        return None
+    return next((i for i, d in enumerate(documents) if is_dgd(d)), None)
 
 
 def _author(export: Export) -> tuple[str, str]:
@@ -85,7 +107,12 @@ def _export_one(repo: Repository, mirror: Mirror, export: Export) -> None:
     if link is None:
         _finish(export, ExportState.FAILED, error="the graph is no longer kept in this repository")
         return
-    ours = manifest_text(export, link)
+    if is_unit_path(link.path):
+        _finish(export, ExportState.FAILED, error=f"{revision.graph.name} is built in Git from the kustomize directory "
+                f"{posixpath.dirname(link.path) or '.'}: the product does not write kustomize sources; make the "
+                "change there (its next sync brings it here)")
+        return
+    ours = manifest_text(export, link, mirror.read_blob(export.base_blob) if export.base_blob else None)
     author_name, author_email = _author(export)
     for _attempt in range(PUSH_ATTEMPTS):
         tip = mirror.tip()

@@ -185,6 +185,27 @@ class Mirror:
                 found[name] = blob
         return found
 
+    def folders(self, sha: str, path: str) -> list[str]:
+        """Paths of the folders directly under ``path`` at ``sha``."""
+        prefix = path.rstrip("/") + "/" if path else ""
+        out = self._out("ls-tree", "-z", "-d", sha, "--", prefix or ".")
+        return [entry.split("\t", 1)[1] for entry in filter(None, out.split("\x00"))
+                if entry.split()[1] == "tree"]
+
+    def tree_size(self, sha: str, paths: list[str]) -> tuple[int, int]:
+        """(files, bytes) of everything under ``paths`` at ``sha``: what an archive of them holds."""
+        out = self._out("ls-tree", "-r", "-z", "-l", sha, "--", *paths)
+        files = size = 0
+        for entry in filter(None, out.split("\x00")):
+            meta = entry.split("\t", 1)[0].split()
+            files += 1
+            size += int(meta[3]) if len(meta) > 3 and meta[3].isdigit() else 0
+        return files, size
+
+    def archive(self, sha: str, paths: list[str]) -> bytes:
+        """A tar of ``paths`` (folders) at ``sha``, with their repository paths: ``git archive``."""
+        return self._run("archive", "--format=tar", sha, "--", *paths).stdout
+
     def blob_id(self, sha: str, path: str) -> str | None:
         done = self._run("rev-parse", "--verify", "--quiet", f"{sha}:{path}", check=False)
         return done.stdout.decode().strip() or None
@@ -195,8 +216,9 @@ class Mirror:
     def read_blob(self, blob: str) -> bytes:
         return self._run("cat-file", "blob", blob).stdout
 
-    def last_commit_of(self, sha: str, path: str) -> str:
-        return self._out("log", "-1", "--format=%H", sha, "--", path).strip() or sha
+    def last_commit_of(self, sha: str, path: str, *more: str) -> str:
+        """The newest commit up to ``sha`` that changed ``path`` (or any of ``more``)."""
+        return self._out("log", "-1", "--format=%H", sha, "--", path, *more).strip() or sha
 
     def write_file_commit(self, *, parent: str | None, path: str, content: bytes, message: str,
                           author_name: str, author_email: str) -> tuple[str, str]:

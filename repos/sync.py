@@ -27,6 +27,7 @@ from core.validation import validate_manifest
 from graphs.models import Graph
 from graphs.services import graph_create, graph_update
 
+from . import kustomize
 from .git import Commit, GitError, Mirror
 from .models import Direction, GraphLink, LinkState, Repository, RevisionCommit, SyncState
 from .services import importing_from_git, mirror_for
@@ -84,12 +85,15 @@ def repository_sync(*, repository: Repository, via: str = "system") -> SyncResul
 
 def _bring_up_to(repo: Repository, mirror: Mirror, tip: str, result: SyncResult) -> None:
     since = repo.synced_commit or None
+    found = kustomize.units(repo, mirror, tip)
+    # A folder that is itself a kustomize directory: its files are the build's, never graphs alone.
+    plain = not any(unit.folder == repo.path for unit in found)
     if since and mirror.is_ancestor(since, tip):
         for sha in mirror.commits_between(since, tip, repo.path):
             result.commits += 1
             commit = mirror.commit(sha)
             for change in mirror.changes(sha, repo.path):
-                if not is_manifest(repo, change.path):
+                if not plain or not is_manifest(repo, change.path):
                     continue
                 if change.status == "D":
                     _remove(repo, change.path, commit, result)
@@ -97,16 +101,22 @@ def _bring_up_to(repo: Repository, mirror: Mirror, tip: str, result: SyncResult)
                     blob = mirror.blob_id(sha, change.path)
                     if blob:
                         _import(repo, mirror, change.path, blob, commit, result)
+        _sync_units(repo, mirror, tip, found, result)
+        for link in GraphLink.objects.filter(repository=repo).exclude(state=LinkState.REMOVED):
+            if kustomize.is_unit_path(link.path) and link.path not in {u.path for u in found}:
+                _remove(repo, link.path, mirror.commit(tip), result)
         return
     # The first sync, or a branch whose history was rewritten: compare the tip with what is linked.
-    files = {p: b for p, b in mirror.files(tip, repo.path).items() if is_manifest(repo, p)}
+    files = {p: b for p, b in mirror.files(tip, repo.path).items() if plain and is_manifest(repo, p)}
     for path, blob in sorted(files.items()):
         link = GraphLink.objects.filter(repository=repo, path=path).first()
         if link is not None and blob in (link.blob, link.refused_blob):
             continue
         result.commits += 1
         _import(repo, mirror, path, blob, mirror.commit(mirror.last_commit_of(tip, path)), result)
-    gone = GraphLink.objects.filter(repository=repo).exclude(path__in=list(files)).exclude(state=LinkState.REMOVED)
+    _sync_units(repo, mirror, tip, found, result)
+    kept = [*files, *(unit.path for unit in found)]
+    gone = GraphLink.objects.filter(repository=repo).exclude(path__in=kept).exclude(state=LinkState.REMOVED)
     for link in gone:
         _remove(repo, link.path, mirror.commit(tip), result)
 
@@ -129,17 +139,44 @@ def _author(commit: Commit):
     return users[0] if len(users) == 1 else None
 
 
-def _import(repo: Repository, mirror: Mirror, path: str, blob: str, commit: Commit, result: SyncResult) -> None:
+def _sync_units(repo: Repository, mirror: Mirror, tip: str, found: list, result: SyncResult) -> None:
+    """Build each kustomize directory at the tip (repos/kustomize.py); import what changed."""
+    for unit in found:
+        link = GraphLink.objects.filter(repository=repo, path=unit.path).first()
+        folders = kustomize.folders_read(mirror, tip, unit)
+        # The commit that last changed anything the build reads (a base, a component elsewhere).
+        commit = mirror.commit(mirror.last_commit_of(tip, *(folder or "." for folder in folders)))
+        try:
+            data = kustomize.build_unit(mirror, tip, unit, folders)
+        except ManifestError as exc:
+            # Refused once per commit of the folder: kept until the folder (or the tip) changes.
+            marker = kustomize.blob_id(f"{commit.sha}:{exc}".encode())
+            if link is None or marker != link.refused_blob:
+                where = f"{unit.folder or '.'} (kubectl kustomize) at {commit.sha[:12]}"
+                _refuse(repo, unit.path, marker, commit, [Finding(f.severity, f.code, f.path, f"{where}: {f.message}",
+                                                                  f.fix) for f in exc.findings], result)
+            continue
+        blob = kustomize.blob_id(data)
+        if link is not None and blob in (link.blob, link.refused_blob):
+            continue
+        result.commits += 1
+        _import(repo, mirror, unit.path, blob, commit, result, data=data)
+
+
+def _import(repo: Repository, mirror: Mirror, path: str, blob: str, commit: Commit, result: SyncResult,
+            data: bytes | None = None) -> None:
+    """Import one file (``data``: a kustomize directory's build, else the blob is read)."""
     link = GraphLink.objects.filter(repository=repo, path=path).select_related("graph").first()
     if link is not None and blob == link.blob:
         return  # the product's own export, or a commit that put back what is stored
     where = f"{path} at {commit.sha[:12]}"
     try:
-        size = mirror.blob_size(blob)
-        if size > settings.MAX_MANIFEST_BYTES:  # refused before it is read into memory
-            raise ManifestError.single("", f"the file is {size:,} bytes; a manifest may have at most "
-                                           f"{settings.MAX_MANIFEST_BYTES:,}", "too_large")
-        data = mirror.read_blob(blob)
+        if data is None:
+            size = mirror.blob_size(blob)
+            if size > settings.MAX_MANIFEST_BYTES:  # refused before it is read into memory
+                raise ManifestError.single("", f"the file is {size:,} bytes; a manifest may have at most "
+                                               f"{settings.MAX_MANIFEST_BYTES:,}", "too_large")
+            data = mirror.read_blob(blob)
         bundle = load_bundle(data, max_bytes=settings.MAX_MANIFEST_BYTES)
         if len(bundle.graphs) > 1:
             raise ManifestError.single("", f"the file holds {len(bundle.graphs)} DynamoGraphDeployments; a graph kept "

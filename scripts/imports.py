@@ -31,8 +31,8 @@ LONG = 500
 LAYERS = ["core", "base", "graphs", "features", "interfaces", "wiring"]
 COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("interfaces", "pages", (
-        "graphs.views", "graphs.status_view", "graphs.fragments", "graphs.forms", "graphs.urls",
-        "graphs.templatetags", "clusters.views", "clusters.forms",
+        "graphs.views", "graphs.manifest_pages", "graphs.status_view", "graphs.fragments", "graphs.forms",
+        "graphs.urls", "graphs.templatetags", "clusters.views", "clusters.forms",
         "clusters.urls", "clusters.templatetags", "clusters.admin", "benchmarks.views", "benchmarks.forms",
         "benchmarks.urls", "benchmarks.admin", "metrics.views", "metrics.forms", "metrics.urls", "metrics.admin",
         "playground.views", "playground.forms", "playground.urls", "playground.admin",
@@ -50,7 +50,8 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("core", "definition", (
         "core.facts", "core.spec", "core.specio", "core.schema", "core.catalog", "core.pool", "core.findings",
         "core.errors", "core.untrusted")),
-    ("core", "manifest", ("core.dgd", "core.validation", "core.checks", "core.planner")),
+    ("core", "manifest", ("core.dgd", "core.validation", "core.checks", "core.planner", "core.documents",
+                          "core.cel")),
     ("base", "accounts", ("accounts",)),
     ("base", "telemetry", ("telemetry",)),
     ("base", "audit", ("audit",)),

@@ -39,6 +39,35 @@ class PlainTextParser(ManifestTextParser):
 YAML_PARSERS = [ManifestTextParser, TextYamlParser, XYamlParser, PlainTextParser]
 
 
+class ArchiveParser(BaseParser):
+    """A .tar.gz or .zip of a kustomize directory, as bytes (graphs/archive.py unpacks and
+    builds it). Refuses bodies over MAX_MANIFEST_BYTES before reading them whole."""
+
+    media_type = "application/gzip"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        limit = settings.MAX_MANIFEST_BYTES
+        data = stream.read(limit + 1) if stream is not None else b""
+        if len(data) > limit:
+            raise ParseError(f"the archive is larger than the {limit:,}-byte limit")
+        return bytes(data)
+
+
+class XGzipParser(ArchiveParser):
+    media_type = "application/x-gzip"
+
+
+class ZipParser(ArchiveParser):
+    media_type = "application/zip"
+
+
+class TarParser(ArchiveParser):
+    media_type = "application/x-tar"
+
+
+ARCHIVE_PARSERS = [ArchiveParser, XGzipParser, ZipParser, TarParser]
+
+
 class BoundedJSONParser(JSONParser):
     """DRF's JSON parser within core.untrusted's bounds: depth, 64-bit integers, finite
     numbers, storable text. A refusal is a 400 naming the field path, before any view runs."""

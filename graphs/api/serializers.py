@@ -14,6 +14,7 @@ from core.facts import ROUTER_MODES, DynamoVersion
 from core.pool import FIELD, POOL_FIELDS, PoolField
 from core.specio import spec_from_data
 
+from ..companions import shown
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
 
 # What the schema can say about a name and a release (the server checks the rest).
@@ -70,13 +71,31 @@ class SpecField(serializers.JSONField):
         return value if isinstance(value, dict) else value.model_dump(mode="json")
 
 
+class CompanionSerializer(serializers.Serializer):
+    apiVersion = serializers.CharField()  # Kubernetes' spelling
+    kind = serializers.CharField()
+    name = serializers.CharField()
+    namespace = serializers.CharField(help_text="Empty: the graph's namespace, where it is applied.")
+    object = serializers.JSONField(help_text="The object as the file held it (a Secret's values are never shown).")
+
+
 class RevisionSerializer(serializers.ModelSerializer):
     created_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     git = serializers.SerializerMethodField()
+    companions = serializers.SerializerMethodField(
+        help_text="The objects the manifest file held beside the DGD (ConfigMaps, PVCs, DRA claims...), in file "
+                  "order: exported with it and applied before it on clusters.")
 
     class Meta:
         model = Revision
-        fields = ["number", "message", "source_api_version", "created_by", "created_at", "git", "spec"]
+        fields = ["number", "message", "source_api_version", "created_by", "created_at", "git", "spec", "companions"]
+
+    @extend_schema_field(CompanionSerializer(many=True))
+    def get_companions(self, obj) -> list[dict]:
+        return [{"apiVersion": c.get("apiVersion", ""), "kind": c.get("kind", ""),
+                 "name": (c.get("metadata") or {}).get("name", ""),
+                 "namespace": (c.get("metadata") or {}).get("namespace") or "", "object": shown(c)}
+                for c in obj.companions]
 
     def get_git(self, obj) -> dict | None:
         """The Git commit the revision came from or became (repos' RevisionCommit), else null.
@@ -91,6 +110,8 @@ class RevisionSerializer(serializers.ModelSerializer):
 
 
 class RevisionSummarySerializer(RevisionSerializer):
+    companions = None  # the whole objects are the revision's own page's
+
     class Meta(RevisionSerializer.Meta):
         fields = ["number", "message", "source_api_version", "created_by", "created_at", "git"]
 

@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework import serializers as drf_serializers
 from rest_framework.decorators import action
@@ -22,15 +22,15 @@ from core.errors import ManifestError
 from core.facts import DEFAULT_ROUTER_MODE
 from core.planner import PlannerSettings
 from core.pool import PoolFields
-from core.specio import dump_yaml
 from core.untrusted import query_bool, query_int
 from core.validation import validate_manifest
 
 from .. import operations, services
+from ..archive import built_manifest
 from ..models import Graph, Operation, Revision
 from ..selectors import graph_summaries
 from . import serializers as s
-from .parsers import YAML_PARSERS
+from .parsers import ARCHIVE_PARSERS, YAML_PARSERS
 
 # A manifest is one YAML mapping (text/yaml, application/x-yaml and text/plain are read too); the
 # CRD's schema and the operational checks judge the rest, answering with findings.
@@ -46,6 +46,13 @@ DGD_BODY = {"application/yaml": {
                    "spec": {"type": "object"}}}}
 
 
+_ARCHIVE = {"type": "string", "format": "binary"}
+ARCHIVE_BODIES = {media: {**_ARCHIVE, "description": "A kustomize directory as a .tar.gz (.tar) or .zip archive: "
+                          "built with kubectl kustomize (local files only; remote bases are refused)."}
+                  for media in ("application/gzip", "application/zip", "application/x-tar")}
+ARCHIVE_PATH_PARAMETER = OpenApiParameter(
+    "path", str, description="An archive: the folder to build (default: its one kustomization that nothing else "
+    "in it uses).")
 DYNAMO_VERSION_PARAMETER = OpenApiParameter(
     "dynamoVersion", {"type": "string", "pattern": s.DYNAMO_VERSION}, description="A Dynamo release, e.g. 1.6.1")
 RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int), DYNAMO_VERSION_PARAMETER]
@@ -152,12 +159,15 @@ class GraphViewSet(viewsets.ModelViewSet):
         _graph, revision, api_version, dynamo_version = self._rendering(request)
         return Response(services.revision_report(revision, api_version, dynamo_version).as_dict())
 
-    @extend_schema(parameters=RENDER_PARAMETERS, responses={(200, "application/yaml"): OpenApiTypes.STR})
+    @extend_schema(parameters=RENDER_PARAMETERS, responses={(200, "application/yaml"): OpenApiResponse(
+        OpenApiTypes.STR, description="The revision's DynamoGraphDeployment as YAML; when the revision keeps "
+        "companions (the ConfigMaps, PVCs, DRA claims... its manifest file held), one multi-document YAML file: "
+        "the companions in their file's order, then the DGD, as kubectl apply -f takes it. A Secret is never kept.")})
     @action(detail=True, methods=["get"])
     def export(self, request, name=None):
-        """The manifest as a YAML download."""
+        """The manifest as a YAML download, with the objects kept beside the DGD."""
         graph, revision, api_version, dynamo_version = self._rendering(request)
-        text = dump_yaml(services.revision_manifest(revision, api_version, dynamo_version))
+        text = services.revision_export(revision, api_version, dynamo_version)
         response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
         version = api_version.split("/")[-1]
         response["Content-Disposition"] = f'attachment; filename="{graph.name}-r{revision.number}-{version}.yaml"'
@@ -195,13 +205,19 @@ class GraphViewSet(viewsets.ModelViewSet):
         return Response({"from": old.number, "to": new.number, "apiVersion": q["apiVersion"] or new.api_version,
                          "diff": services.revision_diff(old, new, q["apiVersion"] or None)})
 
-    @extend_schema(request=DGD_BODY, responses={201: s.GraphDetailSerializer, 200: s.GraphDetailSerializer},
-                   parameters=[DYNAMO_VERSION_PARAMETER])
-    @action(detail=False, methods=["post"], url_path="import", parser_classes=YAML_PARSERS)
+    @extend_schema(request={**DGD_BODY, **ARCHIVE_BODIES},
+                   responses={201: s.GraphDetailSerializer, 200: s.GraphDetailSerializer},
+                   parameters=[DYNAMO_VERSION_PARAMETER, ARCHIVE_PATH_PARAMETER])
+    @action(detail=False, methods=["post"], url_path="import", parser_classes=[*YAML_PARSERS, *ARCHIVE_PARSERS])
     def import_(self, request):
-        """Create a graph from a manifest (either API version), or add a revision to the graph
-        of that name."""
-        text = request.data if isinstance(request.data, str) else ""
+        """Create a graph from a manifest file (either API version; ConfigMaps and other objects
+        beside the DGD are kept with it), or from a .tar.gz/.zip of a kustomize directory (built
+        with kubectl kustomize); or add a revision to the graph of that name."""
+        if isinstance(request.data, bytes):
+            text, _folder = built_manifest(request.data, path=request.query_params.get("path", ""),
+                                           max_bytes=settings.MAX_MANIFEST_BYTES)
+        else:
+            text = request.data if isinstance(request.data, str) else ""
         bundle = load_bundle(text, max_bytes=settings.MAX_MANIFEST_BYTES)
         obj = bundle.manifest
         existed = Graph.objects.filter(name=(obj.get("metadata") or {}).get("name") if isinstance(obj, dict)

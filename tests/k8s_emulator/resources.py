@@ -75,6 +75,16 @@ CORE_RESOURCES = [
     # The DGDR controller's profiling Job (tests/k8s_emulator/dgdr.py).
     Resource("batch", ["v1"], "jobs", "job", "Job", short_names=[], status=True, field_labels=_META_FIELDS,
              storage_version="v1"),
+    # Kinds upstream's manifests hold beside a DGD (a graph's companions): a PVC for the model,
+    # DRA's ResourceClaimTemplate (resource.k8s.io/v1, GA in Kubernetes 1.34), a Deployment.
+    # ComputeDomain is a CRD of NVIDIA's DRA driver: tests install it (crds/).
+    _core("persistentvolumeclaims", "PersistentVolumeClaim", short=("pvc",), status=True),
+    Resource("resource.k8s.io", ["v1"], "resourceclaimtemplates", "resourceclaimtemplate", "ResourceClaimTemplate",
+             field_labels=_META_FIELDS, storage_version="v1"),
+    Resource("apps", ["v1"], "deployments", "deployment", "Deployment", short_names=["deploy"], status=True,
+             field_labels=_META_FIELDS, storage_version="v1", subresources=()),
+    Resource("rbac.authorization.k8s.io", ["v1"], "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding",
+             namespaced=False, field_labels=_META_FIELDS, storage_version="v1"),
 ]
 
 CRD_RESOURCE = Resource(

@@ -8,6 +8,9 @@
   component's name; v1alpha1: a merge patch of ``spec.services.<name>.replicas``); then the
   operation waits until the cluster runs the new count (scaled.py).
 * delete: the DGD (the operator garbage-collects the rest); already gone is success.
+* companions (the ConfigMaps, PVCs, DRA claims... the graph's file held): applied before the DGD,
+  in its namespace, by the same server-side apply and in its dry runs too (companions.py); left
+  in place by a delete, which says so.
 
 Every cluster call goes through the adapter in kubernetes.py; the status cache is fed by the
 watchers (watch.py), never by these calls."""
@@ -38,9 +41,10 @@ from core.dgd import immutable, ownership, topology
 from core.dgd.render import V1ALPHA1
 from core.specio import dump_yaml
 
+from ...companions import label
 from ...models import GraphState
 from ..base import ApplyResult, Target
-from . import gateway, scaled
+from . import companions, gateway, scaled
 
 _CONFLICT_WITH = re.compile(r'conflict with "([^"]+)"')
 _NOISE_METADATA = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink")
@@ -133,8 +137,14 @@ class KubernetesRuntime:
         what = f"apply DynamoGraphDeployment {namespace}/{name} ({api_version}) on cluster {target.cluster}"
         warnings: list[str] = []
         beside = gateway.objects_beside(graph=deployment.graph, dgd_name=name, namespace=namespace, spec=spec)
+        kept = companions.placed(revision.companions, namespace)  # the file's ConfigMaps, PVCs...: before the DGD
+        strict = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
         with connect(target.cluster) as kube:
-            for obj in beside:  # a server dry run first: a kind the cluster lacks writes nothing at all
+            kept_at = companions.resolve(kube, kept, target.cluster)
+            # A server dry run first: a kind the cluster lacks, or an object it refuses, writes nothing at all.
+            previews = companions.apply(kube, kept_at, [*strict, ("dryRun", "All")], cluster=target.cluster,
+                                        force=force)
+            for obj in beside:
                 self._apply_beside(kube, obj, [("fieldManager", FIELD_MANAGER), ("dryRun", "All")], target.cluster)
             live = kube.get(path, what=what)
             change = topology.change(topology.components(live), topology.components(body) or [])
@@ -157,6 +167,8 @@ class KubernetesRuntime:
             query = [("fieldManager", FIELD_MANAGER), ("fieldValidation", "Strict")]
             if dry_run:
                 query.append(("dryRun", "All"))
+            kept_results = previews if dry_run else companions.apply(kube, kept_at, query, cluster=target.cluster,
+                                                                      force=force)
             if recreating and dry_run:
                 after = body  # the server cannot preview a create over the live object: show the new one
             elif force:
@@ -168,6 +180,10 @@ class KubernetesRuntime:
                 self._apply_beside(kube, _owned_by(obj, after) if not dry_run else obj, query, target.cluster)
         diff = live_diff(live, after, live_label=f"live {target.cluster}/{namespace}/{name}",
                          after_label=f"revision {revision.number}" + (" (server dry run)" if dry_run else ""))
+        diff += "".join(live_diff(before, result, live_label=f"live {target.cluster}/{what}",
+                                  after_label=f"revision {revision.number}: {what}" + (" (server dry run)" if dry_run
+                                                                                       else ""))
+                        for before, result, what in kept_results)
         warnings += [f"{component} keeps its live {count} replicas: its scaling adapter owns the count (the Dynamo "
                      "operator's webhook refuses any other writer); scale it through the adapter"
                      for component, count in held.items() if count != _replicas_of(manifest, component)]
@@ -177,7 +193,8 @@ class KubernetesRuntime:
                      for p, ours, theirs, who in taken]
         if dry_run:
             return ApplyResult(changed=live is None or bool(diff), diff=diff, warnings=warnings)
-        changed = live is None or after["metadata"].get("resourceVersion") != live["metadata"].get("resourceVersion")
+        changed = (live is None or after["metadata"].get("resourceVersion") != live["metadata"].get("resourceVersion")
+                   or companions.changed(kept_results))
         deployment.runtime, deployment.namespace = self.kind, namespace
         deployment.cluster = cluster_named(target.cluster)
         deployment.revision, deployment.manifest, deployment.api_version = revision, stored, api_version
@@ -212,7 +229,8 @@ class KubernetesRuntime:
     def _adapter_held(self, spec, body: dict, live: dict | None) -> dict[str, int]:
         """Pools whose component has ``scalingAdapter`` in the live or the applied spec keep their
         live replicas: the operator's webhook refuses any other count from anyone but the operator
-        and the Planner, whether or not the adapter object exists yet (webhook/validation/shared.go)."""
+        and the Planner, whether or not the adapter object exists yet
+        (webhook/validation/shared_v1beta1.go@2a6da14c:663-670)."""
         held: dict[str, int] = {}
         if live is None:
             return held
@@ -288,7 +306,7 @@ class KubernetesRuntime:
                 live = kube.get(custom_path(api_version, DGD, namespace, name), what=what)
                 if ownership.has_adapter(live, service):
                     # The webhook refuses a DGD patch of this component's replicas even before the
-                    # operator has created its adapter (webhook/validation/shared.go).
+                    # operator has created its adapter (webhook/validation/shared_v1beta1.go@2a6da14c:663-670).
                     raise KubeFailure(f"{what}: {service} has a scaling adapter that the Dynamo operator has not "
                                       f"created yet ({adapter_name(name, service)}); its replicas can only be "
                                       "set through it: try again once it exists", transient=True) from None
@@ -362,6 +380,10 @@ class KubernetesRuntime:
         deployment.generation += 1
         deployment.state = GraphState.DELETING
         deployment.message = "delete requested: the Dynamo operator removes the pods"
+        kept = [label(c) for c in (deployment.revision.companions if deployment.revision_id else [])]
+        if kept:
+            deployment.message += (f"; {', '.join(kept)} stay{'s' if len(kept) == 1 else ''} in {namespace} (they may "
+                                   "hold data or be shared): delete them with kubectl when they are no longer needed")
 
     def pod_log(self, *, deployment, pod: str, lines: int = 200) -> str:
         with connect(deployment.cluster) as kube:

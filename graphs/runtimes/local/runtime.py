@@ -13,6 +13,7 @@ from django.conf import settings
 
 from core.specio import dump_yaml
 
+from ...companions import local_note
 from ...models import GraphState
 from ..base import ApplyResult, Target
 
@@ -36,8 +37,11 @@ class LocalRuntime:
         after = dump_yaml(manifest).splitlines(keepends=True)
         diff = "".join(difflib.unified_diff(before, after, fromfile="live", tofile=f"revision {revision.number}"))
         changed = bool(diff) or bool(deployment.replicas) or not deployment.active
+        # The file's ConfigMaps, PVCs and DRA claims are a cluster's: said, never silently dropped.
+        note = local_note(revision.companions)
+        warnings = [note] if note else []
         if dry_run or not changed:
-            return ApplyResult(changed=changed, diff=diff)
+            return ApplyResult(changed=changed, diff=diff, warnings=warnings)
         deployment.runtime = self.kind
         deployment.revision = revision
         deployment.manifest = manifest
@@ -47,7 +51,9 @@ class LocalRuntime:
         deployment.generation += 1
         deployment.state = GraphState.PROGRESSING
         deployment.message = f"revision {revision.number} applied; waiting for the local operator"
-        return ApplyResult(changed=True, diff=diff)
+        if note:
+            deployment.message += f" ({note})"
+        return ApplyResult(changed=True, diff=diff, warnings=warnings)
 
     def scale(self, *, target: Target, spec, service: str, replicas: int, deployment) -> None:
         overrides = dict(deployment.replicas or {})

@@ -146,12 +146,27 @@ def _check_replicas(service: Service, paths: _Paths, spec: GraphSpec) -> list[Fi
                    f"{service.replicas} replicas is more than this control plane allows ({MAX_REPLICAS})",
                    "check for a typo")]
     serves = service.role == "frontend" or any(serves_api(s) for s in spec.services)
-    if service.replicas == 0 and service.role in ("frontend", "prefill", "decode", "worker") and serves:
+    if service.replicas == 0 and service.role in ("frontend", "prefill", "decode", "worker") and serves \
+            and not _makes_its_own_checkpoint(service):
         what = "nothing serves the API" if service.role == "frontend" else (
             "the frontend drops the model from /v1/models while no worker is up (ai-dynamo/dynamo#10753)")
         return [_f(Severity.WARNING, "replicas_zero", path, f"{service.name} has 0 replicas: {what}",
                    "keep at least 1 replica")]
     return []
+
+
+def _makes_its_own_checkpoint(service: Service) -> bool:
+    """A worker with a DGD-managed checkpoint (enabled, no checkpointRef) starts at 0 replicas by
+    design: the DGD controller creates its DynamoCheckpoint and checkpoint Job whatever the
+    replicas (deploy/operator/internal/controller/dgd_checkpoints_reconciler.go:89-178@2a6da14c),
+    and the worker is scaled up once the checkpoint is Ready, as upstream's
+    recipes/gpt-oss-120b/vllm/agg-snapshot-gms/README.md tells ("Apply the manifest with the
+    worker replica count unchanged at zero")."""
+    config = service.extra_v1alpha1.get("checkpoint")
+    if config is None:
+        experimental = service.extra_v1beta1.get("experimental")
+        config = experimental.get("checkpoint") if isinstance(experimental, dict) else None
+    return isinstance(config, dict) and config.get("enabled") is True and not config.get("checkpointRef")
 
 
 def _check_role_flag(service: Service, paths: _Paths, spec: GraphSpec, target: DynamoVersion) -> list[Finding]:

@@ -10,11 +10,12 @@ groups (audit/receivers.py)."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from .models import OidcIdentity
@@ -49,10 +50,12 @@ def groups_from_claims(claims: dict, claim: str) -> list[str]:
 
 
 def username_from_claims(claims: dict, names: tuple[str, ...]) -> str:
+    """The first usable claim, in NFKC as Django stores user names (AbstractBaseUser.normalize_username):
+    checked as it will be stored, so that a full-width "admin" is admin and the ligature "fi" + "le" is file."""
     for name in names:
         value = claims.get(name)
         if isinstance(value, str) and value.strip():
-            return value.strip()
+            return unicodedata.normalize("NFKC", value).strip()
     return ""
 
 
@@ -103,7 +106,12 @@ def sso_sign_in(*, config: SsoConfig, claims: dict, client: str = "") -> SignIn:
             if user_model.objects.filter(username=username).exists():
                 return refuse(f"a local account named {username} exists already: an administrator must rename "
                               f"or delete it before {username} can sign in with single sign-on")
-            user = user_model.objects.create_user(username=username, email=str(claims.get("email") or "")[:254])
+            try:
+                with transaction.atomic():
+                    user = user_model.objects.create_user(username=username,
+                                                          email=str(claims.get("email") or "")[:254])
+            except IntegrityError:  # two first sign-ins of one name at once: one wins
+                return refuse(f"another account named {username} was made at the same moment: sign in again")
             identity = OidcIdentity(user=user, issuer=issuer, subject=subject)
         before = _current_role(user)
         if before != role:

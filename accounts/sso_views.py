@@ -36,14 +36,20 @@ FAILURES = {
 }
 
 
+STALE = ("start again from the sign-in page (a sign-in link works once, in the browser that started it, for a "
+         "few minutes)")
+
+
 def _client(request) -> str:
     return request.META.get("REMOTE_ADDR", "")
 
 
-def _failure(request, kind: str, message: str):
-    """The page of a failed sign-in; no session survives it."""
+def _failure(request, kind: str, message: str, *, record: bool = True):
+    """The page of a failed sign-in; no session survives it. ``record``: an audit record too
+    (not for a callback nobody started: anyone can send those, as often as they like)."""
     log.warning("single sign-on failed (%s): %s", kind, message)
-    sso.sso_failure_record(kind=kind, message=message, client=_client(request))
+    if record:
+        sso.sso_failure_record(kind=kind, message=message, client=_client(request))
     auth.logout(request)  # flushes the session, signed in or not: no cookie survives a failure
     title, status = FAILURES[kind]
     return render(request, "registration/sso_failed.html", {"title": title, "message": message, "kind": kind},
@@ -100,12 +106,16 @@ def sso_callback(request):
         # Used once: a second visit to the same callback URL finds no state (a replay).
         request.session["oidc_states"] = states
         request.session.save()
+    if entry is None:
+        # Not a sign-in this browser started: nothing in the request comes from the provider,
+        # so none of its text is shown or recorded (issue #42: an anonymous client wrote an
+        # audit record of its own words per request through error_description).
+        return _failure(request, "stale", STALE, record=False)
     if request.GET.get("error"):
         described = request.GET.get("error_description") or request.GET["error"]
         return _failure(request, "denied", f"the identity provider answered: {described[:300]}")
-    if entry is None or not request.GET.get("code"):
-        return _failure(request, "stale", "start again from the sign-in page (a sign-in link works once, in the "
-                                          "browser that started it, for a few minutes)")
+    if not request.GET.get("code"):
+        return _failure(request, "stale", STALE)
     try:
         provider = idp.discover(config)
         # RFC 9207: a provider that names itself in the response must be the one we asked.

@@ -11,7 +11,12 @@ SSE bytes relayed exactly as they arrive (no parsing, no re-encoding), nothing p
 stamping the first one.
 
 Every error, the proxy's own or the frontend's, answers in OpenAI's shape
-``{"error": {"message", "type", "param", "code"}}``."""
+``{"error": {"message", "type", "param", "code"}}``.
+
+A frontend is not trusted (any operator picks its image) and is served on our origin (issue #42:
+its ``text/html`` ran script as the admin who opened it): only JSON and ``text/event-stream`` are
+relayed (anything else is a 502), every Reply carries ``HARDENING``, and the session is taken
+only on the chat page's CSRF-checked POSTs, never on a navigation's GET."""
 
 from __future__ import annotations
 
@@ -38,6 +43,13 @@ log = logging.getLogger(__name__)
 MAX_ANSWER_BODY = 4 * 1024 * 1024  # a non-streamed answer relayed whole (errors, stream: false)
 ROUTES = {"chat/completions": "POST", "completions": "POST", "models": "GET"}
 JSON = "application/json"
+SSE = "text/event-stream"
+# On every answer of this endpoint, whichever front end sends it (endpoint.asgi runs outside
+# the middleware that would add some of these).
+HARDENING = (("x-content-type-options", "nosniff"),
+             ("content-security-policy", "default-src 'none'; sandbox; frame-ancestors 'none'"),
+             ("x-frame-options", "DENY"))
+_HARDENED = {name for name, _ in HARDENING}
 
 
 def error_body(kind: str, message: str, status: int) -> dict:
@@ -76,10 +88,17 @@ class Reply:
     subject: str | None = None
     sent: float = 0.0  # when the upstream request went out (perf_counter)
 
+    def __post_init__(self) -> None:
+        self.headers = [(k, v) for k, v in self.headers if k not in _HARDENED] + list(HARDENING)
+
+
+def media_type(content_type: str) -> str:
+    """``text/html; charset=utf-8`` -> ``text/html``."""
+    return content_type.split(";", 1)[0].strip().lower()
+
 
 def error_reply(status: int, kind: str, message: str, *extra: tuple[str, str]) -> Reply:
-    return Reply(status, [("content-type", JSON), ("x-content-type-options", "nosniff"), *extra],
-                 json.dumps(error_body(kind, message, status)).encode())
+    return Reply(status, [("content-type", JSON), *extra], json.dumps(error_body(kind, message, status)).encode())
 
 
 def too_large() -> Reply:
@@ -103,9 +122,12 @@ async def admit(call: Call) -> admission.Admission:
     """Who is asking and where to (remembered for a few seconds), and the CSRF check for
     session callers. Raises ChatRefused."""
     authorization = call.headers.get("authorization")
-    session_key = None if authorization else call.cookies.get(settings.SESSION_COOKIE_NAME)
+    # The session is the chat page's credential, for its POSTs (CSRF-checked below); on a GET it
+    # would be a navigation's ambient credential (issue #42): not accepted there.
+    cookies = call.cookies if ROUTES[call.route] == "POST" else {}
+    session_key = None if authorization else cookies.get(settings.SESSION_COOKIE_NAME)
     # CSRF first: a forged cross-site request learns nothing, not even whether the graph serves.
-    if admission.csrf_needed(authorization, call.cookies):
+    if admission.csrf_needed(authorization, cookies):
         request = call.django_request()
         if settings.CSRF_USE_SESSIONS:
             await sync_to_async(admission.enforce_csrf)(request)
@@ -115,6 +137,9 @@ async def admit(call: Call) -> admission.Admission:
     admitted, left = admission.recall_with_expiry(key, call.graph)
     if admitted is None:
         if not authorization and not session_key:
+            if call.cookies.get(settings.SESSION_COOKIE_NAME):
+                raise ChatRefused(401, "not_authenticated", f"{call.route} takes an API key, not the browser's "
+                                  "session: send Authorization: Token <key> (or Bearer <key>)")
             raise ChatRefused(401, "not_authenticated", "sign in, or send Authorization: Token <key>")
         # One lookup per caller and graph at a time: sixteen streams of one script that start
         # together wait for the same lookup instead of queueing sixteen on the sync thread.
@@ -279,7 +304,7 @@ async def _handle(call: Call) -> Reply:
         response = await upstream.request("POST", f"{base}/v1/{call.route}", send_body, call.headers)
         answered = time.perf_counter()
         status, content_type = response.status, response.headers.get("content-type", JSON)
-        streamed = status == 200 and content_type.startswith("text/event-stream")
+        streamed = status == 200 and media_type(content_type) == SSE
         if not streamed:  # an error from the frontend, or stream: false
             content = await upstream.read_all(response, MAX_ANSWER_BODY)
             response = None
@@ -291,9 +316,9 @@ async def _handle(call: Call) -> Reply:
         raise
     proxy_s = (sent - call.started) + (time.perf_counter() - answered)
     instruments.observe_added(proxy_s)
-    headers = [("server-timing", server_timing(proxy_s, answered - sent)), ("x-content-type-options", "nosniff")]
+    headers = [("server-timing", server_timing(proxy_s, answered - sent))]
     if streamed:
-        headers += [("content-type", content_type), ("cache-control", "no-cache"),
+        headers += [("content-type", SSE), ("cache-control", "no-cache"),
                     ("x-accel-buffering", "no")]  # nginx and friends: do not buffer the stream
         instruments.stream_opened()
         return Reply(200, headers, upstream=response, subject=subject, sent=sent)
@@ -302,9 +327,17 @@ async def _handle(call: Call) -> Reply:
 
 
 def _answer(status: int, content_type: str, content: bytes, headers: list[tuple[str, str]]) -> Reply:
+    """The frontend's whole answer, as JSON only: an error in OpenAI's shape, a success only
+    when the frontend labelled it JSON (never a document a browser would render)."""
     if status >= 400:
-        content, content_type = openai_error(status, content), JSON
-    return Reply(status, [("content-type", content_type), *headers], content)
+        return Reply(status, [("content-type", JSON), *headers], openai_error(status, content))
+    if 200 <= status < 300 and media_type(content_type) == JSON:
+        return Reply(status, [("content-type", JSON), *headers], content)
+    shown = media_type(content_type)[:100] or "no content type"
+    message = (f"the graph's frontend answered HTTP {status} with {shown}, not an answer an OpenAI endpoint gives "
+               f"({JSON}, or {SSE} for a stream)")
+    return Reply(502, [("content-type", JSON), *headers],
+                 json.dumps(error_body("upstream_error", message, 502)).encode())
 
 
 async def _models(call: Call, base: str) -> Reply:
@@ -315,7 +348,7 @@ async def _models(call: Call, base: str) -> Reply:
         content = await upstream.read_all(response, MAX_ANSWER_BODY)
     except upstream.UpstreamError as exc:
         return error_reply(exc.status, exc.kind, exc.message)
-    return _answer(status, content_type, content, [("x-content-type-options", "nosniff")])
+    return _answer(status, content_type, content, [])
 
 
 async def _abandon(response: upstream.Response | None, subject: str) -> None:

@@ -10,6 +10,7 @@ the mirror's config or a log line."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import tempfile
@@ -27,6 +28,13 @@ class GitError(Exception):
     def __init__(self, message: str, *, rejected: bool = False):
         super().__init__(message)
         self.rejected = rejected  # a push the remote refused as not a fast-forward
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # a tab and a newline may stay in a commit's body
+
+
+def _line(text: str, limit: int) -> str:
+    return _CONTROL.sub(" ", text.replace("\n", " ")).strip()[:limit]
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,8 @@ class Mirror:
             text = done.stderr.decode("utf-8", "replace").strip()
             if self.auth.password:  # git never prints it; a URL typed with it inside could
                 text = text.replace(self.auth.password, "***")
+            # The server's own folders are nobody's business on a page (viewers read these errors).
+            text = text.replace(str(self.path), "the mirror").replace(str(self.path.parent), "the mirrors' folder")
             lines = [line for line in text.splitlines() if line.strip()][-4:]
             rejected = any(m in text for m in ("non-fast-forward", "[rejected]", "fetch first", "stale info"))
             raise GitError(f"git {args[0]}: " + (" ".join(lines) or f"exit status {done.returncode}"),
@@ -131,9 +141,13 @@ class Mirror:
     def fetch(self) -> str:
         """Bring the branch up to date; its commit."""
         if not (self.path / "HEAD").exists():
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["git", "init", "--bare", "-q", str(self.path)], check=True, capture_output=True,
-                           timeout=TIMEOUT)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                subprocess.run(["git", "init", "--bare", "-q", str(self.path)], check=True, capture_output=True,
+                               timeout=TIMEOUT)
+            except (OSError, subprocess.SubprocessError):
+                raise GitError("the mirror could not be made on the control plane's disk (full, read-only, or "
+                               "something else in its place under var/repos/): see the worker's log") from None
         self._run("config", "remote.origin.url", self.url)
         done = self._run("fetch", "--quiet", "--prune", "--no-tags", "origin",
                          f"+refs/heads/{self.branch}:{self.remote_ref}", remote=True, check=False)
@@ -164,7 +178,9 @@ class Mirror:
     def commit(self, sha: str) -> Commit:
         out = self._out("show", "-s", "--format=%H%x00%an%x00%ae%x00%cI%x00%s%x00%b", sha)
         sha, name, email, when, subject, body = (out.split("\x00") + [""] * 6)[:6]
-        return Commit(sha.strip(), name, email, when, subject, body.strip())
+        # Whoever pushes writes these: bounded and printable before anything stores or shows them.
+        return Commit(sha.strip()[:40], _line(name, 200), _line(email, 200), _line(when, 40), _line(subject, 1000),
+                      _CONTROL.sub("", body.strip())[:10000])
 
     def changes(self, sha: str, path: str) -> list[Change]:
         """Files under ``path`` that ``sha`` added, modified or deleted against its first parent."""

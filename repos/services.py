@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
 from audit.services import audit_record
@@ -137,6 +138,34 @@ def repository_sync_later(repository: Repository) -> None:
     enqueue("repos.tasks.repository_sync", repository.pk)
 
 
+# A webhook is answered from the shared cache, never a query per call: a delivery is taken once
+# (its id kept a day: hosts retry with the same id), and while a sync of the repository waits in
+# the queue another push adds none (the sync fetches the tip when it starts). Issue #42: 200
+# replays of one delivery queued 200 syncs on the worker slots applies and scales need.
+DELIVERY_SECONDS = 24 * 3600
+QUEUED_SECONDS = 600  # a queued sync that never started (a lost worker) stops holding the next
+
+
+def webhook_sync_later(*, repository: Repository, delivery: str) -> str:
+    """Queue a sync for one push webhook: "queued", "duplicate" (this delivery was taken) or
+    "coalesced" (a sync queued earlier has not started: it will see this push)."""
+    if delivery and not cache.add(f"repos:delivery:{repository.pk}:{delivery[:200]}", 1, DELIVERY_SECONDS):
+        return "duplicate"
+    if not cache.add(_queued_key(repository.pk), 1, QUEUED_SECONDS):
+        return "coalesced"
+    repository_sync_later(repository)
+    return "queued"
+
+
+def sync_starting(repository_id: int) -> None:
+    """A queued sync starts: a push from now on queues another."""
+    cache.delete(_queued_key(repository_id))
+
+
+def _queued_key(repository_id: int) -> str:
+    return f"repos:sync-queued:{repository_id}"
+
+
 def export_record(*, revision: Revision) -> Export | None:
     """Called for every new revision (repos/signals.py): one made in the product for a graph
     kept in Git is recorded for export, in the revision's own transaction, and exported once
@@ -164,7 +193,8 @@ def graph_commit(*, graph, repository: Repository | None = None, user: Actor = N
     link = GraphLink.objects.filter(graph=graph).select_related("repository").first()
     if link is None:
         raise NothingToCommit(f"{graph.name} is not kept in a Git repository: register the repository that "
-                              "holds its manifest (repositories page, or dynamo-cp repos add) and sync it")
+                              "holds its manifest (repositories page, or dynamo-cp repos add) and link the graph "
+                              "to its file there (Link a graph)")
     if repository is not None and link.repository_id != repository.pk:
         raise NothingToCommit(f"{graph.name} is kept in {link.repository.name}, not in {repository.name}")
     head = graph.head
@@ -182,6 +212,40 @@ def graph_commit(*, graph, repository: Repository | None = None, user: Actor = N
                  after={"revision": head.number, "repository": link.repository.name, "path": link.path})
     enqueue("repos.tasks.repository_export", link.repository_id)
     return export
+
+
+class LinkRefused(Refused):
+    """The file or the graph is linked already, or the path is not a graph's file here."""
+
+
+@transaction.atomic
+def graph_link(*, repository: Repository, graph, path: str, user: Actor = None, via: str = "ui") -> GraphLink:
+    """Keep an existing graph in a repository's file: what a push alone never does (issue #42).
+    The file's content becomes the graph's next revision at the sync this queues."""
+    from .sync import is_manifest, path_problem
+
+    repo = Repository.objects.select_for_update(no_key=True).get(pk=repository.pk)
+    path = path.strip().lstrip("/")
+    problem = path_problem(path)
+    if problem:
+        raise RepositoryRefused(f"path: {problem}")
+    if not is_manifest(repo, path) or ".." in path.split("/"):
+        folder = f"{repo.path}/" if repo.path else "the repository's root"
+        raise RepositoryRefused(f"path {path[:200]!r} is not a graph's file in {repo.name}: name a *.yaml or *.yml "
+                                f"file directly in {folder}")
+    held = GraphLink.objects.filter(graph=graph).select_related("repository").first()
+    if held is not None:
+        raise LinkRefused(f"{graph.name} is kept in {held.repository.name}:{held.path} already")
+    link = GraphLink.objects.filter(repository=repo, path=path).select_related("graph").first()
+    if link is not None and link.graph is not None:
+        raise LinkRefused(f"{repo.name}:{path} holds graph {link.graph.name} already")
+    fields = {"graph": graph, "state": LinkState.LINKED, "blob": "", "commit": "", "refused_commit": "",
+              "refused_blob": "", "findings": [], "removed_commit": ""}
+    link, _ = GraphLink.objects.update_or_create(repository=repo, path=path, defaults=fields)
+    audit_record(actor=user, via=via, action="graph.link", target_type="graph", target=graph.name,
+                 after={"repository": repo.name, "path": path})
+    repository_sync_later(repo)  # after the commit (jobs.dispatch)
+    return link
 
 
 def link_state_counts(repo: Repository) -> dict[str, int]:

@@ -7,15 +7,22 @@ nothing new. The lock is FOR NO KEY UPDATE: a revision saved meanwhile records i
 with a foreign key to the repository (FOR KEY SHARE), and must not wait on the sync while
 holding its graph's lock, which the sync needs (tests/test_repos_concurrency.py found it).
 Each file is imported in its own savepoint: a file that does not validate is refused (its
-findings and commit recorded on the link) while the others go on."""
+findings and commit recorded on the link) while the others go on.
+
+Whoever can push is not a product user (issue #42): a file never takes over a graph that is not
+already linked to it (an operator links one explicitly: services.graph_link), and a revision
+from Git is credited to no user; the commit's author, which Git does not verify, is kept as
+text on the revision's message and its commit record. A path no link can hold (too long, not
+storable text) is refused without a link; any other failure of a sync is recorded on its
+repository, with nothing of that sync kept, and never raised to the caller."""
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +30,7 @@ from audit.services import audit_record
 from core.documents import load_bundle
 from core.errors import ManifestError
 from core.findings import Finding, Severity
+from core.untrusted import text_problem
 from core.validation import validate_manifest
 from graphs.models import Graph
 from graphs.services import graph_create, graph_update
@@ -32,7 +40,10 @@ from .git import Commit, GitError, Mirror
 from .models import Direction, GraphLink, LinkState, Repository, RevisionCommit, SyncState
 from .services import importing_from_git, mirror_for
 
+log = logging.getLogger(__name__)
+
 MANIFEST_SUFFIXES = (".yaml", ".yml")
+MAX_PATH = GraphLink._meta.get_field("path").max_length
 
 
 @dataclass
@@ -66,9 +77,13 @@ def repository_sync(*, repository: Repository, via: str = "system") -> SyncResul
         try:
             tip = mirror.fetch()
             result.commit = tip
-            _bring_up_to(repo, mirror, tip, result)
+            with transaction.atomic():  # a failure keeps nothing of this sync
+                _bring_up_to(repo, mirror, tip, result)
         except GitError as exc:
             result.error = str(exc)
+        except Exception as exc:  # a file or a commit no one foresaw: recorded, never raised
+            log.exception("syncing repository %s failed", repo.name)
+            result = SyncResult(commit=result.commit, error=unexpected(exc))
         now = timezone.now()
         fields = {"synced_at": now, "last_sync": result.as_dict(), "error": result.error,
                   "state": SyncState.FAILED if result.error else SyncState.OK}
@@ -81,6 +96,26 @@ def repository_sync(*, repository: Repository, via: str = "system") -> SyncResul
         audit_record(via=via, action="repository.sync", target_type="repository", target=repo.name,
                      after=result.as_dict()["counts"], message=f"synced to {(result.commit or '')[:12]}")
     return result
+
+
+def repository_failed(*, repository: Repository, error: BaseException) -> None:
+    """Record a failure that escaped the sync itself (the database, say) on the repository,
+    where its page shows it; never raises (the periodic task goes on to the next one)."""
+    try:
+        Repository.objects.filter(pk=repository.pk).update(state=SyncState.FAILED, error=unexpected(error),
+                                                           synced_at=timezone.now())
+    except Exception:
+        log.exception("recording the failure of repository %s failed too", repository.name)
+
+
+def unexpected(exc: BaseException) -> str:
+    """A repository's error for a failure no check foresaw (its first line: never a trace)."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    for folder in (str(settings.VAR_DIR), str(settings.BASE_DIR)):  # viewers read this: no server paths
+        text = text.replace(folder, "…")
+    text = text[:300]
+    return (f"the sync stopped at an unexpected error and kept nothing of this sync: {exc.__class__.__name__}"
+            + (f": {text}" if text else ""))
 
 
 def _bring_up_to(repo: Repository, mirror: Mirror, tip: str, result: SyncResult) -> None:
@@ -101,6 +136,8 @@ def _bring_up_to(repo: Repository, mirror: Mirror, tip: str, result: SyncResult)
                     blob = mirror.blob_id(sha, change.path)
                     if blob:
                         _import(repo, mirror, change.path, blob, commit, result)
+        if plain:
+            _import_new_links(repo, mirror, tip, result)
         _sync_units(repo, mirror, tip, found, result)
         for link in GraphLink.objects.filter(repository=repo).exclude(state=LinkState.REMOVED):
             if kustomize.is_unit_path(link.path) and link.path not in {u.path for u in found}:
@@ -121,8 +158,33 @@ def _bring_up_to(repo: Repository, mirror: Mirror, tip: str, result: SyncResult)
         _remove(repo, link.path, mirror.commit(tip), result)
 
 
+def path_problem(path: str) -> str | None:
+    """Why a link cannot hold ``path`` (a name anyone who pushes chooses), or None."""
+    if len(path) > MAX_PATH:
+        return f"the path is {len(path):,} characters long; a graph's file may have at most {MAX_PATH:,}"
+    problem = text_problem(path)
+    return f"the path {problem}" if problem else None
+
+
+def _import_new_links(repo: Repository, mirror: Mirror, tip: str, result: SyncResult) -> None:
+    """Files an operator linked to a graph since (services.graph_link): imported from the tip,
+    whether or not a new commit changed them."""
+    new = GraphLink.objects.filter(repository=repo, state=LinkState.LINKED, blob="", graph__isnull=False)
+    for link in new:
+        if kustomize.is_unit_path(link.path):
+            continue  # built and compared by _sync_units
+        blob = mirror.blob_id(tip, link.path)
+        if blob:
+            result.commits += 1
+            _import(repo, mirror, link.path, blob, mirror.commit(mirror.last_commit_of(tip, link.path)), result)
+
+
 def _refuse(repo: Repository, path: str, blob: str, commit: Commit, findings: list[Finding],
             result: SyncResult) -> None:
+    if path_problem(path):  # no link can hold it: the last sync's result says why
+        result.refused.append({"path": path[:200] + "…", "commit": commit.sha, "unlinked": True,
+                               "findings": [f.as_dict() for f in findings]})
+        return
     link, _ = GraphLink.objects.get_or_create(repository=repo, path=path)
     shown = [f.as_dict() for f in findings]
     GraphLink.objects.filter(pk=link.pk).update(
@@ -131,12 +193,13 @@ def _refuse(repo: Repository, path: str, blob: str, commit: Commit, findings: li
     result.refused.append({"path": path, "commit": commit.sha, "findings": shown})
 
 
-def _author(commit: Commit):
-    """The product user with the commit's author e-mail, when there is exactly one."""
-    if not commit.author_email:
-        return None
-    users = list(get_user_model().objects.filter(email__iexact=commit.author_email)[:2])
-    return users[0] if len(users) == 1 else None
+def _revision_message(repo: Repository, commit: Commit) -> str:
+    """What the revision (and its audit record) says: the commit's subject, and its author as
+    the commit states it, which nothing verifies."""
+    author = f"{commit.author_name} <{commit.author_email}>" if commit.author_email else commit.author_name
+    origin = f" (from {repo.name} at {commit.sha[:12]}; commit author, unverified: {author[:200] or 'none'})"
+    subject = commit.subject or f"commit {commit.sha[:12]}"
+    return subject[:480 - len(origin)] + origin
 
 
 def _sync_units(repo: Repository, mirror: Mirror, tip: str, found: list, result: SyncResult) -> None:
@@ -169,8 +232,11 @@ def _import(repo: Repository, mirror: Mirror, path: str, blob: str, commit: Comm
     link = GraphLink.objects.filter(repository=repo, path=path).select_related("graph").first()
     if link is not None and blob == link.blob:
         return  # the product's own export, or a commit that put back what is stored
-    where = f"{path} at {commit.sha[:12]}"
+    where = f"{path[:200]} at {commit.sha[:12]}"
     try:
+        problem = path_problem(path)
+        if problem:
+            raise ManifestError.single("", problem, "path", "rename the file")
         if data is None:
             size = mirror.blob_size(blob)
             if size > settings.MAX_MANIFEST_BYTES:  # refused before it is read into memory
@@ -191,19 +257,26 @@ def _import(repo: Repository, mirror: Mirror, path: str, blob: str, commit: Comm
         spec = report.spec
         graph = link.graph if link is not None else None
         if graph is None:
-            graph = Graph.objects.filter(name=spec.name).first()
-            other = GraphLink.objects.filter(graph=graph).exclude(repository=repo, path=path).first() if graph else None
+            existing = Graph.objects.filter(name=spec.name).first()
+            other = GraphLink.objects.filter(graph=existing).exclude(repository=repo, path=path).first() \
+                if existing else None
             if other is not None:
                 raise ManifestError.single("metadata.name", f"graph {spec.name!r} is already kept in "
                                            f"{other.repository.name}:{other.path}", "gitops_taken",
                                            "give this manifest another metadata.name, or remove one of the files")
+            if existing is not None:
+                # A push is not a product user: it never takes over a graph made here.
+                raise ManifestError.single("metadata.name", f"graph {spec.name!r} exists and is not kept in Git; "
+                                           "a file does not take over a graph", "gitops_adopt",
+                                           f"an operator who wants this file to hold it links it: Link a graph "
+                                           f"on the repository's page (graph {spec.name}, file {path[:200]})")
         elif spec.name != graph.name:
             raise ManifestError.single("metadata.name", f"{path} holds graph {graph.name!r}; it now names "
                                        f"{spec.name!r}, and a graph cannot be renamed", "rename",
                                        "put the new graph in a new file")
         text = data.decode("utf-8")
-        message = (commit.subject or f"commit {commit.sha[:12]}")[:480]
-        user = _author(commit)
+        message = _revision_message(repo, commit)
+        user = None  # the repository's, not a product user's: Git does not verify who committed
         api_version = obj.get("apiVersion", "")
         token = importing_from_git.set(True)
         try:
@@ -217,7 +290,7 @@ def _import(repo: Repository, mirror: Mirror, path: str, blob: str, commit: Comm
                                             source_api_version=api_version, via="git", companions=bundle.companions)
                 RevisionCommit.objects.create(
                     revision=revision, repository=repo, direction=Direction.FROM_GIT, path=path, sha=commit.sha,
-                    branch=repo.branch, author_name=commit.author_name[:200], author_email=commit.author_email[:200],
+                    branch=repo.branch, author_name=commit.author_name, author_email=commit.author_email,
                     message=(commit.subject + ("\n\n" + commit.body if commit.body else ""))[:10000],
                     committed_at=commit.committed_at)
                 GraphLink.objects.update_or_create(repository=repo, path=path, defaults={

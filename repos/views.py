@@ -69,6 +69,26 @@ def repository_sync_now(request, name: str):
     return redirect("repos:detail", repo.name)
 
 
+@role_required(Role.OPERATOR)
+@require_POST
+def graph_link(request, name: str):
+    """The repository page's "Link a graph": an existing graph kept in one of its files."""
+    repo = get_object_or_404(Repository, name=name)
+    graph_name, path = request.POST.get("graph", ""), request.POST.get("path", "")
+    target = Graph.objects.filter(name=graph_name[:63]).first()
+    if target is None:
+        messages.error(request, f"No graph named {graph_name[:63]!r}.")
+        return redirect("repos:detail", repo.name)
+    try:
+        services.graph_link(repository=repo, graph=target, path=path, user=request.user)
+    except services.Refused as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{target.name} is now kept in {repo.name}:{path.strip().lstrip('/')}; "
+                                  "its file becomes the graph's next revision at the sync queued now.")
+    return redirect("repos:detail", repo.name)
+
+
 @role_required(Role.ADMIN)
 @require_POST
 def repository_delete(request, name: str):

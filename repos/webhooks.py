@@ -28,6 +28,7 @@ class Push:
     event: str  # the provider's event name
     ref: str  # refs/heads/<branch>, "" for an event that is not a push (a ping)
     after: str  # the pushed commit, when the payload says
+    delivery: str = ""  # the host's id of this delivery (a retry or a replay carries the same)
 
     @property
     def branch(self) -> str:
@@ -70,4 +71,6 @@ def verify(headers, body: bytes, secret: str) -> Push:
         raise WebhookRefused("the body is not a JSON object", status=400)
     ref = payload.get("ref") if isinstance(payload.get("ref"), str) else ""
     after = payload.get("after") if isinstance(payload.get("after"), str) else ""
-    return Push(provider, event, ref, after)
+    delivery = (headers.get("X-GitHub-Delivery") or headers.get("X-Gitea-Delivery")
+                or headers.get("X-Forgejo-Delivery") or headers.get("X-Gitlab-Event-UUID") or "")
+    return Push(provider, event, ref, after, delivery.strip()[:200])

@@ -41,7 +41,9 @@ def test_first_sync_imports_each_file_with_the_commit_that_last_changed_it(remot
     alpha, beta = Graph.objects.get(name="alpha"), Graph.objects.get(name="beta")
     assert alpha.head.git_commit.sha == first and alpha.head.git_commit.author_name == "Alice Git"
     assert beta.head.git_commit.sha == second and beta.head.git_commit.author_email == "bob@example.test"
-    assert beta.head.message == "add beta"
+    # The author as the commit states it, never mapped to a user (tests/test_security_repos.py).
+    assert beta.head.message == f"add beta (from fleet at {second[:12]}; commit author, unverified: Bob Ops " \
+                                "<bob@example.test>)"
     assert beta.head.graph_spec.services[1].replicas == 2
     assert not Graph.objects.filter(name="nested").exists()
     repo.refresh_from_db()
@@ -68,7 +70,8 @@ def test_each_new_commit_that_changes_a_file_becomes_the_next_revision(remote):
     revisions = list(graph.revisions.order_by("number"))
     assert [r.number for r in revisions] == [1, 2, 3]
     assert [r.git_commit.sha for r in revisions[1:]] == shas
-    assert [r.message for r in revisions[1:]] == ["alpha to 2 workers", "alpha to 3 workers"]
+    assert [r.message.split(" (from fleet at ")[0] for r in revisions[1:]] == ["alpha to 2 workers",
+                                                                               "alpha to 3 workers"]
     assert [r.graph_spec.services[1].replicas for r in revisions] == [1, 2, 3]
     assert result.commits == 3  # the commit of other.txt is walked, and changes no graph
     assert revisions[2].source_yaml == remote.show("main", "alpha.yaml")  # kept as written

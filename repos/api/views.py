@@ -33,6 +33,11 @@ class CommitSerializer(s.serializers.Serializer):
     graph = s.serializers.RegexField(s.NAME, max_length=63)
 
 
+class LinkRequestSerializer(s.serializers.Serializer):
+    graph = s.serializers.RegexField(s.NAME, max_length=63)
+    path = s.serializers.CharField(max_length=1000, help_text="the graph's file, e.g. graphs/alpha.yaml")
+
+
 class RepositoryViewSet(viewsets.ModelViewSet):
     """Git repositories whose folder of manifests holds graphs, one per file."""
 
@@ -42,7 +47,7 @@ class RepositoryViewSet(viewsets.ModelViewSet):
     lookup_value_regex = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
     required_roles = {"create": Role.ADMIN, "update": Role.ADMIN, "partial_update": Role.ADMIN,
                       "destroy": Role.ADMIN, "sync": Role.OPERATOR,
-                      "commit": Role.OPERATOR}
+                      "commit": Role.OPERATOR, "link": Role.OPERATOR}
 
     def perform_create(self, serializer):
         d = serializer.validated_data
@@ -88,6 +93,19 @@ class RepositoryViewSet(viewsets.ModelViewSet):
         export.refresh_from_db()
         return Response(s.ExportSerializer(export).data, status=status.HTTP_202_ACCEPTED)
 
+    @extend_schema(request=LinkRequestSerializer, responses={201: s.LinkSerializer})
+    @action(detail=True, methods=["post"])
+    def link(self, request, name=None):
+        """Keep an existing graph in one of the repository's files (a push alone never does):
+        the file becomes the graph's next revision at the sync this queues."""
+        repo = self.get_object()
+        data = LinkRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        graph = get_object_or_404(Graph, name=data.validated_data["graph"])
+        link = services.graph_link(repository=repo, graph=graph, path=data.validated_data["path"],
+                                   user=request.user, via=_via(request))
+        return Response(s.LinkSerializer(link).data, status=status.HTTP_201_CREATED)
+
     @extend_schema(responses={200: s.LinkSerializer(many=True)})
     @action(detail=True, methods=["get"])
     def links(self, request, name=None):
@@ -122,6 +140,10 @@ class WebhookView(APIView):
             what = f"a push to {push.branch}" if push.branch else f"a {push.event or 'non-push'} event"
             return Response({"detail": f"{what}: {repo.name} follows {repo.branch}; nothing to sync",
                              "synced": False}, status=status.HTTP_200_OK)
-        services.repository_sync_later(repo)
-        return Response({"detail": f"{push.provider} push to {repo.branch}: sync queued", "synced": True,
+        outcome = services.webhook_sync_later(repository=repo, delivery=push.delivery)
+        if outcome == "duplicate":
+            return Response({"detail": f"delivery {push.delivery} was taken already: ignored", "synced": False},
+                            status=status.HTTP_200_OK)
+        said = "sync queued" if outcome == "queued" else "a sync queued earlier has not started and will take it"
+        return Response({"detail": f"{push.provider} push to {repo.branch}: {said}", "synced": True,
                          "after": push.after}, status=status.HTTP_202_ACCEPTED)

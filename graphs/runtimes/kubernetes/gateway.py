@@ -13,7 +13,15 @@ the per-graph ``Exposure`` options, any of
 
 ingress-nginx, like nginx's auth_request, passes 401 and 403 of the authorization on and turns
 any other refusal into a 500: a key over its limit gets a 500 there (deploy/gateway/nginx.conf,
-for an nginx of your own, answers 429 from the control plane's ``x-auth-status``)."""
+for an nginx of your own, answers 429 from the control plane's ``x-auth-status``).
+
+The caller's key is the control plane's, never the frontend's (issue #42; deploy/gateway/nginx.conf
+sets ``Authorization ""``): the HTTPRoute removes it after the authorization
+(``RequestHeaderModifier``, applied by Envoy's router, after ext_authz), and the Ingress copies
+the header from the authorization's answer, which has none (ingress-nginx's ``auth-response-headers``
+become ``auth_request_set $authHeader0 $upstream_http_authorization; proxy_set_header
+'Authorization' $authHeader0;``, internal/ingress/controller/template/template.go
+``buildAuthResponseHeaders``, and nginx does not send a header set to an empty value)."""
 
 from __future__ import annotations
 
@@ -69,6 +77,8 @@ def gateway_objects(*, graph: str, dgd_name: str, namespace: str, frontend: str,
             "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute", "metadata": meta,
             "spec": {"parentRefs": [parent], "hostnames": [exposure.host],
                      "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
+                                "filters": [{"type": "RequestHeaderModifier",
+                                             "requestHeaderModifier": {"remove": ["Authorization"]}}],
                                 "backendRefs": [{"name": backend, "port": FRONTEND_PORT}],
                                 "timeouts": {"request": f"{STREAM_TIMEOUT}s"}}]}})
         out.append({
@@ -87,6 +97,7 @@ def gateway_objects(*, graph: str, dgd_name: str, namespace: str, frontend: str,
     if exposure.ingress_class:
         ingress_meta = {**meta, "annotations": {
             "nginx.ingress.kubernetes.io/auth-url": _authorize_url(graph, exposure),
+            "nginx.ingress.kubernetes.io/auth-response-headers": "Authorization",  # none: not passed on
             "nginx.ingress.kubernetes.io/proxy-buffering": "off",  # SSE: every byte on as it comes
             "nginx.ingress.kubernetes.io/proxy-read-timeout": STREAM_TIMEOUT,
             "nginx.ingress.kubernetes.io/proxy-send-timeout": STREAM_TIMEOUT}}

@@ -17,10 +17,9 @@ from core.dgd.commandline import (
     served_model,
     tokens,
 )
-from core.dgd.convert import conversion_losses
 from core.dgd.parse import import_manifest
 from core.dgd.pod_checks import gpu_count, other_containers_ask_for_gpus, shm_findings
-from core.dgd.render import V1ALPHA1
+from core.dgd.render import V1ALPHA1, conversion_losses
 from core.dgd.shell import expand, literal_env
 from core.dgd.topology_checks import pool_findings, serves_api, worker_role
 from core.facts import (

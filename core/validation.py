@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.checks import operational_findings
-from core.dgd.convert import conversion_losses
 from core.dgd.parse import import_manifest
-from core.dgd.render import render
+from core.dgd.render import conversion_losses, render
 from core.dgd.webhook.findings import webhook_findings
 from core.errors import ManifestError
 from core.findings import Finding, Severity, bounded, has_errors, sort_findings

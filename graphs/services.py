@@ -10,9 +10,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.services import audit_record
-from core.dgd.convert import conversion_losses, losses_message
 from core.dgd.parse import import_manifest
-from core.dgd.render import default_api_version, normalise_api_version, render
+from core.dgd.render import conversion_losses, default_api_version, losses_message, normalise_api_version, render
 from core.documents import Bundle
 from core.errors import ManifestError, Refused
 from core.findings import Finding, Severity

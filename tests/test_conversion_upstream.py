@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from core.dgd.convert import PAYLOAD, conversion_losses
+from core.dgd.convert import PAYLOAD
 from core.dgd.parse import import_manifest
-from core.dgd.render import V1ALPHA1, V1BETA1, render
+from core.dgd.render import V1ALPHA1, V1BETA1, conversion_losses, render
 from core.schema import structural_findings
 
 UPSTREAM = Path(__file__).resolve().parent / "fixtures" / "upstream"
@@ -98,8 +98,11 @@ def test_a_gaie_frontend_sidecar_imports_in_v1beta1_and_its_name_goes_into_the_p
     assert "frontendSidecar" not in worker
     assert [c["name"] for c in worker["extraPodSpec"]["containers"]] == ["sidecar-frontend"]
     payload = json.loads(alpha["metadata"]["annotations"][PAYLOAD])
+    # The container's name goes with it (needsFrontendSidecarKey, shared_spec_conversion.go:658 + 737),
+    # so that a sidecar deleted in v1alpha1 does not bring the reference back (:1711-1720).
     assert payload == {"version": 1, "spec": {"components": [
-        {"name": "VllmDecodeWorker", "frontendSidecar": "sidecar-frontend"}]}}
+        {"name": "VllmDecodeWorker", "frontendSidecar": "sidecar-frontend",
+         "podTemplate": {"spec": {"containers": [{"name": "sidecar-frontend"}]}}}]}}
 
 
 def test_a_v1alpha1_frontend_sidecar_becomes_the_sidecar_frontend_container_and_comes_back():
@@ -191,3 +194,67 @@ def test_alpha_only_service_fields_travel_in_the_payload_and_come_back():
     assert {k: saved[k] for k in ("dynamoNamespace", "annotations", "ingress")} == {
         k: extra[k] for k in ("dynamoNamespace", "annotations", "ingress")}
     assert render(import_manifest(copy.deepcopy(beta)), V1ALPHA1) == manifest
+
+
+def test_a_secret_written_in_main_container_env_from_stays_in_that_list():
+    # saveSharedMainContainerOrigins keeps mainContainer.envFrom (shared_spec_conversion.go:457-462),
+    # and without a saved envFromSecret the way back leaves the list as it is (:2339-2341).
+    manifest = doc("recipes__deepseek-r1__sglang__disagg-16gpu__deploy")
+    service = manifest["spec"]["services"]["decode"]
+    secret = service.pop("envFromSecret", None) or "hf-token-secret"
+    service["extraPodSpec"]["mainContainer"]["envFrom"] = [{"secretRef": {"name": secret}}]
+    beta = render(import_manifest(copy.deepcopy(manifest)), V1BETA1)
+    decode = next(c for c in beta["spec"]["components"] if c["name"] == "decode")
+    assert decode["podTemplate"]["spec"]["containers"][0]["envFrom"] == [{"secretRef": {"name": secret}}]
+    back = render(import_manifest(copy.deepcopy(beta)), V1ALPHA1)
+    assert "envFromSecret" not in back["spec"]["services"]["decode"]
+    assert back == manifest
+
+
+def test_an_env_from_secret_still_comes_back_as_env_from_secret():
+    manifest = doc("recipes__deepseek-r1__sglang__disagg-16gpu__deploy")
+    manifest["spec"]["services"]["decode"]["envFromSecret"] = "hf-token-secret"
+    beta = render(import_manifest(copy.deepcopy(manifest)), V1BETA1)
+    assert render(import_manifest(copy.deepcopy(beta)), V1ALPHA1) == manifest
+
+
+def test_an_empty_extra_pod_spec_travels_in_the_payload():
+    # extraPodSpecNeedsPreservation (shared_spec_conversion.go:2232-2234): a pod that holds nothing
+    # makes no podTemplate, so the payload keeps it (:366-370) and the way back restores it (:267-271).
+    manifest = doc("recipes__deepseek-r1__sglang__disagg-16gpu__deploy")
+    manifest["spec"]["services"]["decode"] = {"componentType": "worker", "extraPodSpec": {}}
+    beta = render(import_manifest(copy.deepcopy(manifest)), V1BETA1)
+    assert json.loads(beta["metadata"]["annotations"][PAYLOAD])["spec"]["services"]["decode"] == {"extraPodSpec": {}}
+    assert render(import_manifest(copy.deepcopy(beta)), V1ALPHA1) == manifest
+
+
+def test_the_gpu_count_goes_under_gpu_type():
+    # resourcesToNative (shared_spec_conversion.go:2489-2545) names the GPU resource by gpuType.
+    manifest = doc("recipes__deepseek-r1__sglang__disagg-16gpu__deploy")
+    manifest["spec"]["services"]["decode"]["resources"] = {"limits": {"gpu": "8", "gpuType": "amd.com/gpu"}}
+    beta = render(import_manifest(copy.deepcopy(manifest)), V1BETA1)
+    decode = next(c for c in beta["spec"]["components"] if c["name"] == "decode")
+    assert decode["podTemplate"]["spec"]["containers"][0]["resources"]["limits"] == {"amd.com/gpu": "8"}
+    assert render(import_manifest(copy.deepcopy(beta)), V1ALPHA1) == manifest
+
+
+def test_a_pod_template_of_empty_metadata_and_a_compilation_cache_comes_back():
+    manifest = doc("examples__deployments__EKS__manifests__vllm__disagg")
+    component = manifest["spec"]["components"][0]
+    component["podTemplate"] = {"metadata": {"labels": {}}}
+    component["compilationCache"] = {"pvcName": "compilation-cache", "mountPath": "/cache"}
+    alpha = render(import_manifest(copy.deepcopy(manifest)), V1ALPHA1)
+    assert render(import_manifest(copy.deepcopy(alpha)), V1BETA1) == manifest
+
+
+@pytest.mark.parametrize(("field", "value", "path"), [
+    # v1beta1/common.go:136-140: modelRef.name has MinLength=1; v1alpha1 accepts "".
+    ("modelRef", {"name": ""}, "spec.services.decode.modelRef.name"),
+    # v1beta1/common.go:340-347: numShadows has Maximum=1; v1alpha1 only a Minimum.
+    ("failover", {"enabled": True, "mode": "interPod", "numShadows": 2}, "spec.services.decode.failover.numShadows"),
+])
+def test_a_value_the_v1beta1_schema_refuses_is_named_not_converted(field, value, path):
+    manifest = doc("recipes__deepseek-r1__sglang__disagg-16gpu__deploy")
+    manifest["spec"]["services"]["decode"][field] = value
+    assert structural_findings(manifest) == []
+    assert path in [p for p, _why in conversion_losses(import_manifest(manifest), V1BETA1)]

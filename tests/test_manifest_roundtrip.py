@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 
 from core.checks import operational_findings
 from core.dgd.parse import import_manifest
-from core.dgd.render import V1ALPHA1, V1BETA1, render
+from core.dgd.render import V1ALPHA1, V1BETA1, conversion_losses, render
 from core.schema import structural_findings
 from core.spec import GraphSpec
 from core.specio import dump_yaml, load_yaml
@@ -210,3 +211,91 @@ def test_a_component_without_a_pod_template_gets_none_added():
     manifest["spec"]["components"].append({"name": "spare", "type": "worker", "replicas": 0})
     assert structural_findings(manifest) == []
     assert "podTemplate" not in round_trip(manifest)["spec"]["components"][-1]
+
+
+# ----------------------------------------------------------------- across versions
+
+CROSS = settings(PROPERTY, max_examples=int(os.environ.get("CONVERSION_EXAMPLES", "60")))
+# A pointer-typed struct keeps its {} through the webhook's JSON (v1beta1/marshal.go:52-66 at 2a6da14c):
+# there an empty object means something (scalingAdapter: {} opts in), so it is compared as written.
+POINTER_OBJECTS = {"scalingAdapter", "multinode", "podTemplate", "experimental", "frontendSidecar",
+                   "compilationCache", "eppConfig", "ingress", "autoscaling", "sharedMemory", "providerOverride",
+                   "worker", "leader", "value", "extraPodSpec", "mainContainer"}
+
+
+def as_the_operator_writes(value, key=None):
+    """A manifest as the operator's conversion webhook writes it back, github.com/ai-dynamo/dynamo
+    at 2a6da14c, deploy/operator/api/: the only differences a round trip through the other
+    version may show.
+
+    * Go's encoding/json omits an empty slice, map, string or zero bool of an ``omitempty`` field
+      (a container's image and workingDir; mainContainer's name is saved only when set,
+      shared_spec_conversion.go:450-452; compilationCache's mountPath, v1beta1/common.go:69), and
+      v1beta1/marshal.go:131-160 strips an empty value-typed struct: [] and {} (other than a
+      pointer's) are absent; ``sharedMemory.disabled: false`` likewise (v1alpha1/common.go).
+    * ``nodeCount`` defaults to 2 (``+kubebuilder:default=2``, v1beta1/common.go:116-123): the API
+      server stores it before any conversion.
+    * ``sharedMemorySize`` and resource limits and requests are resource.Quantity values, which
+      marshal as strings (v1alpha1/shared_spec_conversion.go:961-990, resourcesToNative :2489-2545).
+    * A v1alpha1 ``componentType: prefill|decode`` comes back as ``worker`` with that
+      subComponentType (sharedComponentTypeFromHub, shared_spec_conversion.go:406-413)."""
+    if isinstance(value, list):
+        return [as_the_operator_writes(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for k, v in value.items():
+        v = as_the_operator_writes(v, k)
+        if v == [] or (v == {} and k not in POINTER_OBJECTS) \
+                or (key == "sharedMemory" and k == "disabled" and v is False) \
+                or (v == "" and (k in ("image", "workingDir") or (key in ("mainContainer", "metadata")
+                                                                  and k in ("name", "namespace"))
+                                 or (key == "compilationCache" and k == "mountPath"))):
+            continue
+        out[k] = v
+    if key in ("limits", "requests") and all(not isinstance(v, (dict, list)) for v in out.values()):
+        out = {k: str(v) for k, v in out.items()}
+    if key == "multinode":
+        out.setdefault("nodeCount", 2)
+    if "sharedMemorySize" in out:
+        out["sharedMemorySize"] = str(out["sharedMemorySize"])
+    if out.get("componentType") in ("prefill", "decode") and out.get("subComponentType", out["componentType"]) == \
+            out["componentType"]:
+        out["subComponentType"], out["componentType"] = out["componentType"], "worker"
+    return out
+
+
+def has_path(manifest: dict, path: str) -> bool:
+    """Whether ``path`` (spec.services.<name>.<field> or spec.components[<i>].<field>, as losses name
+    them) is in ``manifest``."""
+    node = manifest
+    for part in re.findall(r"services\.[^.]+|components\[\d+\]|[^.]+", path):
+        if part.startswith("services."):
+            node = node.get("services", {}).get(part[len("services."):]) if isinstance(node, dict) else None
+        elif part.startswith("components["):
+            node = node["components"][int(part[len("components["):-1])]
+        else:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            return False
+    return True
+
+
+@pytest.mark.parametrize("api_version", [V1ALPHA1, V1BETA1])
+def test_any_manifest_converts_to_the_other_version_and_back_or_names_what_it_would_lose(api_version):
+    other = V1BETA1 if api_version == V1ALPHA1 else V1ALPHA1
+
+    @CROSS
+    @given(manifests(api_version))
+    def check(manifest):
+        spec = import_manifest(copy.deepcopy(manifest))
+        losses = conversion_losses(spec, other)
+        if losses:
+            assert all(has_path(manifest, path) for path, _why in losses), losses
+            return
+        converted = render(stored(spec), other)
+        assert structural_findings(converted) == []
+        back = render(stored(import_manifest(copy.deepcopy(converted))), api_version)
+        assert as_the_operator_writes(back) == as_the_operator_writes(manifest)
+
+    check()

@@ -14,8 +14,7 @@ import yaml
 from django.utils import timezone
 
 from core.catalog import TEMPLATES, PoolFields, build_spec
-from core.dgd.convert import conversion_losses
-from core.dgd.render import V1ALPHA1, V1BETA1, render
+from core.dgd.render import V1ALPHA1, V1BETA1, conversion_losses, render
 from core.errors import OperationRefused
 from core.planner import PlannerSettings
 from core.specio import dump_yaml

@@ -207,8 +207,7 @@ def test_conversion_of_upstream_graphs_refuses_only_what_the_other_schema_has_no
     # dynamographdeployment_conversion.go@2a6da14c), keeping what has no native place in its
     # nvidia.com/dgd-spec annotation. What it cannot carry is a value the other schema refuses:
     # a v1alpha1 componentType outside v1beta1's type enum (deploy/operator/api/v1beta1).
-    from core.dgd.convert import conversion_losses
-    from core.dgd.render import V1ALPHA1, V1BETA1
+    from core.dgd.render import V1ALPHA1, V1BETA1, conversion_losses
 
     refused = Counter()
     converted = 0

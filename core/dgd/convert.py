@@ -19,6 +19,7 @@ import copy
 import json
 from typing import Any
 
+from core.dgd.convert_pod import main_container, restore_hub_only
 from core.spec import QUANTITY, GraphSpec
 
 V1ALPHA1 = "nvidia.com/v1alpha1"
@@ -81,11 +82,6 @@ def write_payload(metadata: dict[str, Any], spec: dict[str, Any]) -> None:
         # preservation.go:39-48: {"version": 1, "spec": ...}, compact JSON as Go writes it.
         text = json.dumps({"version": 1, "spec": spec}, separators=(",", ":"), sort_keys=True)
         metadata.setdefault("annotations", {})[PAYLOAD] = text
-
-
-def main_container(pod_spec: dict[str, Any]) -> dict[str, Any] | None:
-    return next((c for c in pod_spec.get("containers") or [] if isinstance(c, dict) and c.get("name") == "main"),
-                None)
 
 
 def alpha_resources_as_container(resources: dict[str, Any]) -> dict[str, Any]:
@@ -190,14 +186,30 @@ def to_beta(spec: GraphSpec, obj: dict[str, Any], alpha: dict[str, dict[str, Any
     services: dict[str, Any] = {}
     for service, comp in zip(spec.services, body["components"], strict=True):
         kept = _service_to_beta(service, comp, alpha.get(service.name) or {}, losses)
+        if service.pod_template_keys is None and "frontendSidecar" not in comp and _only_generated(comp):
+            # SSC:1449-1464: from v1alpha1 fields that hold nothing for the pod (a compilation-cache
+            # mount does not count, SSC:2598-2605), no podTemplate.
+            comp.pop("podTemplate")
         if kept:
             services[service.name] = kept
         if service.name in hub:
-            _restore_hub_only(comp, hub[service.name])
+            restore_hub_only(comp, hub[service.name])
     if services:
         save["services"] = services
     write_payload(metadata, save)
     return losses
+
+
+def _only_generated(comp: dict[str, Any]) -> bool:
+    template = comp.get("podTemplate")
+    if not isinstance(template, dict) or set(template) != {"spec"} or set(template["spec"]) != {"containers"}:
+        return False
+    containers = template["spec"]["containers"]
+    cache = comp.get("compilationCache") or {}
+    mount = {"name": cache.get("pvcName"), "mountPath": cache.get("mountPath", "")}
+    return (len(containers) == 1 and containers[0].get("name") == "main"
+            and set(containers[0]) <= {"name", "volumeMounts"}
+            and all(m == mount for m in containers[0].get("volumeMounts", [])))
 
 
 def _pod(comp: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -214,6 +226,27 @@ def _service_to_beta(service, comp: dict[str, Any], written: dict[str, Any], los
     extra = service.extra_v1alpha1
     path = f"spec.services.{service.name}"
     save: dict[str, Any] = _main_container_origins(service, written)
+    if written.get("envFromSecret") == "":
+        # SSC:346-348 + 2276-2278: an empty envFromSecret makes no envFrom; the payload keeps it. A
+        # named one is the main container's sole envFrom Secret, which import reads back as it.
+        save["envFromSecret"] = ""
+    written_pod = written.get("extraPodSpec") if isinstance(written.get("extraPodSpec"), dict) else {}
+    main_env_from = (written_pod.get("mainContainer") or {}).get("envFrom")
+    if "extraPodSpec" in written and pod_is_zero(written_pod):
+        # SSC:366-370 + 2232-2234: an extraPodSpec that holds nothing is kept as written.
+        save["extraPodSpec"] = _deep(written_pod)
+    elif "envFromSecret" not in written and sole_secret(main_env_from):
+        # SSC:457-462: where the Secret was written; the way back keeps the list (SSC:2339-2341).
+        save.setdefault("extraPodSpec", {}).setdefault("mainContainer", {})["envFrom"] = _deep(main_env_from)
+    if written.get("envFromSecret") and main_env_from:
+        # SSC:1482-1504: mergo.Merge WithOverride lets a non-empty mainContainer.envFrom replace the
+        # list built from envFromSecret (SSC:1553-1558), and the way back does not restore it
+        # (restoreEnvFromSecretFromPreserved, SSC:2272-2290): the operator drops it.
+        losses.append((f"{path}.envFromSecret",
+                       "extraPodSpec.mainContainer.envFrom replaces it in the operator's conversion"))
+    for key, value in service.extra.items():
+        if key == "modelRef" and isinstance(value, dict) and value.get("name") == "":
+            losses.append((f"{path}.modelRef.name", f"{V1BETA1} requires a modelRef name (v1beta1/common.go:136-140)"))
     experimental: dict[str, Any] = {}
     for key, value in extra.items():
         if key == "componentType":
@@ -222,8 +255,17 @@ def _service_to_beta(service, comp: dict[str, Any], written: dict[str, Any], los
             if value not in BETA_TYPES:
                 losses.append((f"{path}.componentType",
                                f"componentType {value!r} is not a {V1BETA1} type ({', '.join(BETA_TYPES)})"))
+            elif value in ("prefill", "decode") and extra.get("subComponentType", value) != value:
+                # SSC:406-413 + 235-237: the way back writes worker + subComponentType <type>, and the
+                # saved subComponentType only fills an empty one: the operator loses this one.
+                losses.append((f"{path}.subComponentType",
+                               f"the operator gives componentType {value} back as worker with subComponentType "
+                               f"{value}, not {extra['subComponentType']!r}"))
         elif key in ALPHA_SAVED or (key in ALPHA_DISABLED and not (isinstance(value, dict) and value.get("enabled"))):
             save[key] = _deep(value)
+        elif key == "failover" and isinstance(value.get("numShadows"), int) and value["numShadows"] > 1:
+            # v1beta1/common.go:340-347: the operator makes exactly one shadow; its schema refuses more.
+            losses.append((f"{path}.failover.numShadows", f"{V1BETA1} allows at most one shadow"))
         elif key in ("gpuMemoryService", "failover"):
             # SSC:1382-1407: an enabled feature moves under experimental, without "enabled".
             experimental[key] = with_gms_mode({k: v for k, v in value.items() if k != "enabled"}, GMS_MODE_TO_BETA)
@@ -233,11 +275,18 @@ def _service_to_beta(service, comp: dict[str, Any], written: dict[str, Any], los
             # SSC:1547-1549 + 1491: dedicated resources under mainContainer's own.
             _pod_spec, main = _pod(comp)
             main["resources"] = merge_under(main.get("resources") or {}, alpha_resources_as_container(value))
+            _gpu_under_type(main["resources"], value, (written_pod.get("mainContainer") or {}).get("resources"))
         elif key in PROBES:
             _pod_spec, main = _pod(comp)
             main.setdefault(key, _deep(value))  # SSC:1560-1565, mainContainer's probe wins (1491)
             save[key] = _deep(value)
         elif key == "volumeMounts" and isinstance(value, list):
+            cache = next((m for m in value if isinstance(m, dict) and m.get("useAsCompilationCache")), None)
+            if cache is not None and not cache.get("name"):
+                # SSC:190-200 would write compilationCache.pvcName "", which v1beta1's schema refuses.
+                losses.append((f"{path}.volumeMounts",
+                               f"a compilation-cache mount without a name has no {V1BETA1} place"))
+                continue
             _volume_mounts_to_beta(value, comp)
             if not _single_cache_mount(value):
                 save[key] = _deep(value)  # SSC:354-357 + 444-479: where each mount was written
@@ -256,6 +305,33 @@ def _service_to_beta(service, comp: dict[str, Any], written: dict[str, Any], los
     if experimental:
         comp["experimental"] = experimental
     return save
+
+
+def _gpu_under_type(resources: dict[str, Any], alpha: dict[str, Any], main_own: Any) -> None:
+    """The modelled GPU count under limits.gpuType (resourcesToNative, SSC:2489-2545), unless
+    mainContainer wrote a GPU limit of its own, which wins (SSC:1491)."""
+    gpu_type = (alpha.get("limits") or {}).get("gpuType") if isinstance(alpha.get("limits"), dict) else None
+    limits = resources.get("limits") or {}
+    own = (main_own or {}).get("limits") if isinstance(main_own, dict) else None
+    if (gpu_type and gpu_type != DEFAULT_GPU_RESOURCE and DEFAULT_GPU_RESOURCE in limits and gpu_type not in limits
+            and not (isinstance(own, dict) and DEFAULT_GPU_RESOURCE in own)):
+        limits[gpu_type] = limits.pop(DEFAULT_GPU_RESOURCE)
+
+
+def pod_is_zero(pod: dict[str, Any]) -> bool:
+    """extraPodSpecIsZero (SSC:2225-2230): no pod field and an empty main container."""
+    main = pod.get("mainContainer") or {}
+    return (isinstance(main, dict) and all(v in (None, [], {}) for v in main.values())
+            and all(v in (None, [], {}) for k, v in pod.items() if k != "mainContainer"))
+
+
+def sole_secret(env_from: Any) -> str | None:
+    """The Secret an envFrom list holds when it holds that alone (envFromSecretMatches)."""
+    if isinstance(env_from, list) and len(env_from) == 1 and isinstance(env_from[0], dict) \
+            and set(env_from[0]) == {"secretRef"} and isinstance(env_from[0]["secretRef"], dict) \
+            and set(env_from[0]["secretRef"]) == {"name"} and env_from[0]["secretRef"]["name"]:
+        return env_from[0]["secretRef"]["name"]
+    return None
 
 
 def _main_container_origins(service, written: dict[str, Any]) -> dict[str, Any]:
@@ -299,8 +375,10 @@ def _volume_mounts_to_beta(mounts: list[dict[str, Any]], comp: dict[str, Any]) -
 
 def _single_cache_mount(mounts: list[Any]) -> bool:
     """One cache mount with its path: compilationCache alone gives it back (SSC:1012-1021)."""
+    # Without mountPoint (or with ""), compilationCache has no mountPath and gives the mount back
+    # without one (mountPath is omitempty, v1beta1/common.go:69).
     return (len(mounts) == 1 and isinstance(mounts[0], dict) and mounts[0].get("useAsCompilationCache") is True
-            and bool(mounts[0].get("mountPoint")) and set(mounts[0]) == {"name", "mountPoint", "useAsCompilationCache"})
+            and "name" in mounts[0] and set(mounts[0]) <= {"name", "mountPoint", "useAsCompilationCache"})
 
 
 def mount_as_container(mount: dict[str, Any]) -> dict[str, Any]:
@@ -315,48 +393,3 @@ def _sidecar_container(sidecar: dict[str, Any]) -> dict[str, Any]:
     if sidecar.get("envFromSecret"):
         out["envFrom"] = [{"secretRef": {"name": sidecar["envFromSecret"]}}]
     return out
-
-
-def _restore_hub_only(comp: dict[str, Any], saved: dict[str, Any]) -> None:
-    """Back from v1alpha1: the v1beta1-only fields the payload kept (SSC:1690-1761)."""
-    pod = (comp.get("podTemplate") or {}).get("spec") or {}
-    names = [c.get("name") for c in pod.get("containers") or [] if isinstance(c, dict)]
-    if "frontendSidecar" in saved and "frontendSidecar" not in comp and saved["frontendSidecar"] in names:
-        comp["frontendSidecar"] = saved["frontendSidecar"]  # SSC:1711-1720
-    experimental = saved.get("experimental")
-    if isinstance(experimental, dict):
-        if "experimental" not in comp:
-            comp["experimental"] = _deep(experimental)  # SSC:1700-1701
-        elif "grove" in experimental:
-            comp["experimental"].setdefault("grove", _deep(experimental["grove"]))  # SSC:1702-1707
-    template = saved.get("podTemplate") or {}
-    meta = template.get("metadata")
-    if isinstance(meta, dict) and meta:
-        target = comp.setdefault("podTemplate", {}).setdefault("metadata", {})
-        for key, value in meta.items():
-            target.setdefault(key, _deep(value))  # SSC:1938-1944
-    saved_main = main_container(template.get("spec") or {})
-    cache = comp.get("compilationCache")
-    main = main_container(pod)
-    if saved_main is not None and isinstance(cache, dict) and main is not None:
-        # SSC:1902-1916: a cache mount that v1alpha1 made and the v1beta1 object did not have.
-        mount = {"name": cache.get("pvcName"), "mountPath": cache.get("mountPath", "")}
-        if mount not in (saved_main.get("volumeMounts") or []) and mount in (main.get("volumeMounts") or []):
-            main["volumeMounts"].remove(mount)
-            if not main["volumeMounts"]:
-                main.pop("volumeMounts")
-
-
-def conversion_losses(spec: GraphSpec, api_version: str) -> list[tuple[str, str]]:
-    """(path in the source manifest, why) for every field that rendering ``spec`` in
-    ``api_version`` would drop. Empty when nothing is lost (the usual case)."""
-    from core.dgd.render import render_with_losses
-
-    return render_with_losses(spec, api_version)[1]
-
-
-def losses_message(spec: GraphSpec, api_version: str, losses: list[tuple[str, str]]) -> str:
-    listed = "; ".join(f"{path} ({why})" for path, why in losses)
-    other = V1ALPHA1 if api_version == V1BETA1 else V1BETA1
-    return (f"{spec.name} cannot be converted to {api_version} without losing {len(losses)} field"
-            f"{'s' if len(losses) != 1 else ''}: {listed}. Keep it in {other}, or remove those fields first.")

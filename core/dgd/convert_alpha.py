@@ -26,16 +26,20 @@ from core.dgd.convert import (
     merge_envs,
     merge_under,
     mount_as_container,
+    pod_is_zero,
     read_payload,
+    sole_secret,
     with_gms_mode,
     write_payload,
 )
+from core.dgd.convert_pod import projected_names, save_shape
 from core.spec import GraphSpec
 
 
-def to_alpha(spec: GraphSpec, obj: dict[str, Any]) -> list[tuple[str, str]]:
+def to_alpha(spec: GraphSpec, obj: dict[str, Any], beta: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     """Move the v1beta1-only fields of ``spec`` into ``obj`` (its v1alpha1 rendering) as
-    ConvertFrom does (DGDC:375-480, SSC:526-595). Returns what has no place."""
+    ConvertFrom does (DGDC:375-480, SSC:526-595); ``beta`` is each component as v1beta1 writes
+    it, whose podTemplate shape the payload keeps. Returns what has no place."""
     losses: list[tuple[str, str]] = []
     body, metadata = obj["spec"], obj["metadata"]
     restored = read_payload(metadata, written_by=V1ALPHA1)
@@ -57,6 +61,24 @@ def to_alpha(spec: GraphSpec, obj: dict[str, Any]) -> list[tuple[str, str]]:
         save = _component_to_alpha(service, svc, kept, f"spec.components[{i}]", losses)
         if kept or service.extra_v1beta1:
             _prune(svc)  # only what this conversion emptied: a written {} stays
+        if isinstance(kept.get("extraPodSpec"), dict) and pod_is_zero(kept["extraPodSpec"]) \
+                and pod_is_zero(svc.get("extraPodSpec") or {}):
+            svc["extraPodSpec"] = copy.deepcopy(kept["extraPodSpec"])  # SSC:267-271, not pruned (SSC:2306-2310)
+        elif service.pod_template_keys is not None and svc.get("extraPodSpec") and pod_is_zero(svc["extraPodSpec"]):
+            svc.pop("extraPodSpec")  # pruneEmptyExtraPodSpec (SSC:2299-2312): a pod of empty lists is none
+        written = beta.get(service.name) or {}
+        # SSC:646-658: the sidecar's container name is kept with a reference v1alpha1 could not take.
+        shape = save_shape(written.get("podTemplate"), svc, save.get("frontendSidecar"))
+        if shape is not None:
+            template = save.setdefault("podTemplate", {})
+            if not shape and projected_names(svc) is None:
+                # The way back builds no podTemplate (SSC:1462-1464): no generated mount to drop.
+                template.pop("spec", None)
+            if shape:
+                target = template.setdefault("spec", {})
+                names = [c["name"] for c in shape["spec"]["containers"]]
+                target["containers"] = [*shape["spec"]["containers"],
+                                        *(c for c in target.get("containers", []) if c["name"] not in names)]
         if save:
             components.append({"name": service.name, **save})
     if "pvcs" in restored and "pvcs" not in body:
@@ -81,7 +103,7 @@ def _component_to_alpha(service, svc: dict[str, Any], kept: dict[str, Any], path
         svc["multinode"] = {**multinode, "nodeCount": 2}
     for key, value in service.extra_v1beta1.items():
         if key == "compilationCache" and isinstance(value, dict):
-            _cache_to_alpha(value, svc, save)
+            _cache_to_alpha(value, svc, save, service.main_container_index is not None)
         elif key == "experimental" and isinstance(value, dict):
             # SSC:1409-1424 + 609-615: gpuMemoryService and failover come back enabled; grove, or
             # an experimental block with none of the three, has no v1alpha1 place.
@@ -106,7 +128,7 @@ def _main(svc: dict[str, Any]) -> dict[str, Any] | None:
     return container if isinstance(container, dict) else None
 
 
-def _cache_to_alpha(cache: dict[str, Any], svc: dict[str, Any], save: dict[str, Any]) -> None:
+def _cache_to_alpha(cache: dict[str, Any], svc: dict[str, Any], save: dict[str, Any], has_main: bool) -> None:
     # SSC:1012-1021: compilationCache is one flagged v1alpha1 volumeMount.
     flat = {"name": cache.get("pvcName"), **({"mountPoint": cache["mountPath"]} if cache.get("mountPath") else {}),
             "useAsCompilationCache": True}
@@ -123,8 +145,9 @@ def _cache_to_alpha(cache: dict[str, Any], svc: dict[str, Any], save: dict[str, 
         main["volumeMounts"].remove(mount)
         if not main["volumeMounts"]:
             main.pop("volumeMounts")
-    else:
-        # SSC:748-764: v1alpha1 -> v1beta1 adds the mount; the way back drops it (convert._restore_hub_only).
+    elif cache.get("mountPath") and has_main:
+        # SSC:748-764: v1alpha1 -> v1beta1 adds the mount (one with a path: convert.py); the way back
+        # drops it (convert_pod.restore_hub_only). Without a main container, the saved shape says so.
         save.setdefault("podTemplate", {})["spec"] = {"containers": [{"name": "main"}]}
 
 
@@ -167,6 +190,18 @@ def _restore_alpha_only(svc: dict[str, Any], kept: dict[str, Any]) -> None:
         if key in kept and key not in svc:
             svc[key] = copy.deepcopy(kept[key])
     main = _main(svc) or {}
+    secret = kept.get("envFromSecret")
+    if isinstance(secret, str) and "envFromSecret" not in svc and (
+            secret == "" or main.get("envFrom") == [{"secretRef": {"name": secret}}]):
+        # SSC:2272-2290: envFromSecret while the main container's envFrom is still that Secret alone.
+        svc["envFromSecret"] = secret
+        main.pop("envFrom", None) if secret else None
+    saved_from = ((kept.get("extraPodSpec") or {}).get("mainContainer") or {}).get("envFrom")
+    if sole_secret(saved_from) and sole_secret(saved_from) == svc.get("envFromSecret") and not main.get("envFrom"):
+        # SSC:2339-2341: a Secret written in mainContainer.envFrom stays in that list.
+        svc.pop("envFromSecret")
+        main = _ensure_main(svc)
+        main["envFrom"] = copy.deepcopy(saved_from)
     for key in PROBES:
         if key in kept and main.get(key) == kept[key]:
             svc[key] = main.pop(key)

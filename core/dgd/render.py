@@ -11,7 +11,7 @@ import copy
 from typing import Any
 
 from core.dgd.commandline import translate_role_flag
-from core.dgd.convert import merge_envs, to_beta
+from core.dgd.convert import merge_envs, sole_secret, to_beta
 from core.dgd.convert_alpha import to_alpha
 from core.facts import EXAMPLES_WORKDIR_SINCE, V1BETA1_SINCE, DynamoVersion, version_from_image
 from core.spec import GraphSpec, Service
@@ -113,7 +113,10 @@ def render_with_losses(spec: GraphSpec, api_version: str = V1BETA1,
         body["components"] = [_render_beta_component(s, spec, version) for s in spec.services]
     obj = {"apiVersion": api_version, "kind": KIND, "metadata": metadata, "spec": body}
     if api_version == V1ALPHA1:
-        losses = to_alpha(spec, obj)
+        # The v1beta1 components, as v1beta1 writes them, for the podTemplate shape the payload keeps.
+        written = {s.name: _render_beta_component(s, spec, version) for s in spec.services
+                   if s.pod_template_keys is not None}
+        losses = to_alpha(spec, obj, written)
     else:
         # The v1alpha1 services, as v1alpha1 writes them, for what their conversion keeps.
         written = {s.name: _render_alpha_service(s, spec, version) for s in spec.services if _alpha_origin(s)}
@@ -122,8 +125,11 @@ def render_with_losses(spec: GraphSpec, api_version: str = V1BETA1,
 
 
 def _alpha_origin(service: Service) -> bool:
-    # Only a v1alpha1 import leaves these: v1beta1 has no mainContainer name and its env is modelled.
-    return bool(service.extra_v1alpha1 or service.main_container_name or "env" in service.container_extra)
+    # Only a v1alpha1 import leaves these: v1beta1 has no mainContainer name or extraPodSpec, and
+    # its env and sole Secret are modelled.
+    return bool(service.extra_v1alpha1 or service.main_container_name or "env" in service.container_extra
+                or {"pod", "container"} & set(service.written_empty)
+                or sole_secret(service.container_extra.get("envFrom")))
 
 
 def _container(service: Service, spec: GraphSpec, version: DynamoVersion, *, beta: bool) -> dict[str, Any]:
@@ -185,7 +191,11 @@ def _render_alpha_service(service: Service, spec: GraphSpec, version: DynamoVers
             out["componentType"] = role_type
     else:
         out["componentType"] = service.role
-    if service.hf_token_secret:
+    # A v1beta1 Secret among other envFrom sources stays in that list, as the operator keeps it
+    # (restoreDedicatedFieldsFromMain has no envFromSecret, shared_spec_conversion.go at 2a6da14c):
+    # beside mainContainer.envFrom an envFromSecret would be replaced (mergo WithOverride, :1482-1504).
+    in_list = service.pod_template_keys is not None and bool(service.container_extra.get("envFrom"))
+    if service.hf_token_secret and not in_list:
         out["envFromSecret"] = service.hf_token_secret
     empty = service.written_empty
     if service.env or "env" in empty:
@@ -194,7 +204,8 @@ def _render_alpha_service(service: Service, spec: GraphSpec, version: DynamoVers
         out["replicas"] = service.replicas
     resources = out.pop("resources", {})
     if service.gpus is not None:
-        resources.setdefault("limits", {})["gpu"] = _quantity(service, "gpus", service.gpus)
+        # v1alpha1's gpu is a string (its schema); a v1beta1 count written as a number becomes one.
+        resources.setdefault("limits", {})["gpu"] = str(_quantity(service, "gpus", service.gpus))
     if resources or "resources" in empty:
         out["resources"] = resources
     if service.shared_memory is not None:
@@ -204,6 +215,11 @@ def _render_alpha_service(service: Service, spec: GraphSpec, version: DynamoVers
     # extraPodSpec is a whole PodSpec: its own containers (sidecars) stay beside mainContainer.
     pod = copy.deepcopy(service.pod_extra)
     container = _container(service, spec, version, beta=False)
+    if service.hf_token_secret and in_list:
+        env_from = list(container.get("envFrom", []))
+        env_from.insert(min(service.hf_token_secret_index or 0, len(env_from)),
+                        {"secretRef": {"name": service.hf_token_secret}})
+        container["envFrom"] = env_from
     if container or "container" in empty:
         pod["mainContainer"] = container
     if pod or "pod" in empty:
@@ -274,3 +290,16 @@ def _render_beta_component(service: Service, spec: GraphSpec, version: DynamoVer
 
 
 # ---------------------------------------------------------------------------------- import
+
+
+def conversion_losses(spec: GraphSpec, api_version: str) -> list[tuple[str, str]]:
+    """(path in the source manifest, why) for every field that rendering ``spec`` in
+    ``api_version`` would drop. Empty when nothing is lost (the usual case)."""
+    return render_with_losses(spec, api_version)[1]
+
+
+def losses_message(spec: GraphSpec, api_version: str, losses: list[tuple[str, str]]) -> str:
+    listed = "; ".join(f"{path} ({why})" for path, why in losses)
+    other = V1ALPHA1 if api_version == V1BETA1 else V1BETA1
+    return (f"{spec.name} cannot be converted to {api_version} without losing {len(losses)} field"
+            f"{'s' if len(losses) != 1 else ''}: {listed}. Keep it in {other}, or remove those fields first.")

@@ -21,6 +21,7 @@ from jobs.dispatch import enqueue
 
 from .git import Auth, Mirror
 from .models import Direction, Export, ExportState, GraphLink, LinkState, Mode, Repository
+from .paths import is_manifest, path_problem
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
@@ -222,8 +223,6 @@ class LinkRefused(Refused):
 def graph_link(*, repository: Repository, graph, path: str, user: Actor = None, via: str = "ui") -> GraphLink:
     """Keep an existing graph in a repository's file: what a push alone never does (issue #42).
     The file's content becomes the graph's next revision at the sync this queues."""
-    from .sync import is_manifest, path_problem
-
     repo = Repository.objects.select_for_update(no_key=True).get(pk=repository.pk)
     path = path.strip().lstrip("/")
     problem = path_problem(path)

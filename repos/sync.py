@@ -19,7 +19,6 @@ repository, with nothing of that sync kept, and never raised to the caller."""
 from __future__ import annotations
 
 import logging
-import posixpath
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -30,7 +29,6 @@ from audit.services import audit_record
 from core.documents import load_bundle
 from core.errors import ManifestError
 from core.findings import Finding, Severity
-from core.untrusted import text_problem
 from core.validation import validate_manifest
 from graphs.models import Graph
 from graphs.services import graph_create, graph_update
@@ -38,12 +36,11 @@ from graphs.services import graph_create, graph_update
 from . import kustomize
 from .git import Commit, GitError, Mirror
 from .models import Direction, GraphLink, LinkState, Repository, RevisionCommit, SyncState
+from .paths import is_manifest, path_problem
 from .services import importing_from_git, mirror_for
 
 log = logging.getLogger(__name__)
 
-MANIFEST_SUFFIXES = (".yaml", ".yml")
-MAX_PATH = GraphLink._meta.get_field("path").max_length
 
 
 @dataclass
@@ -60,11 +57,6 @@ class SyncResult:
                 "removed": self.removed[:200], "refused": self.refused[:200], "error": self.error,
                 "counts": {"imported": len(self.imported), "removed": len(self.removed),
                            "refused": len(self.refused)}}
-
-
-def is_manifest(repo: Repository, path: str) -> bool:
-    """A file directly in the repository's folder, named *.yaml or *.yml: one graph."""
-    return posixpath.dirname(path) == repo.path and path.endswith(MANIFEST_SUFFIXES)
 
 
 def repository_sync(*, repository: Repository, via: str = "system") -> SyncResult:
@@ -156,14 +148,6 @@ def _bring_up_to(repo: Repository, mirror: Mirror, tip: str, result: SyncResult)
     gone = GraphLink.objects.filter(repository=repo).exclude(path__in=kept).exclude(state=LinkState.REMOVED)
     for link in gone:
         _remove(repo, link.path, mirror.commit(tip), result)
-
-
-def path_problem(path: str) -> str | None:
-    """Why a link cannot hold ``path`` (a name anyone who pushes chooses), or None."""
-    if len(path) > MAX_PATH:
-        return f"the path is {len(path):,} characters long; a graph's file may have at most {MAX_PATH:,}"
-    problem = text_problem(path)
-    return f"the path {problem}" if problem else None
 
 
 def _import_new_links(repo: Repository, mirror: Mirror, tip: str, result: SyncResult) -> None:

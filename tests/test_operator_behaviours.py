@@ -155,7 +155,8 @@ def test_a_failing_reconcile_shows_the_operators_message_and_a_failed_state(clus
 
 
 # -- 3. the scaling-adapter webhook ----------------------------------------------------------------
-# deploy/operator/internal/webhook/validation/shared.go (validateDynamoComponentDeploymentSharedSpecUpdate)
+# deploy/operator/internal/webhook/validation/shared_v1beta1.go:663-670@2a6da14c (the component update rule;
+# shared.go, which held it before, was deleted upstream in June 2026)
 # and deploy/operator/internal/webhook/common.go (CanModifyDGDReplicas)
 
 

@@ -148,6 +148,9 @@ def corpus_findings() -> Counter:
 def test_every_finding_upstream_draws_is_listed_with_its_upstream_evidence():
     listed = _table_codes()
     fired = corpus_findings()
+    counted = {(m.group(3), m.group(1)): int(m.group(2)) for m in re.finditer(
+        r"^\| `(\w+)` \| (\d+) \| (error|warning|info) \|", TABLE.read_text(), re.M)}
+    assert counted == dict(fired), "the table's counts are not what fires on the corpus"
     unlisted = sorted({code for _sev, code in fired} - set(listed))
     assert not unlisted, f"findings that fire on upstream's manifests without evidence in {TABLE.name}: {unlisted}"
     for (_severity, code), _count in fired.items():

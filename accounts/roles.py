@@ -79,10 +79,17 @@ class RolePermission(BasePermission):
         action = getattr(view, "action", None)
         overrides = getattr(view, "required_roles", {})
         if action in overrides:
-            return role >= overrides[action]
-        if request.method in SAFE_METHODS:
-            return role >= Role.VIEWER
-        return role >= Role.OPERATOR
+            needed = overrides[action]
+        elif request.method in SAFE_METHODS:
+            needed = Role.VIEWER
+        else:
+            needed = Role.OPERATOR
+        if role >= needed:
+            return True
+        # DRF answers 403 with this message: say which role the request needs, and which one it has.
+        self.message = (f"This needs the {needed.name.lower()} role"
+                        + (f"; you have the {role.name.lower()} role." if role > Role.NONE else "."))
+        return False
 
 
 def role_context(request):

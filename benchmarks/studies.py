@@ -33,6 +33,7 @@ from .profiles import ProfileError, RunParams, resolve
 from .schema import Arm
 from .services import benchmark_cancel, benchmark_request
 from .shapes import MAX_ARMS, Shape, parse_shape, same_budget_shapes, shape_of, variant_name, variant_spec
+from .targets import objectives_follow
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
@@ -189,6 +190,7 @@ def _create_variant(study: Study, arm: Arm) -> str:
                 message=f"variant {shape} of {study.graph.name}, made by benchmark study #{study.pk}")
         except (ManifestError, GraphConflict, ValueError) as exc:
             return _fail_arm(arm, f"could not create the variant: {exc}")
+        objectives_follow(source=study.graph, graph=graph, user=study.requested_by)
     arm.graph_id, arm.graph_name, arm.phase, arm.started_phase_at = graph.pk, graph.name, "apply", time.time()
     return "next"
 

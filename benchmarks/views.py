@@ -4,6 +4,7 @@ service as the API. The run and study pages poll their status fragment, which an
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from django.contrib import messages
@@ -11,12 +12,14 @@ from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
+from rest_framework.exceptions import ValidationError
 
 from accounts.roles import Role, role_required
 from graphs.models import Deployment, Graph
 from sizing.selectors import estimates_for
 
 from . import reports, services, sizing, studies
+from .api.views import report_response
 from .errors import BenchmarkRefused
 from .forms import ParamsForm, RecommendForm, StudyForm
 from .models import BenchmarkRun, Recommendation, Study
@@ -27,9 +30,12 @@ from .targets import slo_targets
 STOP_POLLING = 286
 
 
-def _chart_json(runs: list[BenchmarkRun], slo: dict | None = None) -> dict:
-    """What the page's charts draw (embedded with json_script, read by static/js/benchmarks.js)."""
-    return {"series": reports.series(runs), "slo": slo or {}}
+def _chart_json(runs: list[BenchmarkRun], slo: dict | None = None) -> str:
+    """What the page's charts draw, as JSON for a data attribute (templates/benchmarks/_charts.html,
+    read by static/js/benchmarks.js). Not a json_script island: htmx (allowScriptTags false)
+    drops <script> elements from what it swaps in, so a chart that arrives with a finished run's
+    status fragment would find no data."""
+    return json.dumps({"series": reports.series(runs), "slo": slo or {}})
 
 
 @role_required(Role.VIEWER)
@@ -132,14 +138,11 @@ def run_log(request, pk: int):
 
 
 def _report(kind: str, *, title: str, runs: list[BenchmarkRun], filename: str, **extra) -> HttpResponse:
-    if kind == "html":
-        response = HttpResponse(reports.html_report(title=title, runs=runs, **extra),
-                                content_type="text/html; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{filename}.html"'
-        return response
-    response = HttpResponse(reports.to_csv(runs), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}.csv"'
-    return response
+    """The API's report (one of each); an unsupported type is a 400 that names the supported ones."""
+    try:
+        return report_response(kind=kind, title=title, runs=runs, filename=filename, **extra)
+    except ValidationError as exc:
+        return HttpResponse(" ".join(exc.detail["type"]), status=400, content_type="text/plain; charset=utf-8")
 
 
 @role_required(Role.VIEWER)

@@ -13,7 +13,8 @@ from functools import total_ordering
 
 _SEMVER = re.compile(r"^(\d{1,4})\.(\d{1,4})\.(\d{1,4})(?:[-.+].*)?$")
 
-# The releases the form offers. Any MAJOR.MINOR.PATCH is accepted through the API.
+# The releases the form offers: the newest patch of each release line. Where a release is chosen
+# (the create form and its API, an import's target release) it must be known (known_release).
 KNOWN_RELEASES = ["1.6.1", "1.5.1", "1.4.2", "1.3.1", "1.2.1", "1.1.1", "1.0.2", "0.9.1", "0.8.1", "0.7.1", "0.5.1"]
 LATEST = KNOWN_RELEASES[0]
 
@@ -37,6 +38,17 @@ class DynamoVersion:
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
+
+
+def known_release(text: str) -> str:
+    """``text`` as a Dynamo release this control plane knows: a listed release line, at or below
+    its newest listed patch (1.6.0 and 1.6.1 are; 9.9.9 and 1.6.7 are not, and their images do
+    not exist, so a cluster would pull nothing). Raises ValueError naming the known releases."""
+    version = DynamoVersion.parse(text)
+    for known in map(DynamoVersion.parse, KNOWN_RELEASES):
+        if (known.major, known.minor) == (version.major, version.minor) and version.patch <= known.patch:
+            return str(version)
+    raise ValueError(f"{version} is not a known Dynamo release: the known releases are {', '.join(KNOWN_RELEASES)}")
 
 
 def _v(text: str) -> DynamoVersion:

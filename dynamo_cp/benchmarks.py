@@ -1,4 +1,4 @@
-"""dynamo-cp benchmarks run|show|list: aiperf runs against a graph's frontend."""
+"""dynamo-cp benchmarks run|show|list|cancel: aiperf runs against a graph's frontend."""
 
 from __future__ import annotations
 
@@ -36,6 +36,9 @@ def add_parsers(sub, common) -> None:
     p.add_argument("--wait", action="store_true", help="wait for the run to finish, showing its progress")
     p.add_argument("--timeout", type=wait.seconds, default=1800, help="seconds --wait waits (default 1800)")
     p = verbs.add_parser("show", help="one run: state, progress and results", parents=[common])
+    p.add_argument("id", type=int)
+    p = verbs.add_parser("cancel", help="stop a pending or running run (its partial artifacts are kept)",
+                         parents=[common])
     p.add_argument("id", type=int)
     p = verbs.add_parser("list", help="recent runs, newest first", parents=[common])
     p.add_argument("--graph")
@@ -109,6 +112,9 @@ def run(args, client: Client) -> int:
         return exits.OK
     if args.verb == "show":
         emit(client.get(f"/api/benchmarks/runs/{args.id}/"), args.output, _show_table)
+        return exits.OK
+    if args.verb == "cancel":
+        emit(client.post(f"/api/benchmarks/runs/{args.id}/cancel/", json={}), args.output, _show_table)
         return exits.OK
     created = client.post("/api/benchmarks/runs/", json=_body(args))
     code = exits.OK

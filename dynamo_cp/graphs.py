@@ -139,7 +139,8 @@ def do_list(args, client: Client) -> int:
 def do_import(args, client: Client) -> int:
     graph = client.post("/api/graphs/import/", content=_read(args.file), content_type="application/yaml",
                         params={"dynamoVersion": args.dynamo_version})
-    emit(graph, args.output, lambda g: f"{g['name']}: revision {g['revision']}")
+    emit(graph, args.output,
+         lambda g: f"{g['name']}: revision {g['revision']}{' (unchanged)' if g.get('unchanged') else ''}")
     return exits.OK
 
 

@@ -38,6 +38,8 @@ def add_parsers(sub, common) -> None:
     p.add_argument("name")
     p.add_argument("--namespace")
     p.add_argument("--dynamo-version")
+    p.add_argument("--auto-apply", action="store_true",
+                   help="let the operator create the DGD (default: off, as an apply from the control plane)")
 
 
 def _num(value, digits=2):
@@ -49,10 +51,15 @@ def _configurations(name: str, rows: list[dict]) -> str:
         pools = lambda c: f"{c['(p)workers']}x prefill TP{c['(p)tp']} bs{c['(p)bs']} + {c['(d)workers']}x decode TP{c['(d)tp']} bs{c['(d)bs']}"  # noqa: E501, E731
     else:
         pools = lambda c: f"TP{c['tp']} PP{c['pp']} bs{c['bs']}"  # noqa: E731
+    # PARALLEL is AIConfigurator's own string (tp, pp, dp, etp, ep) as the estimate page shows it:
+    # without DP and EP a 16-GPU replica would read like TP2's 2 GPUs.
+    parallel = (lambda c: f"{c.get('(p)parallel', '')} / {c.get('(d)parallel', '')}") if name == "disagg" else (
+        lambda c: str(c.get("parallel", "")))
     return table(["RANK", "TOKENS/S/GPU", "TOKENS/S/USER", "TTFT MS", "TPOT MS", "REQ LATENCY MS", "CONCURRENCY",
-                  "GPUS", "REPLICAS", "POOLS"],
+                  "GPUS", "REPLICAS", "GPUS/REPLICA", "POOLS", "PARALLEL"],
                  [[c["rank"], _num(c["tokens/s/gpu"]), _num(c["tokens/s/user"]), _num(c["ttft"]), _num(c["tpot"]),
-                   _num(c["request_latency"]), c["cluster_concurrency"], c["total_gpus_used"], c["replicas"], pools(c)]
+                   _num(c["request_latency"]), c["cluster_concurrency"], c["total_gpus_used"], c["replicas"],
+                   c.get("num_total_gpus", "—"), pools(c), parallel(c)]
                   for c in rows]).rstrip()
 
 
@@ -78,7 +85,8 @@ def run(args, client: Client) -> int:
         emit(client.get(f"/api/sizing/estimates/{args.id}/"), args.output, _show)
         return exits.OK
     if args.verb == "dgdr":
-        query = {"name": args.name, "namespace": args.namespace, "dynamo_version": args.dynamo_version}
+        query = {"name": args.name, "namespace": args.namespace, "dynamo_version": args.dynamo_version,
+                 "auto_apply": "true" if args.auto_apply else ""}
         answer = client.get(f"/api/sizing/estimates/{args.id}/dgdr/", params={k: v for k, v in query.items() if v})
         emit(answer["manifest"], args.output if args.output != "table" else "yaml", str)
         return exits.OK

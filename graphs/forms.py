@@ -8,12 +8,13 @@ from pydantic import ValidationError
 
 from core.catalog import TEMPLATES
 from core.errors import ManifestError
-from core.facts import KNOWN_RELEASES, LATEST, DynamoVersion
+from core.facts import KNOWN_RELEASES, LATEST, known_release
 from core.planner import TARGETS, PlannerSettings
 from core.pool import POOL_FIELDS, PoolField, PoolFields
-from core.spec import MAX_REPLICAS
+from core.spec import MAX_REPLICAS, check_dns_label
 
 from .archive import built_manifest, is_archive
+from .pool_rules import RULES as POOL_RULES
 
 
 def pool_form_field(field: PoolField) -> forms.Field:
@@ -23,6 +24,8 @@ def pool_form_field(field: PoolField) -> forms.Field:
     def check(value):
         try:
             field.check(value)
+            if value and field.name in POOL_RULES:
+                POOL_RULES[field.name](value)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
@@ -97,8 +100,43 @@ class TemplateForm(forms.Form):
                       "planner_prefill_scale_up_queue_tokens", "planner_prefill_scale_down_queue_tokens",
                       "planner_decode_scale_up_kv_rate", "planner_decode_scale_down_kv_rate")
 
+    # Each load threshold pair: the scale-up one must be above the scale-down one (1.6.1's
+    # PlannerConfig._validate_config refuses it for the load target; for the others the pair is a
+    # typo the Planner would ignore silently, so the form refuses it for every target).
+    THRESHOLD_PAIRS = (("planner_prefill_scale_up_queue_tokens", "planner_prefill_scale_down_queue_tokens"),
+                       ("planner_decode_scale_up_kv_rate", "planner_decode_scale_down_kv_rate"))
+
+    def clean_name(self):
+        name = self.cleaned_data["name"]
+        try:
+            check_dns_label(name, "graph name")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        from .models import Graph
+
+        if Graph.objects.filter(name=name).exists():
+            raise forms.ValidationError(f"a graph named {name!r} already exists: choose another name")
+        return name
+
+    def clean_namespace(self):
+        namespace = self.cleaned_data["namespace"]
+        try:
+            return namespace and check_dns_label(namespace, "namespace")
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self):
+        data = super().clean()
+        if data.get("planner_enabled"):
+            for up, down in self.THRESHOLD_PAIRS:
+                hi, lo = data.get(up), data.get(down)
+                if hi is not None and lo is not None and hi <= lo:
+                    self.add_error(up, f"must be above the scale-down threshold ({lo}); the Planner refuses "
+                                       "a scale-up threshold at or below it")
+        return data
+
     def planner_settings(self) -> PlannerSettings | None:
-        """Raises ValueError (pydantic's, in words) for settings 1.6.1's Planner refuses."""
+        """Raises forms.ValidationError, on the field it is about, for settings 1.6.1's Planner refuses."""
         d = self.cleaned_data
         if not d.get("planner_enabled"):
             return None
@@ -108,16 +146,19 @@ class TemplateForm(forms.Form):
                                       if d.get(f) not in (None, "")})
         except ValidationError as exc:
             err = exc.errors()[0]
+            message = err["msg"].removeprefix("Value error, ")
             where = ".".join(str(p) for p in err["loc"])
-            raise ValueError(f"Planner{' ' + where if where else ''}: "
-                             f"{err['msg'].removeprefix('Value error, ')}") from None
+            named = [f for f in self.PLANNER_FIELDS if f.removeprefix("planner_") in (where or message)]
+            field = f"planner_{where}" if where else (named[0] if named else None)
+            raise forms.ValidationError({field: message} if field in self.fields
+                                        else f"Planner{' ' + where if where else ''}: {message}") from None
 
     def planner_group(self):
         return [self[f] for f in self.PLANNER_FIELDS]
 
     def clean_dynamo_version(self):
         try:
-            return str(DynamoVersion.parse(self.cleaned_data["dynamo_version"]))
+            return known_release(self.cleaned_data["dynamo_version"])
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 
@@ -155,7 +196,7 @@ class ManifestForm(forms.Form):
         if not value:
             return None
         try:
-            return str(DynamoVersion.parse(value))
+            return known_release(value)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 

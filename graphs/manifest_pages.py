@@ -101,6 +101,8 @@ def graph_import(request, name: str | None = None):
                                               companions=bundle.companions or None)
                         target = graph
                     else:
+                        before = Graph.objects.filter(name=report.spec.name).values_list(
+                            "head__number", flat=True).first()
                         imported = services.graph_import_bundle(
                             bundle=bundle, user=request.user, text=text,
                             dynamo_version=form.cleaned_data["dynamo_version"], message=form.cleaned_data["message"])
@@ -109,7 +111,11 @@ def graph_import(request, name: str | None = None):
                             messages.success(request, "Imported " + ", ".join(g.name for g, _r, _p in imported) + ".")
                     built = form.cleaned_data.get("built_from")
                     how = f" (built with kubectl kustomize from {built or 'the archive'})" if built is not None else ""
-                    messages.success(request, f"Saved {target.name} as revision {target.head.number}{how}.")
+                    if graph is None and before is not None and target.head.number == before:
+                        messages.info(request, f"{target.name} is unchanged: the manifest is its revision "
+                                               f"{before}, so no revision was made{how}.")
+                    else:
+                        messages.success(request, f"Saved {target.name} as revision {target.head.number}{how}.")
                     return redirect("graphs:detail", name=target.name)
                 except ManifestError as exc:
                     report = Report(exc.findings)

@@ -125,6 +125,12 @@ def graph_import(*, obj: dict, user: Actor = None, text: str = "", dynamo_versio
         graph = graph_create(spec=spec, user=user, message=message or "imported", source_yaml=text,
                              source_api_version=api_version, via=via, companions=companions or [])
         return graph, graph.head, report
+    head = existing.head
+    if (head is not None and head.spec == spec.model_dump(mode="json")
+            and (not companions or companions == head.companions)):
+        # The same graph again (kubectl apply of an unchanged file): no empty revision; the head
+        # stays, and callers tell "unchanged" by its number.
+        return existing, head, report
     revision = graph_update(graph=existing, spec=spec, user=user, message=message or "imported",
                             source_yaml=text, source_api_version=api_version, via=via,
                             companions=companions or None)

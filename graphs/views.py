@@ -3,6 +3,7 @@ service as the API."""
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
@@ -98,11 +99,20 @@ def graph_new(request):
                 graph = services.graph_create(spec=spec, user=request.user, description=d["description"],
                                               message=f"created from template {d['template']}")
                 messages.success(request, f"Graph {graph.name} created (revision 1).")
+                errors = [f for f in report.findings if f.severity == Severity.ERROR]
+                if errors:
+                    # Stored as a draft, as its preview said: an apply is refused until it is fixed.
+                    messages.warning(request, f"Stored as not appliable: its manifest has {len(errors)} "
+                                              f"error{'s' if len(errors) > 1 else ''} a cluster would refuse "
+                                              f"({errors[0].path}: {errors[0].message}). Fix them with Edit YAML "
+                                              "before applying.")
                 return redirect("graphs:detail", name=graph.name)
+        except forms.ValidationError as exc:  # a Planner setting, on its field
+            form.add_error(None, exc)
         except ManifestError as exc:
             report = Report(exc.findings)
-        except services.GraphConflict as exc:
-            error = str(exc)
+        except services.GraphConflict as exc:  # the name, taken between the form's check and the insert
+            form.add_error("name", str(exc))
         except ValueError as exc:
             error = str(exc)
     # A preview of a form that does not validate says what is missing, not just "fill in the form".

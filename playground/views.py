@@ -21,7 +21,7 @@ from endpoint.access import chat_graphs, may_chat_with
 from endpoint.models import ApiLimit, GraphExposure, PlaygroundPolicy
 from graphs.models import Graph
 
-from . import services
+from . import exposures, services
 from .forms import ApiLimitForm, PolicyForm
 from .models import Conversation
 from .schema import ConversationIn
@@ -30,7 +30,7 @@ DEFAULT_PARAMS = {"temperature": 0.7, "top_p": 1.0, "max_tokens": 256}
 
 
 def _page_context(request) -> dict:
-    targets = chat_graphs(request.user)
+    targets = exposures.chat_targets(chat_graphs(request.user))
     return {
         "targets": targets,
         "defaults": DEFAULT_PARAMS,
@@ -212,5 +212,6 @@ def exposure(request, graph: str):
             status = 400
     found = GraphExposure.objects.filter(graph=graph).first()
     return render(request, "playground/exposure.html", {
-        "graph": graph, "exposure": found, "form": request.POST if status == 400 else found,
+        "graph": graph, "exposure": found, "in_effect": exposures.in_effect(graph, found),
+        "form": request.POST if status == 400 else found,
         "manifest": gateway_manifest(graph) if found else ""}, status=status)

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from core.facts import LATEST, DynamoVersion, version_from_image
+from core.facts import LATEST, known_release, version_from_image
 from graphs import services as graph_services
 from graphs.engines import ESTIMATE_ANNOTATION, TIMING_ANNOTATION
+from metrics.models import ITL_MS_MAX, TTFT_MS_MAX
+from metrics.services import objectives_set
 
 from .models import Estimate
 from .services import SizingRefused
@@ -92,7 +94,7 @@ def graph_from_estimate(*, estimate: Estimate, name: str, rank: int = 1, mode: s
     from . import timing  # the mocker's profile data: numpy and AIConfigurator, loaded when used
 
     try:
-        release = str(DynamoVersion.parse(dynamo_version)) if dynamo_version else LATEST
+        release = known_release(dynamo_version) if dynamo_version else LATEST
     except ValueError as exc:
         raise SizingRefused(f"dynamo_version: {exc}") from None
     mode, configuration, manifest = _choose(estimate, mode, rank)
@@ -104,5 +106,11 @@ def graph_from_estimate(*, estimate: Estimate, name: str, rank: int = 1, mode: s
         obj=adapted, user=user, text=yaml.safe_dump(adapted, sort_keys=False), dynamo_version=release,
         message=f"made from estimate #{estimate.pk}, {mode} rank {rank} ({words})", via=via)
     timing.write_profile(estimate=estimate, mode=mode, rank=rank, configuration=configuration)
+    # The graph starts with the SLO it was sized for: goodput is read against the estimate's targets.
+    # A target past what the frontend's histograms measure (metrics.models) is left unset.
+    inputs = estimate.estimate_inputs
+    objectives_set(graph=graph, ttft_ms=float(inputs.ttft) if 0.1 <= inputs.ttft <= TTFT_MS_MAX else None,
+                   itl_ms=float(inputs.tpot) if 0.1 <= inputs.tpot <= ITL_MS_MAX else None, gpu_hour_price=None,
+                   user=user, via=via)
     return MadeGraph(graph=graph.name, revision=revision.number, estimate=estimate.pk, mode=mode, rank=rank,
                      dynamo_version=release, timing=words, findings=[f.as_dict() for f in report.findings])

@@ -31,7 +31,9 @@ def _sku_names() -> list[str]:
 
 
 def render(inputs: Inputs, *, name: str, namespace: str | None = None, dynamo_version: str | None = None,
-           auto_apply: bool = True) -> dict[str, Any]:
+           auto_apply: bool = False) -> dict[str, Any]:
+    """The DGDR for ``inputs``. ``auto_apply`` off by default, as dgdr_apply and the API apply it:
+    a preview is the object that would be applied (the control plane adopts the chosen DGD)."""
     release = DynamoVersion.parse(dynamo_version or LATEST)
     hardware: dict[str, Any] = {"totalGpus": inputs.total_gpus}
     if inputs.system in _sku_names():

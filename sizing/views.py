@@ -4,6 +4,8 @@ two. Every action calls the same service as the API; refusals are shown where th
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
@@ -11,6 +13,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from accounts.roles import Role, role_required, user_role
 from core.errors import Refused
+from graphs.models import Graph
 
 from . import configurations, services
 from .forms import EstimateForm, GraphForm
@@ -25,7 +28,10 @@ POOL_COLUMNS = {
 
 
 def _chart(estimate: Estimate) -> dict:
-    """What static/js/sizing.js draws: each experiment's Pareto front and its ranked points."""
+    """What static/js/sizing.js draws: each experiment's Pareto front and its ranked points. The
+    page carries it as JSON in a data attribute, not a json_script island: htmx (allowScriptTags
+    false) drops <script> elements from the status fragment that brings the chart when the
+    estimate ends while its page is open."""
     experiments = estimate.result.get("experiments", {})
     return {name: {"pareto": e["pareto"], "ranked": [{"x": c["tokens/s/user"], "y": c["tokens/s/gpu_cluster"],
                                                       "rank": c["rank"]} for c in e["configurations"]]}
@@ -35,8 +41,8 @@ def _chart(estimate: Estimate) -> dict:
 def _context(estimate: Estimate, **extra) -> dict:
     experiments = estimate.result.get("experiments", {})
     return {"estimate": estimate, "experiments": experiments, "pool_columns": POOL_COLUMNS,
-            "chart": _chart(estimate), "graph_form": GraphForm(initial={"mode": estimate.result.get("chosen"),
-                                                                       "rank": 1}), **extra}
+            "chart": json.dumps(_chart(estimate)),
+            "graph_form": GraphForm(initial={"mode": estimate.result.get("chosen"), "rank": 1}), **extra}
 
 
 @role_required(Role.VIEWER)
@@ -96,15 +102,19 @@ def estimate_graph(request, pk: int):
         errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
         return render(request, "sizing/detail.html", _context(estimate, can_operate=True, error=errors), status=400)
     d = form.cleaned_data
+    before = Graph.objects.filter(name=d["name"]).values_list("head__number", flat=True).first()
     try:
         made = configurations.graph_from_estimate(estimate=estimate, name=d["name"], rank=d["rank"], mode=d["mode"],
                                                   dynamo_version=d["dynamo_version"], user=request.user)
     except Refused as exc:
         return render(request, "sizing/detail.html", _context(estimate, can_operate=True, error=str(exc)),
                       status=getattr(exc, "status", 409))
-    messages.success(request, f"Made {made.graph} revision {made.revision} from estimate #{estimate.pk}, "
-                              f"{made.mode} rank {made.rank} "
-                              f"(mocker timed by {made.timing}).")
+    if made.revision == before:  # the same configuration again: the importer made no empty revision
+        messages.info(request, f"{made.graph} is unchanged: revision {made.revision} is already estimate "
+                               f"#{estimate.pk}'s {made.mode} rank {made.rank}.")
+    else:
+        messages.success(request, f"Made {made.graph} revision {made.revision} from estimate #{estimate.pk}, "
+                                  f"{made.mode} rank {made.rank} (mocker timed by {made.timing}).")
     return redirect("graphs:detail", made.graph)
 
 

@@ -339,3 +339,15 @@ def test_a_requested_study_is_advanced_by_the_real_task_once_the_request_commits
     assert list(Operation.objects.values_list("kind", "state", "graph__name")) == [
         ("apply", "succeeded", f"demo-ab{study.pk}-agg2")]
     assert not study.runs.exists()  # its runs start once the variant serves
+
+
+def test_a_report_type_that_is_not_made_is_refused_naming_the_supported_ones(api_for, client_for):
+    graph = _graph()
+    a, b = _finished_run(graph), _finished_run(graph, shape="p2d1")
+    for url in (f"/api/benchmarks/compare/report/?runs={a.pk},{b.pk}&type=pdf", f"{RUNS}{a.pk}/report/?type=pdf"):
+        refused = api_for("viewer").get(url)
+        assert refused.status_code == 400, url
+        assert refused.json()["type"] == ["'pdf' is not a report type: choose csv or html"]
+    page = client_for("viewer").get(f"/benchmarks/compare/report/?runs={a.pk},{b.pk}&type=pdf")
+    assert page.status_code == 400 and page["Content-Type"].startswith("text/plain")
+    assert "choose csv or html" in page.content.decode()

@@ -114,6 +114,13 @@ def test_import_list_export_and_validate_in_every_output_format(cli):
     # The exported manifest imports back as the same graph (a new revision only if it changed).
     again = cli("graphs", "import", "-", stdin=exported.stdout)
     assert again.returncode == 0, err(again)
+    # The identical file again makes no empty revision: the API answers 200 "unchanged".
+    first = json.loads(out(cli("graphs", "import", str(MOCKER), "-o", "json")))
+    same = cli("graphs", "import", str(MOCKER), "-o", "json")
+    assert same.returncode == exits.OK, err(same)
+    assert json.loads(out(same))["unchanged"] is True and json.loads(out(same))["revision"] == first["revision"]
+    unchanged = f"mocker-disagg: revision {first['revision']} (unchanged)"
+    assert out(cli("graphs", "import", str(MOCKER))).strip() == unchanged
     assert json.loads(out(cli("graphs", "export", "mocker-disagg", "-o", "json")))["kind"] == "DynamoGraphDeployment"
 
     valid = cli("graphs", "validate", str(MOCKER), "-o", "json")
@@ -439,3 +446,22 @@ def test_apply_sends_force_and_recreate_with_its_confirmation(cli):
     assert do_apply(args, Recorder()) == exits.OK
     assert sent["path"] == "/api/graphs/g/apply/"
     assert (sent["body"]["force"], sent["body"]["recreate"], sent["body"]["confirm"]) == (True, True, "g")
+
+
+def test_benchmarks_cancel_stops_a_run_and_a_viewer_is_refused(cli, users):
+    spec = build_spec(template="mocker-disagg", name="cancel-me", model="m", backend="mocker",
+                      prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0))
+    graph = services.graph_create(spec=spec)
+    from benchmarks.profiles import resolve
+
+    run = BenchmarkRun.objects.create(graph=graph, revision=graph.head, profile="custom",
+                                      params=resolve("custom").model_dump(mode="json"))
+    viewer_key = token_create(user=users["viewer"], name="v", via="system")[1]
+    refused = cli("benchmarks", "cancel", str(run.pk), token=viewer_key)
+    assert refused.returncode == exits.AUTH, err(refused)
+    assert BenchmarkRun.objects.get(pk=run.pk).state == "pending"
+    done = cli("benchmarks", "cancel", str(run.pk), "-o", "json")
+    assert done.returncode == exits.OK, err(done)
+    assert json.loads(out(done))["state"] == "cancelled"
+    run.refresh_from_db()
+    assert run.state == "cancelled"

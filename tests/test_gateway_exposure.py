@@ -8,8 +8,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from clusters.models import Cluster
 from endpoint import authorize
 from endpoint.models import GraphExposure
+from graphs.models import Deployment
 from graphs.runtimes.kubernetes.gateway import Exposure, gateway_objects
 from tests.playground_fixtures import make_graph
 
@@ -80,10 +82,21 @@ def test_operators_expose_a_graph_and_see_its_url_and_objects(client_for, users)
     # What an Ingress cannot do is said where it is chosen: a limit's 429 reaches the client as a 500.
     limits = page.split('data-role="ingress-nginx-limits">', 1)[1].split("</p>", 1)[0]
     assert "gets a 500" in limits and "Gateway API" in limits
+    # Saved on a graph of the local runtime, the exposure reaches nothing: the endpoint stays the relay.
     after = operator.get(f"/graphs/{graph.name}/").content.decode()
-    assert 'data-role="openai-endpoint">http://llm.example.com/v1</code>' in after
+    assert 'data-role="openai-endpoint">http://testserver/api/playground/gw-page/v1</code>' in after
+    assert "is not in effect" in after
     chat = operator.get("/playground/").content.decode()
-    assert 'value="gw-page"' in chat and 'data-endpoint="http://llm.example.com/v1"' in chat
+    assert 'value="gw-page"' in chat and 'data-endpoint=""' in chat
+    # Applied with the graph on the cluster the graph is deployed on, its host is the endpoint.
+    GraphExposure.objects.filter(graph=graph).update(apply_with_graph=True)
+    Deployment.objects.filter(graph=graph).update(runtime="kubernetes", namespace="dynamo",
+                                                  cluster=Cluster.objects.create(name="east", namespaces=["dynamo"]))
+    on_cluster = operator.get(f"/graphs/{graph.name}/").content.decode()
+    assert 'data-role="openai-endpoint">http://llm.example.com/v1</code>' in on_cluster
+    assert "is not in effect" not in on_cluster
+    chat = operator.get("/playground/").content.decode()
+    assert 'data-endpoint="http://llm.example.com/v1"' in chat
     assert operator.post(f"/playground/exposure/{graph.name}/", {"delete": "1"}).status_code == 302
     assert not GraphExposure.objects.exists()
 

@@ -346,6 +346,12 @@ def test_importing_an_uploaded_file_creates_the_graph_then_a_revision(operator, 
         response = operator.post("/graphs/import/", {"upload": upload})
         assert response.status_code == 302
         assert Graph.objects.get(name="trtllm-disagg").head.number == expected
+        # The same file again makes no empty revision, and says so.
+        data = data if expected == 2 else data.replace(b"replicas: 1", b"replicas: 2", 1)
+    upload = SimpleUploadedFile("trtllm.yaml", data, content_type="application/yaml")
+    response = operator.post("/graphs/import/", {"upload": upload}, follow=True)
+    assert Graph.objects.get(name="trtllm-disagg").head.number == 2
+    assert "trtllm-disagg is unchanged: the manifest is its revision 2" in text(response)
 
 
 def test_importing_with_a_target_release(operator, reference_dir):

@@ -64,9 +64,9 @@ def test_an_estimate_is_asked_read_and_made_into_a_graph_with_every_refusal_on_s
     expect(page.locator("#sizing-error")).to_contain_text("Bad_Name")
     assert list(Graph.objects.values_list("name", flat=True)) == ["sized"]
 
-    # The same name again makes the graph's next revision, and the message says so.
+    # The same configuration under the same name again is no change: no empty revision, and it says so.
     page.fill("input[name=name]", "sized")
     page.click("button:has-text('Make graph')")
-    expect(page.locator(".flash-success")).to_contain_text("Made sized revision 2 from estimate")
-    assert Graph.objects.get(name="sized").revisions.count() == 2
+    expect(page.locator(".flash-info")).to_contain_text("sized is unchanged: revision 1 is already estimate")
+    assert Graph.objects.get(name="sized").revisions.count() == 1
     assert page.problems == []

@@ -39,12 +39,21 @@ def test_estimate_then_create_a_graph_from_its_best_configuration(sized):
     text = out(again)
     assert f"chosen: {chosen} at {best['tokens/s/gpu']:.2f} tokens/s/gpu" in text
     assert "(cached)" in text and "RANK" in text and "TOKENS/S/GPU" in text
+    # Each configuration's GPUs per replica and its parallelism with DP and EP, as the page shows them.
+    assert "GPUS/REPLICA" in text and "PARALLEL" in text
+    parallel = best.get("parallel") or best.get("(p)parallel")
+    assert parallel and "dp" in parallel and parallel in text
 
     made = sized("sizing", "create", "sized-qwen", "--estimate", str(estimate["id"]), "--rank", "1")
     assert made.returncode == exits.OK, err(made)
     assert out(made).startswith(f"graph sized-qwen revision 1 from estimate #{estimate['id']}, {chosen} rank 1")
     assert "mocker timed by AIConfigurator for h200_sxm" in out(made)
     assert Graph.objects.filter(name="sized-qwen").exists()
+    # The graph starts with the SLO it was sized for (--ttft 600 --itl 20): goodput reads against it.
+    from metrics.models import Objectives
+
+    objectives = Objectives.objects.get(graph__name="sized-qwen")
+    assert (objectives.ttft_ms, objectives.itl_ms) == (600.0, 20.0)
 
 
 def test_refusals_name_the_field_and_exit_non_zero(sized):
@@ -53,3 +62,20 @@ def test_refusals_name_the_field_and_exit_non_zero(sized):
     assert "system" in err(bad) and "h999_sxm" in err(bad) and "not a valid choice" in err(bad)
     missing = sized("sizing", "create", "x", "--estimate", "999999")
     assert missing.returncode != exits.OK and "999999" not in out(missing)
+
+
+def test_the_dgdr_the_cli_prints_is_the_one_an_apply_sends(cli):  # noqa: F811
+    import yaml
+
+    from sizing import aic
+    from sizing.models import Estimate
+
+    inputs = aic.Inputs(model="Qwen/Qwen3-32B", system="h200_sxm", total_gpus=8, isl=4000, osl=500, ttft=600,
+                        tpot=20, backend="vllm")
+    estimate = Estimate.objects.create(inputs=inputs.as_dict(), input_key="k", state="succeeded")
+    shown = cli("sizing", "dgdr", str(estimate.pk), "qwen-dgdr", "--namespace", "llm")
+    assert shown.returncode == exits.OK, err(shown)
+    assert yaml.safe_load(out(shown))["spec"]["autoApply"] is False  # as README and the POST: off by default
+    on = cli("sizing", "dgdr", str(estimate.pk), "qwen-dgdr", "--auto-apply")
+    assert on.returncode == exits.OK, err(on)
+    assert yaml.safe_load(out(on))["spec"]["autoApply"] is True

@@ -111,3 +111,18 @@ def test_auto_apply_follows_the_operator_source_as_it_stands(api_for, kube, clus
     followed = api.get(f"/api/sizing/requests/{req}/").json()
     assert followed["phase"] == "Failed"
     assert followed["message"] == "Deployment was deleted by user. Create a new DGDR to redeploy."
+
+
+def test_the_dgdr_previewed_is_the_dgdr_applied(api_for, kube, cluster, estimate):
+    api = api_for("operator")
+    preview = api.get(f"/api/sizing/estimates/{estimate.pk}/dgdr/", {"name": "qwen-sla", "namespace": NS}).json()
+    assert preview["errors"] == [] and preview["manifest"]["spec"]["autoApply"] is False
+    assert _apply(api, estimate).status_code == 201
+    live = kube.get("dynamographdeploymentrequests", "qwen-sla", namespace=NS)
+    assert live["spec"] == preview["manifest"]["spec"]
+    # Asked with auto_apply, both say so.
+    on = api.get(f"/api/sizing/estimates/{estimate.pk}/dgdr/", {"name": "auto", "namespace": NS,
+                                                                 "auto_apply": "true"}).json()
+    assert _apply(api, estimate, name="auto", auto_apply=True).status_code == 201
+    assert kube.get("dynamographdeploymentrequests", "auto", namespace=NS)["spec"] == on["manifest"]["spec"]
+    assert on["manifest"]["spec"]["autoApply"] is True

@@ -12,6 +12,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -37,7 +38,14 @@ RUN_IDS = OpenApiParameter("runs", {"type": "string", "pattern": r"^[1-9][0-9]{0
                            required=True, description="run ids, comma-separated (1,2,3), at most 12")
 
 
+REPORT_TYPES = ("csv", "html")
+
+
 def report_response(*, kind: str, title: str, runs: list[BenchmarkRun], filename: str, **extra) -> HttpResponse:
+    """A report of ``runs`` as ``kind`` (csv or html), for the pages and the API alike. Any other
+    type is refused with a 400 naming the supported ones: never a CSV under a PDF's name."""
+    if kind not in REPORT_TYPES:
+        raise ValidationError({"type": [f"{kind!r} is not a report type: choose {' or '.join(REPORT_TYPES)}"]})
     if kind == "html":
         response = HttpResponse(reports.html_report(title=title, runs=runs, **extra),
                                 content_type="text/html; charset=utf-8")

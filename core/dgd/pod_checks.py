@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.dgd.commandline import engine_of
 from core.facts import (
+    ENGINES,
     OPERATOR_DEFAULT_SHM,
     OPERATOR_DEFAULT_SHM_BYTES,
     SHM_DEFAULT_SINCE,
@@ -122,6 +124,8 @@ def _shm_size(service: Service, paths, target: DynamoVersion, field: str) -> lis
         amount = quantity_bytes(size)
     except ValueError:
         return []  # the schema check reports the format
+    if not _transfers_through_shm(service):
+        return []
     if amount == 0:
         if _shm_mount(service) is not None:
             return []  # the container's own volume is /dev/shm
@@ -138,6 +142,16 @@ def _shm_size(service: Service, paths, target: DynamoVersion, field: str) -> lis
             "NCCL runs out of space on small /dev/shm (ai-dynamo/dynamo#1408)",
             f"set it to {RECOMMENDED_SHM}")]
     return []
+
+
+def _transfers_through_shm(service: Service) -> bool:
+    """Whether the worker's engine stages NIXL KV transfer or tensor-parallel NCCL in /dev/shm.
+    An engine that runs without GPUs (the ENGINES table: Dynamo's mocker) does neither: it only
+    simulates the KV transfer's latency (--kv-transfer-bandwidth, dynamo/mocker/args.py:573-585 of
+    the ai-dynamo 1.6.1 wheel), so a small /dev/shm costs it nothing. An engine not recognised
+    from the command line is held to the rule."""
+    engine = engine_of(service.command, service.args)
+    return engine is None or bool(ENGINES.get(engine, {}).get("gpu", True))
 
 
 # ------------------------------------------------------------------------------------ GPUs

@@ -220,11 +220,15 @@ class GraphViewSet(viewsets.ModelViewSet):
             text = request.data if isinstance(request.data, str) else ""
         bundle = load_bundle(text, max_bytes=settings.MAX_MANIFEST_BYTES)
         obj = bundle.manifest
-        existed = Graph.objects.filter(name=(obj.get("metadata") or {}).get("name") if isinstance(obj, dict)
-                                       and isinstance(obj.get("metadata"), dict) else None).exists()
+        before = Graph.objects.filter(name=(obj.get("metadata") or {}).get("name") if isinstance(obj, dict)
+                                      and isinstance(obj.get("metadata"), dict) else None).values_list(
+            "head__number", flat=True).first()
+        existed = before is not None
         imported = services.graph_import_bundle(
             bundle=bundle, user=request.user, text=text, dynamo_version=_version_param(request), via=_via(request))
         response = self._spec_response(imported[0][0], status.HTTP_200_OK if existed else status.HTTP_201_CREATED)
+        # An identical manifest makes no revision: 200, and says so.
+        response.data["unchanged"] = existed and imported[0][1].number == before
         if len(imported) > 1:
             # A file of several DGDs (a Global Planner's pools) imports each as a graph of its own.
             response.data["imported_graphs"] = [graph.name for graph, _rev, _report in imported]

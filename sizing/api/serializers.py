@@ -69,6 +69,8 @@ class DgdrQuerySerializer(serializers.Serializer):
     name = serializers.SlugField(max_length=63)
     namespace = serializers.SlugField(max_length=63, required=False)
     dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False)
+    # The same option and default as the POST that applies it: a preview is what would be applied.
+    auto_apply = serializers.BooleanField(default=False, help_text="as the POST's auto_apply (default false)")
 
 
 class ClusterByName(serializers.SlugRelatedField):

@@ -87,7 +87,7 @@ class EstimateViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Ret
         q.is_valid(raise_exception=True)
         d = q.validated_data
         obj = dgdr.render(self.get_object().estimate_inputs, name=d["name"], namespace=d.get("namespace") or None,
-                          dynamo_version=d.get("dynamo_version") or None)
+                          dynamo_version=d.get("dynamo_version") or None, auto_apply=d["auto_apply"])
         return Response({"manifest": obj, "errors": dgdr.schema_errors(obj)})
 
 

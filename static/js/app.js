@@ -97,3 +97,17 @@ document.addEventListener("htmx:validation:halted", (event) => {
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("form[data-autosubmit]").forEach((form) => form.submit());
 });
+// A form answered with errors shows them where the eye is: the first field marked invalid (or
+// the form's own error) is scrolled into view and focused, on a full page and after htmx swaps
+// a page into <body>. A preview swap holds no fields, so it never moves the caret.
+function revealFirstError(root) {
+  const field = root.querySelector('form [aria-invalid="true"]');
+  const target = field || root.querySelector("form .error");
+  if (!target) return;
+  target.scrollIntoView({ block: "center" });
+  if (field) field.focus({ preventScroll: true });
+}
+document.addEventListener("DOMContentLoaded", () => revealFirstError(document));
+document.addEventListener("htmx:afterSettle", (event) => {
+  if (event.detail.elt === document.body) revealFirstError(document);
+});

@@ -1,7 +1,8 @@
 // Benchmark charts: latency p90 against output throughput, one line per run (a sweep's load
-// points joined), overlaid. Data comes from a <script type="application/json"> island that the
-// page embeds (json_script): no inline scripts, the pages run under a strict CSP. Charts in
-// fragments that htmx swaps in (a run's status while it runs) are set up on htmx:load.
+// points joined), overlaid. Data comes from the data-json attribute of a hidden element: no
+// inline scripts (the pages run under a strict CSP) and no <script type="application/json">
+// island, which htmx (allowScriptTags false) drops from what it swaps in. Charts in fragments
+// that htmx swaps in (a run's status when it finishes) are set up on htmx:load.
 (function () {
   "use strict";
 
@@ -64,7 +65,7 @@
       if (!island || !window.uPlot) return;
       let data;
       try {
-        data = JSON.parse(island.textContent);
+        data = JSON.parse(island.dataset.json);
       } catch (e) {
         return;
       }

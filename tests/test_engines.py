@@ -17,6 +17,7 @@ from benchmarks.schema import RunConfig, RunResults, Step
 from benchmarks.services import _snapshot
 from core.catalog import PoolFields, build_spec
 from graphs.engines import (
+    ENGINES,
     MOCKER_LABEL,
     Host,
     ModelUnavailable,
@@ -235,7 +236,9 @@ def test_the_status_api_names_the_simulated_services_and_why(api_for, tmp_path, 
     write_pods(dep, tmp_path, settings)
     body = api_for("viewer").get("/api/graphs/simapi/status/").json()
     assert body["simulation"] == {"label": MOCKER_LABEL, "reason": "the graph's workers are Dynamo's mocker",
-                                  "services": [s.name for s in workers(dep.revision.graph_spec)]}
+                                  "services": [s.name for s in workers(dep.revision.graph_spec)],
+                                  "note": ENGINES["mocker"].note}
+    assert "mocker's timing model" in body["simulation"]["note"]
 
 
 @pytest.mark.django_db

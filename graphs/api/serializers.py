@@ -10,12 +10,13 @@ from core import untrusted
 from core.catalog import TEMPLATES
 from core.dgd.render import normalise_api_version
 from core.errors import ManifestError
-from core.facts import ROUTER_MODES, DynamoVersion
+from core.facts import ROUTER_MODES, DynamoVersion, known_release
 from core.pool import FIELD, POOL_FIELDS, PoolField
 from core.specio import spec_from_data
 
 from ..companions import shown
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
+from ..pool_rules import RULES as POOL_RULES
 
 # What the schema can say about a name and a release (the server checks the rest).
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -238,6 +239,8 @@ class _PoolValue:
     def _check(self, value):
         try:
             self.pool_field.check(value)
+            if value and self.pool_field.name in POOL_RULES:
+                POOL_RULES[self.pool_field.name](value)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
@@ -310,7 +313,7 @@ class FromTemplateSerializer(serializers.Serializer):
 
     def validate_dynamo_version(self, value):
         try:
-            return str(DynamoVersion.parse(value))
+            return known_release(value)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
@@ -408,8 +411,9 @@ class GraphStatusSerializer(serializers.Serializer):
     (graphs.operations.status_snapshot), pods and events through their serializers."""
 
     graph = serializers.CharField()
-    simulation = serializers.JSONField(allow_null=True, help_text="Which services run Dynamo's mocker "
-                                       "instead of their engine, and why (null: none do).")
+    simulation = serializers.JSONField(allow_null=True, help_text="Which services run an engine "
+                                       "other than their own on its own hardware (Dynamo's mocker, or vLLM on CPU), "
+                                       "and why: {label, reason, services, note} (null: none do).")
     deployed = serializers.BooleanField()
     runtime = serializers.CharField(allow_null=True)
     cluster = serializers.CharField(allow_blank=True)

@@ -57,8 +57,8 @@ class SummarySerializer(serializers.Serializer):
     cost = CostSerializer()
     error = serializers.CharField(allow_blank=True, help_text="Why Prometheus gave no answer, if it did not.")
     simulation = serializers.JSONField(allow_null=True, help_text=(
-        "Set when the graph's workers are Dynamo's mocker: {label, reason, services}. Every number above "
-        "then comes from the mocker's timing model."))
+        "Set when the graph's workers are Dynamo's mocker or vLLM on CPU: {label, reason, services, note}; "
+        "the note says what that means for every number above."))
 
 
 class GoodputSerializer(serializers.Serializer):
@@ -111,7 +111,7 @@ class ChartSerializer(serializers.Serializer):
     graph = serializers.CharField()
     runtime = serializers.CharField()
     simulation = serializers.JSONField(allow_null=True, help_text=(
-        "Set when the graph's workers are Dynamo's mocker: {label, reason, services}."))
+        "Set when the graph's workers are Dynamo's mocker or vLLM on CPU: {label, reason, services, note}."))
     prometheus = serializers.CharField(help_text="The Prometheus server asked.")
     state = serializers.ChoiceField(choices=["ok", "no_data", "unreachable", "error"])
     message = serializers.CharField(allow_blank=True)

@@ -134,9 +134,10 @@ class ChatColumn {
     const box = el("div", { class: "pg-timing", "data-role": "timing" });
     if (timing.error) node.append(el("div", { class: "error", "data-role": "error", text: timing.error }));
     renderTiming(box, timing);
-    // The reply and every number under it came from Dynamo's mocker, not a real engine.
+    // The reply and every number under it came from the engine the label names ("simulated with
+    // Dynamo's mocker", "vLLM on CPU, random weights"), not the graph's own engine on a GPU.
     if (timing.simulated) box.prepend(el("span", { class: "sim-tag", "data-role": "simulated", title: timing.simulated,
-                                                   text: "simulated with Dynamo's mocker" }));
+                                                   text: timing.simulated.split(": ")[0] }));
     if (request) {
       const tools = el("div", { class: "pg-tools" });
       const origin = window.location.origin;

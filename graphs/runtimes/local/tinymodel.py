@@ -3,7 +3,8 @@
 ``dynamo.mocker`` and ``dynamo.frontend`` need a Hugging Face-style directory: the mocker reads
 ``config.json`` (to size the KV cache per token) and both load the tokenizer and the chat
 template; nothing may come from a model hub on this host. Weights are never needed: the mocker
-simulates the engine.
+simulates the engine. A real engine on this host's CPU (``ensure_random_model``) gets the same
+tokenizer with a tiny geometry and random weights, in the graph's architecture family.
 
 The mocker emits deterministic token ids in [1000, 32000), so the vocabulary must reach past
 32000 or replies decode to empty text. A WordLevel vocabulary of pronounceable made-up words
@@ -167,3 +168,98 @@ def ensure_model_dir(root: Path, model_name: str) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+# ------------------------------------------------------------ random weights for a real engine
+
+# Architecture families a real engine loads as a tiny random model, by what the graph's model
+# name says (a hub id like Qwen/Qwen3-0.6B); Llama when nothing matches. First match wins.
+FAMILIES = (
+    (re.compile(r"qwen-?3"), {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"}),
+    (re.compile(r"qwen"), {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}),
+    (re.compile(r"mistral"), {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}),
+    (re.compile(r""), {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}),
+)
+# 9.6 M parameters, 19 MB of bfloat16: a 1B geometry with random weights would be 1.2 B
+# parameters, too big and too slow for a CPU. KV per token: 2 layers x K,V x 2 heads x 64 x 2 B.
+TINY_GEOMETRY = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "head_dim": 64, "max_position_embeddings": 4096}
+WEIGHTS_FORMAT = "1"
+
+
+def family_of(model_name: str) -> dict:
+    """The config keys of the architecture family ``model_name`` belongs to."""
+    return next(keys for pattern, keys in FAMILIES if pattern.search(model_name.lower()))
+
+
+def random_model_files(model_name: str) -> dict[str, str]:
+    """The tokenizer-only files of ``_files`` with the family and the tiny geometry."""
+    files = _files(model_name)
+    family = family_of(model_name)
+    config = {**json.loads(files["config.json"]), **family, **TINY_GEOMETRY}
+    files["config.json"] = json.dumps(config, indent=2)
+    files[STAMP_FILE] = json.dumps({"format": FORMAT_VERSION, "weights": WEIGHTS_FORMAT, "model_name": model_name,
+                                    "model_type": family["model_type"]})
+    return files
+
+
+def ensure_random_model(root: Path, model_name: str, *, python: str, env: dict[str, str],
+                        timeout: float = 300) -> Path:
+    """``root/random-<slug>``: a tiny random-weight model of ``model_name``'s family, made once.
+    The weights are written by ``python`` (the engine environment's, which has torch and
+    transformers) in ``env``; the folder is renamed into place complete, as above."""
+    import subprocess
+
+    root = Path(root)
+    target = root / f"random-{model_dir_name(model_name)}"
+    expected = json.loads(random_model_files(model_name)[STAMP_FILE])
+    if _stamp(target) == expected:
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
+    try:
+        files = random_model_files(model_name)
+        stamp = files.pop(STAMP_FILE)
+        for name, text in files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        # -P: this file's folder must not shadow the standard library (it holds an operator.py).
+        result = subprocess.run([python, "-P", __file__, "weights", str(tmp)], capture_output=True, text=True,
+                                timeout=timeout, check=False, env=env)
+        if result.returncode:
+            raise RuntimeError(f"writing random weights for {model_name} failed: {result.stderr[-2000:]}")
+        (tmp / STAMP_FILE).write_text(stamp, encoding="utf-8")
+        if target.exists() and _stamp(target) != expected:
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if _stamp(target) != expected:
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _stamp(path: Path) -> dict | None:
+    try:
+        return json.loads((path / STAMP_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_random_weights(folder: Path) -> None:
+    """Random weights for the config in ``folder`` (runs in the engine environment)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(folder)
+    AutoModelForCausalLM.from_config(config).to(torch.bfloat16).save_pretrained(folder)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 3 or sys.argv[1] != "weights":
+        sys.exit("usage: tinymodel.py weights FOLDER")
+    write_random_weights(Path(sys.argv[2]))

@@ -24,7 +24,7 @@ ERROR = {
 REASONS = {
     "400": "The request is malformed or refused; the body names the field and the problem.",
     "401": "No credentials, or a token that is unknown, expired or revoked.",
-    "403": "Your role does not allow this.",
+    "403": "Your role does not allow this; `detail` names the role it needs.",
     "404": "No such object (or not yours).",
     "409": "Conflicts with the current state (another operation runs, the object changed, the name is taken).",
     "415": "The body's media type is not one this operation reads.",

@@ -51,6 +51,15 @@ def known_release(text: str) -> str:
     raise ValueError(f"{version} is not a known Dynamo release: the known releases are {', '.join(KNOWN_RELEASES)}")
 
 
+def known_release_pattern() -> str:
+    """A regular expression of exactly the releases known_release accepts (for API schemas)."""
+    lines = []
+    for known in map(DynamoVersion.parse, KNOWN_RELEASES):
+        patches = "|".join(str(p) for p in range(known.patch + 1))
+        lines.append(rf"{known.major}\.{known.minor}\.(?:{patches})")
+    return "^v?(?:" + "|".join(lines) + ")$"
+
+
 def _v(text: str) -> DynamoVersion:
     return DynamoVersion.parse(text)
 

@@ -8,6 +8,7 @@ values that arrive through a manifest."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,12 +88,32 @@ class PoolField:
         return schema
 
 
+# The reference grammar of distribution/reference (regexp.go), which the kubelet parses an image
+# with (InvalidImageName otherwise): [domain[:port]/]path[:tag][@digest], path components lower-case.
+_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_DOMAIN = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[a-fA-F0-9:]+\])"
+IMAGE_REFERENCE = re.compile(
+    rf"^(?:{_DOMAIN}(?::[0-9]+)?/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
+
+
+def check_image(value: str) -> str:
+    """Raises ValueError unless ``value`` is blank (the release's default) or an image reference."""
+    if value and not IMAGE_REFERENCE.match(value):
+        raise ValueError(f"{value!r} is not a valid image reference: [registry/]repository[:tag][@digest], "
+                         "the repository in lower-case letters, digits and separators "
+                         "(e.g. nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1)")
+    return value
+
+
 POOL_FIELDS: tuple[PoolField, ...] = (
     PoolField("replicas", "Replicas", 1, minimum=0, maximum=MAX_REPLICAS),
     PoolField("gpus", "GPUs per replica", 1, minimum=0, maximum=MAX_GPUS_PER_REPLICA),
     PoolField("shared_memory", "Shared memory (/dev/shm)", "16Gi", max_length=20, rule=check_shared_memory,
               pattern=QUANTITY_NOT_NEGATIVE),
-    PoolField("image", "Image", "", max_length=300, help_text="Default: NVIDIA's runtime image of the release"),
+    PoolField("image", "Image", "", max_length=300, help_text="Default: NVIDIA's runtime image of the release",
+              rule=check_image, pattern=IMAGE_REFERENCE.pattern),
     PoolField("engine_args", "Engine arguments", "", max_length=2000, rule=split_engine_args, pattern=SHELL_WORDS),
     PoolField("hf_token_secret", "HF token Secret", "hf-token-secret", max_length=253, rule=check_secret_name,
               pattern=DNS1123_SUBDOMAIN.pattern),

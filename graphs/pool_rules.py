@@ -1,32 +1,13 @@
-"""What a cluster refuses in a pool's typed values beyond core.pool's own rules: an image that is
-not an image reference (the kubelet's InvalidImageName), and an engine flag that takes a number
-given something else (the engine exits at start with argparse's "invalid int value"). The create
-form and the API's pool run these beside PoolField.check, at the field."""
+"""What a cluster refuses in a pool's typed values beyond core.pool's own rules (the image
+reference is core.pool's): an engine flag that takes a number given something else (the engine
+exits at start with argparse's "invalid int value"). The create form and the API's pool run these
+beside PoolField.check, at the field."""
 
 from __future__ import annotations
 
 import re
 
 from core.pool import split_engine_args
-
-# The reference grammar of distribution/reference (regexp.go), which the kubelet parses an image
-# with: [domain[:port]/]path[:tag][@digest], path components lower-case.
-_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
-_DOMAIN = rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[a-fA-F0-9:]+\])"
-_REFERENCE = re.compile(
-    rf"^(?:{_DOMAIN}(?::[0-9]+)?/)?{_PATH}(?:/{_PATH})*(?::[\w][\w.-]{{0,127}})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$")
-
-
-def check_image(value: str) -> str:
-    """Raises ValueError unless ``value`` is blank (the release's default) or an image reference."""
-    if value and not _REFERENCE.match(value):
-        raise ValueError(f"{value!r} is not a valid image reference: [registry/]repository[:tag][@digest], "
-                         "the repository in lower-case letters, digits and separators "
-                         "(e.g. nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1)")
-    return value
-
 
 # Engine flags whose value is a number, as vLLM, SGLang, TensorRT-LLM and the mocker parse them.
 # vLLM reads --max-model-len as a human-readable integer ("32k", "1.5K"; -1 or "auto": fit memory).
@@ -65,4 +46,4 @@ def check_engine_args(text: str) -> str:
 
 
 # Per pool field name: the extra rule, run after the field's own check.
-RULES = {"image": check_image, "engine_args": check_engine_args}
+RULES = {"engine_args": check_engine_args}

@@ -19,8 +19,6 @@ from urllib.parse import quote
 from django.apps import apps
 from django.db import transaction
 
-from accounts.roles import RolePermission
-
 # Who asks, from nobody to the most trusted. "norole": signed in, in no role group.
 WHO = ("anonymous", "norole", "viewer", "operator", "admin")
 RANK = {who: rank for rank, who in enumerate(WHO)}
@@ -29,11 +27,16 @@ ROLE_OF = {1: "viewer", 2: "operator", 3: "admin"}  # accounts.roles.Role values
 # The product's words for a refusal (asserted exactly, so a refusal for another reason, a 404
 # or a 415 from an empty body, does not pass for a role check).
 API_ANONYMOUS = "Authentication credentials were not provided."
-API_REFUSED = RolePermission.message
+RANKED = ("viewer", "operator", "admin")
 
 
 def page_refused(role_name: str) -> str:
     return f"This needs the {role_name} role."
+
+
+def api_refused(role_name: str, who: str) -> str:
+    """accounts.roles.RolePermission's refusal: the role the call needs, and the caller's own."""
+    return f"This needs the {role_name} role" + (f"; you have the {who} role." if who in RANKED else ".")
 
 
 # Columns that a request writes whoever asks and whatever it is refused: the token's "last used"
@@ -118,8 +121,9 @@ def _refusal_problem(op: Op, who: str, url: str, response) -> str:
         return "" if ok else f"expected a redirect to {expected}, got {status} {location}"
     if op.is_api:
         detail = _detail(response)
-        ok = status == 403 and detail == API_REFUSED
-        return "" if ok else f"expected 403 {API_REFUSED!r}, got {status} {detail!r}"
+        expected = api_refused(ROLE_OF[op.least], who)
+        ok = status == 403 and detail == expected
+        return "" if ok else f"expected 403 {expected!r}, got {status} {detail!r}"
     text = response.content.decode(errors="replace")
     message = op.refusals.get(who) or page_refused(ROLE_OF[op.least])
     return "" if status == 403 and message in text else f"expected 403 with {message!r}, got {status}"

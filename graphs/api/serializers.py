@@ -10,7 +10,7 @@ from core import untrusted
 from core.catalog import TEMPLATES
 from core.dgd.render import normalise_api_version
 from core.errors import ManifestError
-from core.facts import ROUTER_MODES, DynamoVersion, known_release
+from core.facts import KNOWN_RELEASES, ROUTER_MODES, DynamoVersion, known_release, known_release_pattern
 from core.pool import FIELD, POOL_FIELDS, PoolField
 from core.specio import spec_from_data
 
@@ -301,8 +301,11 @@ class FromTemplateSerializer(serializers.Serializer):
                                        default="", error_messages={"invalid": NAME_MESSAGE})
     model = serializers.CharField(max_length=300, allow_blank=True, default="")
     backend = serializers.ChoiceField(choices=["", "vllm", "sglang", "trtllm", "mocker"], default="")
-    dynamo_version = serializers.RegexField(DYNAMO_VERSION, max_length=20, default="1.6.1",
-                                            error_messages={"invalid": VERSION_MESSAGE})
+    # Only a release this control plane knows (core.facts.known_release), and the schema says which.
+    dynamo_version = serializers.RegexField(
+        known_release_pattern(), max_length=20, default="1.6.1",
+        error_messages={"invalid": "is not a known Dynamo release: the known releases are "
+                                   f"{', '.join(KNOWN_RELEASES)} (or an earlier patch of one)"})
     prefill = PoolSerializer(required=False)
     decode = PoolSerializer(required=False)
     planner = PlannerSettingsSerializer(required=False, help_text="add Dynamo's Planner with these settings")

@@ -6,6 +6,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 
 from clusters.models import Cluster
+from core.facts import KNOWN_RELEASES, known_release_pattern
 
 from ..aic import Inputs, support_matrix
 from ..models import DeploymentRequest, Estimate
@@ -61,8 +62,11 @@ class GraphFromEstimateSerializer(serializers.Serializer):
     rank = serializers.IntegerField(min_value=1, default=1)
     mode = serializers.ChoiceField(choices=["agg", "disagg"], required=False,
                                    help_text="the experiment; default: the one AIConfigurator chose")
-    dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False,
-                                            help_text="the Dynamo release the graph is for; default: the latest")
+    # Only a release this control plane knows (core.facts.known_release), and the schema says which.
+    dynamo_version = serializers.RegexField(
+        known_release_pattern(), required=False, help_text="the Dynamo release the graph is for; default: the latest",
+        error_messages={"invalid": "is not a known Dynamo release: the known releases are "
+                                   f"{', '.join(KNOWN_RELEASES)} (or an earlier patch of one)"})
 
 
 class DgdrQuerySerializer(serializers.Serializer):

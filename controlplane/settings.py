@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from controlplane.environment import caches_from_url, env, env_bool, installation_secret_key, session_engine, sso_env
 
@@ -317,6 +318,11 @@ LOCAL_RUNTIME_PORT_MAX = int(env("LOCAL_RUNTIME_PORT_MAX", "18999"))
 LOCAL_RUNTIME_PYTHON = env("LOCAL_RUNTIME_PYTHON", "")
 # Every local process is a real engine (about 100 MB each): cap them per host.
 LOCAL_RUNTIME_MAX_PROCESSES = int(env("LOCAL_RUNTIME_MAX_PROCESSES", "32"))
+# How a changed worker pool is replaced: "surge" (a new worker starts and is routed to before an
+# old one drains; graphs/runtimes/local/rollout.py) or "recreate" (stopped, then started again).
+LOCAL_RUNTIME_ROLLOUT = env("LOCAL_RUNTIME_ROLLOUT", "surge")
+if LOCAL_RUNTIME_ROLLOUT not in ("surge", "recreate"):
+    raise ImproperlyConfigured(f"LOCAL_RUNTIME_ROLLOUT is {LOCAL_RUNTIME_ROLLOUT!r}: use surge or recreate")
 # A dynamo.vllm worker (GPU hosts) loads the spec's model from a local directory or this
 # host's Hugging Face cache; only with this on may it download a hub id it lacks.
 LOCAL_RUNTIME_MODEL_DOWNLOADS = env_bool("LOCAL_RUNTIME_MODEL_DOWNLOADS", False)

@@ -136,6 +136,7 @@ API = [
     Op("GET", "/api/graphs/{name}/render/", VIEWER, 200),
     Op("GET", "/api/graphs/{name}/revisions/", VIEWER, 200),
     Op("GET", "/api/graphs/{name}/revisions/{number}/", VIEWER, 200),
+    Op("POST", "/api/graphs/{name}/rollback/", OPERATOR, 202, body=_json({"revision": 1, "dry_run": True})),
     Op("POST", "/api/graphs/{name}/scale/", OPERATOR, 202, body=_json({"service": "decode", "replicas": 2})),
     Op("GET", "/api/graphs/{name}/status/", VIEWER, 200),
     Op("POST", "/api/graphs/{name}/undeploy/", OPERATOR, 202, body=_json({})),

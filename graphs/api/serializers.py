@@ -453,6 +453,12 @@ class ApplySerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
 
+class RollbackSerializer(serializers.Serializer):
+    revision = serializers.IntegerField(min_value=1, max_value=2**31 - 1)  # the revision to run again
+    dry_run = serializers.BooleanField(default=False)  # the diff against what runs; nothing is written
+    force = serializers.BooleanField(default=False)  # kubernetes: even in the middle of a rollout
+
+
 class ScaleSerializer(serializers.Serializer):
     service = serializers.CharField(max_length=63)
     replicas = PoolIntegerField(FIELD["replicas"], required=True)

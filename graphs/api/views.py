@@ -273,6 +273,20 @@ class GraphViewSet(viewsets.ModelViewSet):
                                       force=v["force"], recreate=v["recreate"], confirm=v["confirm"])
         return _queued(op)
 
+    @extend_schema(request=s.RollbackSerializer, responses={202: s.OperationSerializer})
+    @action(detail=True, methods=["post"])
+    def rollback(self, request, name=None):
+        """Run an earlier revision again in one step: it becomes the new head (a new revision,
+        audited) and is applied where the graph runs, with the runtime's rolling rules. With
+        dry_run, the diff against what runs and nothing written."""
+        graph = self.get_object()
+        data = s.RollbackSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        op = operations.graph_rollback(graph=graph, revision_number=v["revision"], user=request.user,
+                                       via=_via(request), dry_run=v["dry_run"], force=v["force"])
+        return _queued(op)
+
     @extend_schema(request=s.ScaleSerializer, responses={202: s.OperationSerializer})
     @action(detail=True, methods=["post"])
     def scale(self, request, name=None):

@@ -31,13 +31,15 @@ from ...planner import services as planner_services
 from ...status_cache import observation_record
 from ..base import EventRecord, Observation, PodStatus, nixl_backend
 from ..processes import PortRangeExhausted, allocate_ports, group_members
+from . import rollout
 from .argv import MAX_SYSTEM_PORT, build_process_argv, build_process_env, extra_engine_args
 from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
 from .gpus import probe as probe_gpus
 from .hostlimits import inotify_problem
 from .observe import engine_facts, head_file, process_shm, shm_used, worker_pods
 from .planner import PlannerExecutor
-from .realengine import real_worker
+from .realengine import kv_events_socket, real_worker
+from .rollout import FrontendView
 from .runtime import graph_dir
 from .state import graph_state
 from .supervisor import Supervisor, http_get
@@ -59,6 +61,7 @@ class Planned:
     kind: str = "mocker"  # frontend, mocker or vllm
     gpus: int = 0  # GPUs this process gets (vLLM workers only)
     cpu: CpuWorker | None = None  # vLLM on this CPU: what was added to run it here (a core of its own)
+    template: str = ""  # argv and env without the pod's own values: equal for the workers of one revision
 
 
 def pod_name(graph: str, service: str, index: int) -> str:
@@ -88,6 +91,10 @@ class LocalOperator:
         self.planner = PlannerExecutor(root=self.root, python=self.python, port=self._port,
                                        release=lambda key: self.ports.pop(key, None))
         self.samples: dict[int, dict[str, tuple[int, int]]] = {}  # last replicas written, per deployment
+        self.members: dict[str, Planned] = {}  # pod name -> the plan it runs, while it runs
+        self.drains: dict[str, str] = {}  # pods this pass takes out of routing -> why
+        self.rollouts: dict[int, list[str]] = {}  # deployment id -> its pools' rollout notes, this pass
+        self.served: dict[int, set[str]] = {}  # deployment id -> instance ids its frontend has served through
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -178,14 +185,17 @@ class LocalOperator:
         self.cores_held = cores_taken
         events: list[EventRecord] = []
         for name in self.supervisor.names():
-            if name not in wanted:
+            if name in wanted or self.supervisor.draining(name):
+                continue
+            member = self.members.get(name)
+            if settings.LOCAL_RUNTIME_ROLLOUT != "recreate" and member is not None and member.kind != "frontend" \
+                    and member.role != "planner":
+                # A worker leaves by draining (rollout.py): out of routing, its requests finished.
+                events += self.supervisor.drain(name, rollout.drain_budget(member.env),
+                                                self.drains.get(name, "its graph was deleted"))
+            else:
                 events += self.supervisor.stop(name)
-                self.ready.pop(name, None)
-                self.ports.pop(name, None)
-                self.ports.pop(f"{name}:bootstrap", None)
-                self.ports.pop(f"{name}:nixl", None)
-                self.nixl.pop(name, None)
-                self.ready_within.pop(name, None)
+        self.drains = {}
         # Counted before a frontend starts, not read off its crash: the kernel's inotify limit.
         starting = [p for p in wanted.values() if p.kind == "frontend" and p.name not in self.supervisor.names()]
         short = inotify_problem(len(starting)) if starting else ""
@@ -195,11 +205,15 @@ class LocalOperator:
                 problems[self.owner[p.name]] = short
                 self._release([p])
         for planned in wanted.values():
+            self.members[planned.name] = planned
             events += self.supervisor.ensure(
                 planned.name, planned.argv, planned.env, cwd=self.root, log_path=self.log_path(planned),
                 meta={"service": planned.service.name, "role": planned.role, "port": planned.port,
                       "probe": planned.probe, "model": self.model_name_of(planned)})
         events += self.supervisor.poll()
+        running = set(self.supervisor.names())
+        for name in [n for n in self.members if n not in running]:
+            self._forget_pod(name)
         by_dep: dict[int, list[PodStatus]] = {dep.pk: [] for dep in deployments}
         for name in self.supervisor.names():
             status = self.supervisor.pod_status(name)
@@ -216,7 +230,8 @@ class LocalOperator:
         info = self.planner.reconcile(deployments, by_dep, discovery=lambda n: graph_dir(n) / "discovery",
                                       folder=lambda n: graph_dir(n) / "planner")
         for dep in deployments:
-            runtime_info = {**info.get(dep.pk, {}), "workers": self.worker_pods(dep)} if dep.active else {}
+            runtime_info = {**info.get(dep.pk, {}), "workers": self.worker_pods(dep),
+                            "rollout": self.rollouts.get(dep.pk, [])} if dep.active else {}
             self.write_status(dep, by_dep.get(dep.pk, []), problems.get(dep.pk, ""),
                               [e for e in events if self.owner.get(e.object) == dep.pk], runtime_info)
 
@@ -226,6 +241,13 @@ class LocalOperator:
         discovery folder: each names its metadata URL by the worker's own system port."""
         by_port = {port: name for name, port in self.ports.items() if self.owner.get(name) == dep.pk}
         return worker_pods(graph_dir(dep.graph.name) / "discovery", by_port)
+
+    def _forget_pod(self, name: str) -> None:
+        """A process that is gone: its ports, readiness and facts go with it."""
+        for table in (self.members, self.ready, self.nixl, self.ready_within):
+            table.pop(name, None)
+        for key in (name, f"{name}:bootstrap", f"{name}:nixl"):
+            self.ports.pop(key, None)
 
     def _release(self, planned: list[Planned]) -> None:
         for p in planned:
@@ -279,54 +301,145 @@ class LocalOperator:
         spec: GraphSpec = dep.revision.graph_spec
         replicas = dep.desired_replicas(spec)
         gdir = graph_dir(spec.name)
-        discovery = gdir / "discovery"
-        discovery.mkdir(parents=True, exist_ok=True)
+        (gdir / "discovery").mkdir(parents=True, exist_ok=True)
         model_name = spec.model or spec.name
         model_dir = ensure_model_dir(self.root / "models", model_name)
         out: list[Planned] = []
+        notes: list[str] = []
+        view: list[FrontendView | None] = []  # read once a pass, only when a pool rolls
         for service in spec.services:
             if service.role == "planner" and self.planner.planner_runs():
                 out += self.plan_planner(dep, service, model_name, gdir)
             if service.role not in ("frontend", "prefill", "decode", "worker"):
                 continue
-            for index in range(replicas.get(service.name, 0)):
-                name = pod_name(spec.name, service.name, index)
-                port = self._port(name)
-                gpus = 0
-                if service.role == "frontend":
-                    kind, probe, cpu = "frontend", "frontend", None
-                    extra, ignored = extra_engine_args(service, "frontend")
-                    argv = build_process_argv(kind="frontend", python=self.python, http_port=port,
-                                              router_mode=spec.router_mode, extra_args=extra)
-                    env = build_process_env(discovery_dir=discovery)
-                else:
-                    engine = ENGINES[local_engine(spec, service, self.host).engine]
-                    kind, probe, python, cpu = engine.kind, "worker", self.python, None
-                    model_path, offline = model_dir, True
-                    mode = {"worker": "agg"}.get(service.role, service.role)
-                    extra, ignored = extra_engine_args(service, kind)
-                    if engine.loads_weights:
-                        # A real engine loads the spec's model, never the tokenizer-only directory.
-                        real = real_worker(spec=spec, service=service, engine=engine, host=self.host, root=self.root,
-                                           pod=name, mode=mode, extra=extra, python=self.python,
-                                           side_channel_port=self._port(f"{name}:nixl") if mode != "agg" else None)
-                        python, model_path, offline, cpu = real.python, real.model_path, real.offline, real.cpu
-                    speedup = flag_value(tokens(service.command, service.args), "--speedup-ratio")
-                    argv = build_process_argv(
-                        kind=kind, python=python, model_path=model_path, model_name=model_name, mode=mode,
-                        bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
-                        speedup_ratio=float(speedup) if speedup else None, extra_args=extra,
-                        profile_data=timed_profile(spec, settings.SIZING_DIR) if kind == "mocker" else None,
-                    ) + (cpu.args if cpu else [])
-                    env = build_process_env(discovery_dir=discovery, system_port=port, hub_offline=offline)
-                    env.update(cpu.env if cpu else {})
-                    gpus = (service.gpus or 1) if engine.loads_weights and not engine.on_cpu else 0
-                    if engine.on_cpu:
-                        self.ready_within[name] = READY_WITHIN_S
-                self.model_names[name] = model_name
-                self.logs[name] = gdir / "logs" / f"{name}.log"
-                out.append(Planned(name, service, service.role, argv, env, port, probe, ignored, kind, gpus, cpu))
+            build = lambda name, service=service: self.plan_pod(  # noqa: E731
+                dep, spec, service, name, model_name=model_name, model_dir=model_dir, gdir=gdir)
+            desired = replicas.get(service.name, 0)
+            if service.role == "frontend" or settings.LOCAL_RUNTIME_ROLLOUT == "recreate":
+                # The frontend keeps its name and port (its URL is the graph's endpoint); with
+                # "recreate" a worker is replaced in place, stopped before its successor starts.
+                out += [build(pod_name(spec.name, service.name, i)) for i in range(desired)]
+                continue
+            planned, note = self.roll_pool(dep, service, desired, build, view)
+            out += planned
+            if note:
+                notes.append(note)
+        self.rollouts[dep.pk] = notes
         return out
+
+    def roll_pool(self, dep: Deployment, service: Service, desired: int, build: Callable[[str], Planned],
+                  view: list) -> tuple[list[Planned], str]:
+        """One pass of rollout.py's rules for one worker pool: the workers to keep (each with the
+        plan it was started with, so that nothing restarts), the new ones to start; the ones to
+        drain go to ``self.drains``."""
+        graph = dep.graph.name
+        members = [m for name, m in self.members.items()
+                   if self.owner.get(name) == dep.pk and m.service.name == service.name]
+        pods = [rollout.Member(p.name, p.template, self._index(p.name), ready=bool(self.ready.get(p.name)),
+                               draining=self.supervisor.draining(p.name)) for p in members]
+        candidate = build(pod_name(graph, service.name, rollout.free_index(pods)))
+        moving = any(m.template != candidate.template or m.draining for m in pods) or len(pods) != desired
+        if moving:
+            if not view:
+                view.append(self.frontend_view(dep))
+            ids = self.instances(dep)
+            for m in pods:
+                # A worker whose own /health fails is not routable only if the frontend agrees.
+                m.routable = rollout.routable(view[0], ids.get(m.name, ()))
+                if m.routable and not m.ready:
+                    m.routable = None
+                m.inflight = rollout.worker_inflight(
+                    (http_get(self.ports[m.name], "/metrics") or (0, None))[1]) if m.name in self.ports else None
+        decision = rollout.step(pool=service.name, desired=desired, template=candidate.template, members=pods)
+        keep = [self.members[m.name] for m in pods if not m.draining and m.name not in decision.drain]
+        started: list[Planned] = []
+        for _ in range(decision.start):
+            if started:
+                taken = pods + [rollout.Member(p.name, "", self._index(p.name)) for p in started]
+                candidate = build(pod_name(graph, service.name, rollout.free_index(taken)))
+            started.append(candidate)
+        if not started:
+            self._release([candidate])
+        self.drains.update({name: "replaced by a new revision" if self.members[name].template != candidate.template
+                            else "scaled down" for name in decision.drain})
+        return keep + started, decision.note
+
+    def plan_pod(self, dep: Deployment, spec: GraphSpec, service: Service, name: str, *, model_name: str,
+                 model_dir: Path, gdir: Path) -> Planned:
+        discovery = gdir / "discovery"
+        port = self._port(name)
+        gpus = 0
+        if service.role == "frontend":
+            kind, probe, cpu = "frontend", "frontend", None
+            extra, ignored = extra_engine_args(service, "frontend")
+            argv = build_process_argv(kind="frontend", python=self.python, http_port=port,
+                                      router_mode=spec.router_mode, extra_args=extra)
+            env = build_process_env(discovery_dir=discovery)
+        else:
+            engine = ENGINES[local_engine(spec, service, self.host).engine]
+            kind, probe, python, cpu = engine.kind, "worker", self.python, None
+            model_path, offline = model_dir, True
+            mode = {"worker": "agg"}.get(service.role, service.role)
+            extra, ignored = extra_engine_args(service, kind)
+            if engine.loads_weights:
+                # A real engine loads the spec's model, never the tokenizer-only directory.
+                real = real_worker(spec=spec, service=service, engine=engine, host=self.host, root=self.root,
+                                   pod=name, mode=mode, extra=extra, python=self.python,
+                                   side_channel_port=self._port(f"{name}:nixl") if mode != "agg" else None)
+                python, model_path, offline, cpu = real.python, real.model_path, real.offline, real.cpu
+            speedup = flag_value(tokens(service.command, service.args), "--speedup-ratio")
+            argv = build_process_argv(
+                kind=kind, python=python, model_path=model_path, model_name=model_name, mode=mode,
+                bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
+                speedup_ratio=float(speedup) if speedup else None, extra_args=extra,
+                profile_data=timed_profile(spec, settings.SIZING_DIR) if kind == "mocker" else None,
+            ) + (cpu.args if cpu else [])
+            env = build_process_env(discovery_dir=discovery, system_port=port, hub_offline=offline)
+            env.update(cpu.env if cpu else {})
+            # The worker's own drain budget, where the spec sets one (rollout.py reads it back).
+            env.update({e["name"]: str(e["value"]) for e in service.env if isinstance(e, dict)
+                        and e.get("name") == "DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT" and "value" in e})
+            gpus = (service.gpus or 1) if engine.loads_weights and not engine.on_cpu else 0
+            if engine.on_cpu:
+                self.ready_within[name] = READY_WITHIN_S
+        self.model_names[name] = model_name
+        self.logs[name] = gdir / "logs" / f"{name}.log"
+        own = {str(v): f"<{k.partition(':')[2] or 'port'}>" for k, v in self.ports.items()
+               if k == name or k.startswith(f"{name}:")}
+        own[name] = "<pod>"
+        if cpu and spec.router_mode == "kv":
+            own[str(kv_events_socket(self.root, name))] = "<ipc>"
+        template = rollout.template_key(argv, env, own)
+        return Planned(name, service, service.role, argv, env, port, probe, ignored, kind, gpus, cpu, template)
+
+    def frontend_view(self, dep: Deployment) -> FrontendView | None:
+        """What the graph's frontend routes to (rollout.py), read from its port."""
+        port = next((self.ports[n] for n, m in self.members.items()
+                     if self.owner.get(n) == dep.pk and m.role == "frontend" and self.ready.get(n)), None)
+        if port is None:
+            return None
+        # A frontend under load on a small host answers in tens of milliseconds, now and then in
+        # seconds: give it time; without an answer nothing drains this pass (rollout.step).
+        health, metrics = http_get(port, "/health", timeout=3.0), http_get(port, "/metrics", timeout=3.0)
+        view = rollout.frontend_view(health[1] if health else None, metrics[1] if metrics else None)
+        if view is not None:
+            # The frontend's per-worker gauges come and go between scrapes: a worker it has served
+            # through is remembered while it stays in the frontend's discovery.
+            view.served = (view.served | self.served.get(dep.pk, set())) & view.instances
+            self.served[dep.pk] = view.served
+        return view
+
+    def instances(self, dep: Deployment) -> dict[str, list[str]]:
+        """Pod name -> the instance ids its worker registered (from the discovery folder)."""
+        out: dict[str, list[str]] = {}
+        for instance, pod in self.worker_pods(dep).items():
+            out.setdefault(pod, []).append(instance)
+        return out
+
+    @staticmethod
+    def _index(name: str) -> int:
+        tail = name.rpartition("-")[2]
+        return int(tail) if tail.isdigit() else 0
 
     def plan_planner(self, dep: Deployment, service: Service, model_name: str, gdir: Path) -> list[Planned]:
         """The real Planner, where dynamo.planner imports: one process, however many replicas."""
@@ -378,7 +491,7 @@ class LocalOperator:
 
     def graph_state(self, dep: Deployment, pods: list[PodStatus], problem: str) -> tuple[str, str]:
         return graph_state(active=dep.active, replicas=bool(dep.replicas), pods=pods, problem=problem,
-                           ready_within=self.ready_within)
+                           ready_within=self.ready_within, rolling=self.rollouts.get(dep.pk, []) if dep.active else [])
 
     def _forget_graph(self, dep: Deployment) -> None:
         # Stale discovery records of stopped workers would make a re-applied frontend route to
@@ -388,3 +501,4 @@ class LocalOperator:
         # must not execute a decision its previous life left unacknowledged.
         shutil.rmtree(graph_dir(dep.graph.name) / "planner", ignore_errors=True)
         self.planner.offsets.pop(dep.pk, None)
+        self.served.pop(dep.pk, None)

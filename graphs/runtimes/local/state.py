@@ -3,7 +3,7 @@ the graph page, the API and ``manage.py up`` show while it starts, serves or fai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from django.utils import timezone
 
@@ -37,12 +37,18 @@ def progress(pods: list[PodStatus], ready_within: Mapping[str, float]) -> str:
 
 
 def graph_state(*, active: bool, replicas: bool, pods: list[PodStatus], problem: str,
-                ready_within: Mapping[str, float]) -> tuple[str, str]:
+                ready_within: Mapping[str, float], rolling: Sequence[str] = ()) -> tuple[str, str]:
     if not active:
         return (GraphState.DELETING, f"stopping {len(pods)} process(es)") if pods else (
             GraphState.NOT_DEPLOYED, "deleted: every process stopped")
     if problem:
         return GraphState.FAILED, problem
+    # Workers draining (Terminating) serve what they hold and are gone within their budget: the
+    # graph's state is that of the others, and the rollout says where it stands.
+    pods = [p for p in pods if p.phase != "Terminating"]
+    if rolling and not [p for p in pods if p.phase == "CrashLoopBackOff"]:
+        ready = sum(p.ready for p in pods)
+        return GraphState.PROGRESSING, f"rolling out: {'; '.join(rolling)} ({ready}/{len(pods)} pods ready)"
     if not pods:
         return GraphState.PROGRESSING, "no pods requested" if replicas else "starting"
     ready = sum(p.ready for p in pods)

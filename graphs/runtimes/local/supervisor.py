@@ -123,6 +123,8 @@ class _Proc:
     next_start: float = 0.0
     message: str = ""
     restart_times: deque[float] = field(default_factory=deque)
+    drain_deadline: float | None = None  # draining: SIGTERM sent, SIGKILL at this monotonic time
+    drain_started: float = 0.0
 
 
 def _now() -> dt.datetime:
@@ -185,6 +187,8 @@ class Supervisor:
             now = time.monotonic()
             for p in list(self._procs.values()):
                 if p.phase == TERMINATING:
+                    if p.drain_deadline is not None:
+                        events += self._drained(p, now)
                     continue
                 if p.popen is not None and (code := p.popen.poll()) is not None:
                     events += self._exited(p, code, now)
@@ -197,6 +201,31 @@ class Supervisor:
     def stop(self, name: str, grace: float = 5.0) -> list[EventRecord]:
         """SIGTERM the process group, SIGKILL after ``grace``; forget the process. Idempotent."""
         return self._stop([name], grace)
+
+    def drain(self, name: str, budget: float, why: str = "") -> list[EventRecord]:
+        """SIGTERM the process group and return at once: the process leaves routing and finishes
+        what it serves on its own (Dynamo's graceful shutdown, rollout.py); ``poll`` forgets it
+        once it exits and SIGKILLs it ``budget`` seconds from now. A process that is not running
+        (backing off) is simply forgotten. Idempotent."""
+        with self._lock:
+            p = self._procs.get(name)
+            if p is None or p.drain_deadline is not None:
+                return []
+            if p.popen is None:
+                del self._procs[name]
+                self._pidfile(name).unlink(missing_ok=True)
+                return [self._event("Normal", "Killing", name, f"stopped {name} (it was not running)")]
+            p.phase, p.drain_started = TERMINATING, time.monotonic()
+            p.drain_deadline = p.drain_started + budget
+            p.message = (f"draining{': ' + why if why else ''}: out of routing, finishing its in-flight "
+                         f"requests (SIGKILL after {budget:g} s)")
+            _signal_group(p.popen.pid, signal.SIGTERM)
+        return [self._event("Normal", "Draining", name, p.message)]
+
+    def draining(self, name: str) -> bool:
+        with self._lock:
+            p = self._procs.get(name)
+            return bool(p and p.drain_deadline is not None)
 
     def stop_all(self, grace: float = 5.0) -> list[EventRecord]:
         with self._lock:
@@ -364,6 +393,22 @@ class Supervisor:
         if looping:
             message = f"Back-off {p.backoff:g}s restarting failed process ({p.restarts} restarts)"
             events.append(self._event("Warning", "BackOff", p.name, message))
+        return events
+
+    def _drained(self, p: _Proc, now: float) -> list[EventRecord]:
+        """A draining process: forgotten once it (and its group) exited, SIGKILLed past its budget."""
+        code = p.popen.poll()
+        if code is None and now < p.drain_deadline:
+            return []
+        took = now - p.drain_started
+        events = []
+        if code is None:
+            events.append(self._event("Warning", "DrainTimeout", p.name,
+                                      f"still running {took:.0f} s after SIGTERM: killed"))
+        _kill_groups([p.popen.pid], 0.0, lambda: p.popen.poll())
+        del self._procs[p.name]
+        self._pidfile(p.name).unlink(missing_ok=True)
+        events.append(self._event("Normal", "Killing", p.name, f"stopped {p.name}: drained in {took:.1f} s"))
         return events
 
     def _stop(self, names: Sequence[str], grace: float) -> list[EventRecord]:

@@ -1,0 +1,180 @@
+"""Rolling a worker pool of a local graph without dropping a request: surge first, drain last.
+
+Django-free. The local operator asks ``step`` once a pass, per worker pool, what to start and
+what to drain; ``frontend_view`` tells it which workers the frontend routes to. The rules, and
+the Dynamo 1.6.1 behaviour each one relies on:
+
+* **Surge first** (``maxSurge: 1, maxUnavailable: 0``): a pod of the new template starts before
+  any old one stops, so the pool never has fewer routable workers than it asks for. Grove's
+  default is the reverse (``maxUnavailable: 1, maxSurge: 0``), which is the zero-routable window
+  of ai-dynamo/dynamo#13622.
+* **Routable, not Ready**: a new worker counts once the frontend has it (its instance is in the
+  frontend's ``/health`` ``instances``, the frontend's discovery view,
+  ``lib/llm/src/http/service/health.rs``) and has served through it (a
+  ``dynamo_frontend_worker_*{worker_id=...}`` series on the frontend's ``/metrics``, written for
+  each worker a request went to, ``lib/llm/src/http/service/metrics.rs``), or the frontend was
+  idle, with nothing to serve. A worker's ``/health`` turns 200 before the frontend has read
+  its discovery record: that gap is the window of #13622.
+* **Drain last, by SIGTERM**: Dynamo's runtime shutdown first cancels the endpoint (unregisters
+  it from discovery and from the request plane, so the frontend stops routing to it), then waits
+  for in-flight requests up to ``DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT`` seconds (30 in release
+  builds), then exits (``lib/runtime/src/runtime.rs`` ``Runtime::shutdown`` phases 1-3,
+  ``lib/runtime/src/config.rs`` ``WorkerConfig``, ``component/endpoint.rs`` serving with
+  ``graceful_shutdown=true``, the Python binding's default). The supervisor waits that budget
+  plus a margin before SIGKILL, where it used to wait 5 s (the cut of #13559).
+* **Least busy first**: a scale-down drains the workers with the fewest requests in flight
+  (``dynamo_component_inflight_requests`` on the worker's system port).
+
+A request the frontend had sent to a worker that goes away mid-stream is re-sent elsewhere only
+with ``--migration-limit`` > 0 on the frontend (``dynamo.frontend``, default 0); the rules above
+never rely on it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+SURGE = 1  # one extra worker per pool while it rolls
+DEFAULT_SHUTDOWN_BUDGET = 30  # DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT's default (release build), seconds
+DRAIN_MARGIN = 5.0  # past the worker's own budget before SIGKILL: its exit and the runtime's teardown
+
+_SERIES = re.compile(r'^dynamo_frontend_worker_\w+\{[^}]*worker_id="(\d+)"', re.MULTILINE)
+_INFLIGHT = re.compile(r"^dynamo_frontend_inflight_requests(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.MULTILINE)
+_WORKER_INFLIGHT = re.compile(r"^dynamo_component_inflight_requests\{[^}]*\}\s+([0-9.eE+-]+)", re.MULTILINE)
+
+
+@dataclass
+class Member:
+    """One worker of a pool as the operator sees it this pass."""
+
+    name: str
+    template: str
+    index: int
+    ready: bool = False  # its own /health
+    # The frontend routes to it (module docstring); None: unknown this pass (the frontend did not
+    # answer in time, or the worker's discovery record was not read), and then nothing is drained.
+    routable: bool | None = False
+    inflight: float | None = None  # requests in flight on it, when read
+    draining: bool = False
+
+
+@dataclass
+class Decision:
+    start: int = 0  # new-template workers to start now
+    drain: list[str] = field(default_factory=list)  # workers to take out of routing and stop
+    rolling: bool = False  # old-template workers remain, or some are draining
+    note: str = ""  # "decode: 1/2 new routable, 1 old serving, 1 draining"
+
+
+def shutdown_budget(env: dict[str, str]) -> float:
+    """Seconds the worker itself waits for its in-flight requests on SIGTERM."""
+    try:
+        return max(0.0, float(env.get("DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT", DEFAULT_SHUTDOWN_BUDGET)))
+    except ValueError:
+        return float(DEFAULT_SHUTDOWN_BUDGET)
+
+
+def drain_budget(env: dict[str, str]) -> float:
+    return shutdown_budget(env) + DRAIN_MARGIN
+
+
+def template_key(argv: list[str], env: dict[str, str], own: dict[str, str]) -> str:
+    """What makes two workers of a pool the same: argv and env with the pod's own values (its
+    name, ports and socket paths, ``own``: value -> placeholder) written as placeholders."""
+    text = json.dumps([argv, sorted(env.items())])
+    for value, placeholder in sorted(own.items(), key=lambda kv: -len(kv[0])):
+        if value:
+            text = re.sub(rf"(?<![\w.]){re.escape(value)}(?![\w])", placeholder, text)
+    return text
+
+
+def free_index(members: Iterable[Member]) -> int:
+    taken = {m.index for m in members}
+    index = 0
+    while index in taken:
+        index += 1
+    return index
+
+
+def _least_busy(members: list[Member]) -> list[Member]:
+    """Workers that serve nothing first, then by requests in flight, newest index last kept."""
+    return sorted(members, key=lambda m: (m.routable is not False, m.inflight if m.inflight is not None else 0.0,
+                                          -m.index))
+
+
+def step(*, pool: str, desired: int, template: str, members: list[Member], surge: int = SURGE) -> Decision:
+    """One pass of the rolling rules for one pool (module docstring)."""
+    live = [m for m in members if not m.draining]
+    draining = [m for m in members if m.draining]
+    new = [m for m in live if m.template == template]
+    old = [m for m in live if m.template != template]
+    decision = Decision()
+    available = sum(m.routable is True for m in live)
+    # Old-template workers go while the pool keeps ``desired`` routable workers without them:
+    # those the frontend does not route to at once, the least busy of the others first. What
+    # cannot be known this pass is kept: a frontend slow to answer must not drain a pool.
+    for m in _least_busy(old):
+        if m.routable is None and desired:
+            continue
+        if desired == 0 or m.routable is False or available - 1 >= desired:
+            decision.drain.append(m.name)
+            available -= m.routable is True
+    kept_old = len(old) - len(decision.drain)
+    if kept_old:
+        room = desired + surge - len(new) - kept_old
+        decision.start = max(0, min(desired - len(new), room))
+    else:
+        decision.start = max(0, desired - len(new))
+        # A scale-down: the excess new-template workers drain, least busy first.
+        excess = len(new) - desired
+        if excess > 0 and (desired == 0 or all(m.routable is not None for m in new)):
+            decision.drain += [m.name for m in _least_busy(new)[:excess]]
+    decision.rolling = bool(old or draining)
+    if old or draining or decision.drain:
+        routable_new = sum(m.routable is True for m in new if m.name not in decision.drain)
+        parts = [f"{routable_new}/{desired} new routable"]
+        if kept_old:
+            parts.append(f"{kept_old} old serving")
+        if draining or decision.drain:
+            parts.append(f"{len(draining) + len(decision.drain)} draining")
+        decision.note = f"{pool}: " + ", ".join(parts)
+    return decision
+
+
+@dataclass
+class FrontendView:
+    instances: set[str]  # instance ids (decimal) the frontend has discovered
+    served: set[str]  # instance ids the frontend has sent a request to
+    idle: bool  # nothing in flight through the frontend
+
+
+def frontend_view(health: bytes | None, metrics: bytes | None) -> FrontendView | None:
+    """The frontend's own view of its workers, from its ``/health`` and ``/metrics`` bodies."""
+    if health is None:
+        return None
+    try:
+        doc = json.loads(health)
+        instances = {str(i["instance_id"]) for i in doc.get("instances", []) if isinstance(i, dict)}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    text = (metrics or b"").decode("utf-8", "replace")
+    inflight = sum(float(v) for v in _INFLIGHT.findall(text))
+    return FrontendView(instances=instances, served=set(_SERIES.findall(text)), idle=inflight == 0)
+
+
+def worker_inflight(metrics: bytes | None) -> float | None:
+    if metrics is None:
+        return None
+    values = _WORKER_INFLIGHT.findall(metrics.decode("utf-8", "replace"))
+    return sum(float(v) for v in values) if values else None
+
+
+def routable(view: FrontendView | None, instance_ids: Iterable[str]) -> bool | None:
+    """In the frontend's discovery, and served through it (or the frontend had nothing to send);
+    None when that cannot be told (no view of the frontend, no instance id of the worker)."""
+    ids = set(instance_ids)
+    if view is None or not ids:
+        return None
+    return bool(ids & view.instances) and (bool(ids & view.served) or view.idle)

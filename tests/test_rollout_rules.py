@@ -1,0 +1,144 @@
+"""The rolling rules of the local runtime (graphs/runtimes/local/rollout.py) one pass at a time,
+and the supervisor's drain: SIGTERM and return, forget on exit, SIGKILL past the budget."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from graphs.runtimes.local import rollout
+from graphs.runtimes.local.rollout import Member, step
+from graphs.runtimes.local.supervisor import TERMINATING, Supervisor
+from graphs.runtimes.processes import group_members, wait_until
+
+NEW, OLD = "t-new", "t-old"
+
+
+def m(name, template=NEW, *, routable=True, ready=True, inflight=0.0, draining=False):
+    return Member(name, template, int(name.rsplit("-", 1)[1]), ready=ready, routable=routable, inflight=inflight,
+                  draining=draining)
+
+
+def test_a_changed_pool_surges_one_new_worker_before_any_old_one_goes():
+    d = step(pool="decode", desired=2, template=NEW, members=[m("d-0", OLD), m("d-1", OLD)])
+    assert (d.start, d.drain, d.rolling) == (1, [], True)
+    assert d.note == "decode: 0/2 new routable, 2 old serving"
+
+
+def test_an_old_worker_drains_only_once_the_new_one_is_routable():
+    started = [m("d-0", OLD), m("d-1", OLD), m("d-2", routable=False)]
+    assert step(pool="decode", desired=2, template=NEW, members=started).drain == []
+    routed = [m("d-0", OLD, inflight=3), m("d-1", OLD, inflight=1), m("d-2")]
+    d = step(pool="decode", desired=2, template=NEW, members=routed)
+    # the least busy old worker first, and only one: two routable workers stay; its successor
+    # starts in the same pass (a draining worker takes no new request, and no surge room)
+    assert d.drain == ["d-1"] and d.start == 1
+    after = [m("d-0", OLD), m("d-1", OLD, draining=True, routable=None), m("d-2")]
+    d = step(pool="decode", desired=2, template=NEW, members=after)
+    assert (d.start, d.drain) == (1, []) and "1 draining" in d.note
+
+
+def test_nothing_drains_on_a_pass_the_frontend_did_not_answer():
+    unknown = [m("d-0", OLD, routable=None), m("d-1", OLD, routable=None), m("d-2", routable=None)]
+    assert step(pool="decode", desired=2, template=NEW, members=unknown).drain == []
+    excess = [m("d-0", routable=None), m("d-1", routable=None), m("d-2", routable=None)]
+    assert step(pool="decode", desired=2, template=NEW, members=excess).drain == []
+
+
+def test_an_old_worker_the_frontend_does_not_route_to_goes_at_once():
+    d = step(pool="prefill", desired=1, template=NEW,
+             members=[m("p-0", OLD, routable=False, ready=False), m("p-1", OLD)])
+    assert d.drain == ["p-0"] and d.start == 1
+
+
+def test_a_scale_down_drains_the_least_busy_and_a_scale_up_starts_at_once():
+    pool = [m("d-0", inflight=4), m("d-1", inflight=0), m("d-2", inflight=2)]
+    d = step(pool="decode", desired=1, template=NEW, members=pool)
+    assert d.drain == ["d-1", "d-2"] and d.start == 0 and not d.rolling
+    assert step(pool="decode", desired=4, template=NEW, members=pool).start == 1
+    assert step(pool="decode", desired=0, template=NEW, members=pool).drain == ["d-1", "d-2", "d-0"]
+
+
+def test_a_change_that_also_shrinks_the_pool_never_deadlocks():
+    d = step(pool="decode", desired=1, template=NEW, members=[m("d-0", OLD), m("d-1", OLD)])
+    assert d.drain == ["d-1"] and d.start == 1  # d-0 alone serves while the new one starts
+    d = step(pool="decode", desired=1, template=NEW, members=[m("d-0", OLD), m("d-1", OLD, draining=True)])
+    assert d.start == 1 and d.drain == []
+
+
+def test_a_revert_in_the_middle_of_a_rollout_keeps_the_generation_that_serves():
+    # revision B was rolling out over A; A is asked for again: A's workers are "new" again and
+    # B's half-started worker goes, A's serving workers never do.
+    mid = [m("d-0", "A"), m("d-1", "A"), m("d-2", "B", routable=False, ready=False)]
+    d = step(pool="decode", desired=2, template="A", members=mid)
+    assert d.drain == ["d-2"] and d.start == 0
+
+
+def test_the_template_key_ignores_what_is_the_pods_own():
+    one = rollout.template_key(["--port", "18001", "--x", "1"], {"DYN_SYSTEM_PORT": "18001"},
+                               {"18001": "<port>", "g-d-0": "<pod>"})
+    two = rollout.template_key(["--port", "18007", "--x", "1"], {"DYN_SYSTEM_PORT": "18007"},
+                               {"18007": "<port>", "g-d-3": "<pod>"})
+    other = rollout.template_key(["--port", "18007", "--x", "2"], {"DYN_SYSTEM_PORT": "18007"},
+                                 {"18007": "<port>"})
+    assert one == two != other
+    # a port number inside a longer number is not the port
+    assert "<port>" not in rollout.template_key(["180012"], {}, {"18001": "<port>"})
+
+
+def test_the_frontends_view_is_read_from_its_health_and_metrics():
+    health = b'{"instances": [{"instance_id": 7, "component": "backend"}, {"instance_id": 9}]}'
+    metrics = (b'dynamo_frontend_inflight_requests{model="m"} 2\n'
+               b'dynamo_frontend_worker_last_time_to_first_token_seconds{dp_rank="none",worker_id="7"} 0.1\n')
+    view = rollout.frontend_view(health, metrics)
+    assert view.instances == {"7", "9"} and view.served == {"7"} and not view.idle
+    assert rollout.routable(view, ["7"]) is True and rollout.routable(view, ["9"]) is False
+    assert rollout.routable(view, ["3"]) is False and rollout.routable(view, []) is None
+    assert rollout.routable(None, ["7"]) is None and rollout.frontend_view(b"<html>", metrics) is None
+    idle = rollout.frontend_view(health, b'dynamo_frontend_inflight_requests{model="m"} 0\n')
+    assert rollout.routable(idle, ["9"]) is True  # nothing to send: in discovery is enough
+    assert rollout.worker_inflight(b'dynamo_component_inflight_requests{worker_id="a"} 3\n') == 3.0
+    assert rollout.worker_inflight(None) is None
+
+
+@pytest.mark.parametrize("env, budget", [({}, 35.0), ({"DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT": "120"}, 125.0),
+                                         ({"DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT": "soon"}, 35.0)])
+def test_the_drain_budget_is_the_workers_own_plus_a_margin(env, budget):
+    assert rollout.drain_budget(env) == budget
+
+
+def _start(sup, tmp_path, name, code):
+    sup.ensure(name, [sys.executable, "-c", code], {"PATH": os.environ.get("PATH", "")}, tmp_path,
+               tmp_path / f"{name}.log")
+    wait_until(lambda: "\nup" in sup.tail_log(name), timeout=10)
+    return sup.status(name).pid
+
+
+def test_a_drain_returns_at_once_and_the_process_finishes_on_its_own(tmp_path):
+    sup = Supervisor(tmp_path / "run")
+    code = ("import signal, sys, time\n"
+            "signal.signal(signal.SIGTERM, lambda *a: (time.sleep(0.5), print('finished', flush=True), sys.exit(0)))\n"
+            "print('up', flush=True)\ntime.sleep(60)")
+    _start(sup, tmp_path, "graceful", code)
+    start = time.monotonic()
+    events = sup.drain("graceful", budget=30, why="scaled down")
+    assert time.monotonic() - start < 0.3 and [e.reason for e in events] == ["Draining"]
+    assert sup.status("graceful").phase == TERMINATING and sup.draining("graceful")
+    assert "scaled down" in sup.status("graceful").message
+    assert sup.drain("graceful", budget=30) == []  # idempotent
+    gone = wait_until(lambda: [e for e in sup.poll() if e.reason == "Killing"], timeout=10)
+    assert "drained in" in gone[0].message and "graceful" not in sup.names()
+    assert "finished" in (tmp_path / "graceful.log").read_text()
+
+
+def test_a_drain_kills_what_outlives_its_budget(tmp_path):
+    sup = Supervisor(tmp_path / "run")
+    pid = _start(sup, tmp_path, "stuck", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                                         "print('up', flush=True); time.sleep(60)")
+    sup.drain("stuck", budget=0.3)
+    reasons = []
+    wait_until(lambda: reasons.extend(e.reason for e in sup.poll()) or "Killing" in reasons, timeout=10)
+    assert reasons[:2] == ["DrainTimeout", "Killing"] and group_members(pid) == []

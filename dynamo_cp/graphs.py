@@ -1,4 +1,4 @@
-"""dynamo-cp graphs list|import|export|validate|apply|scale|delete|status."""
+"""dynamo-cp graphs list|import|export|validate|apply|rollback|scale|delete|status."""
 
 from __future__ import annotations
 
@@ -48,6 +48,15 @@ def add_parsers(sub, common) -> None:
     p.add_argument("--recreate", metavar="NAME",
                    help="kubernetes: delete and recreate the DGD when its components changed (the operator refuses "
                         "that update); give the graph's name to confirm the downtime")
+    _wait_args(p)
+    p = verbs.add_parser("rollback", help="run an earlier revision again in one step: it becomes the new head and "
+                                          "is applied where the graph runs, with the runtime's rolling rules",
+                         parents=[common])
+    p.add_argument("name")
+    p.add_argument("revision", type=int, help="the revision to run again")
+    p.add_argument("--dry-run", action="store_true", help="show the diff against what runs; write nothing")
+    p.add_argument("--force", action="store_true",
+                   help="kubernetes: even in the middle of a rollout (the operator deletes the generation that serves)")
     _wait_args(p)
     p = verbs.add_parser("scale", help="set one pool's replicas (the other pools are not touched)", parents=[common])
     p.add_argument("name")
@@ -193,6 +202,11 @@ def do_apply(args, client: Client) -> int:
     if args.revision is not None:
         body["revision"] = args.revision
     return _operation(args, client, client.post(f"/api/graphs/{args.name}/apply/", json=body))
+
+
+def do_rollback(args, client: Client) -> int:
+    body = {"revision": args.revision, "dry_run": args.dry_run, "force": args.force}
+    return _operation(args, client, client.post(f"/api/graphs/{args.name}/rollback/", json=body))
 
 
 def do_scale(args, client: Client) -> int:

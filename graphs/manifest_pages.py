@@ -13,16 +13,16 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from accounts.roles import Role, role_required
 from core.dgd.render import API_VERSIONS, V1BETA1
 from core.documents import Bundle, load_bundle
-from core.errors import ManifestError
+from core.errors import ManifestError, OperationRefused
 from core.findings import Finding, Severity
 from core.specio import dump_yaml
 from core.untrusted import QueryParameterError, query_int
 from core.validation import Report, validate_manifest
 
-from . import services
+from . import operations, services
 from .companions import companions_context, label
 from .forms import ManifestForm
-from .models import Graph, Revision
+from .models import Deployment, Graph, Revision
 from .views import api_version_of
 
 
@@ -142,11 +142,33 @@ def revision_list(request, name: str):
             diff = services.revision_diff(old, new, api_version) or "(no difference in the rendered manifest)"
     rows = [(r, [label(c) for c in r.companions]) for r in revisions]
     shown = new or head  # the companions listed whole: the compared revision's, else the latest's
+    deployment = Deployment.objects.filter(graph=graph, active=True).select_related("revision").first()
+    running = deployment.revision.number if deployment and deployment.revision else None
+    # Rolling back is offered once its diff against what runs is on the page.
+    rollback = new if (old and new and running == old.number and new.number != running) else None
     return render(request, "graphs/revisions.html", {"graph": graph, "rows": rows, "revisions": revisions,
+                                                      "running": running, "rollback": rollback,
                                                       "diff": diff, "old": old, "new": new,
                                                       "api_version": api_version, "api_versions": API_VERSIONS,
                                                       **(companions_context(shown) if shown else {}),
                                                       "companions_revision": shown.number if shown else None})
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def revision_rollback(request, name: str):
+    """Run an earlier revision again (operations.graph_rollback): the graph page follows it."""
+    graph = get_object_or_404(Graph, name=name)
+    try:
+        number = query_int(request.POST, "revision")
+        if not number:
+            raise QueryParameterError("revision: give the number of the revision to run again")
+        op = operations.graph_rollback(graph=graph, revision_number=number, user=request.user, via="ui")
+    except (QueryParameterError, OperationRefused) as exc:
+        messages.error(request, f"Not rolled back: {exc}")
+        return redirect("graphs:revisions", name=graph.name)
+    messages.success(request, f"Rolling back to revision {number}: {op.revision.message} (operation #{op.pk}).")
+    return redirect("graphs:detail", name=graph.name)
 
 
 @role_required(Role.VIEWER)

@@ -17,6 +17,7 @@ urlpatterns = [
     path(f"{NAME}/undeploy/", views.graph_undeploy, name="undeploy"),
     path(f"{NAME}/delete/", views.graph_delete, name="delete"),
     path(f"{NAME}/revisions/", manifest_pages.revision_list, name="revisions"),
+    path(f"{NAME}/rollback/", manifest_pages.revision_rollback, name="rollback"),
     path(f"{NAME}/export/", manifest_pages.export, name="export"),
     path(f"{NAME}/pods/<str:pod>/log/", views.pod_log, name="pod_log"),
 ]

@@ -209,6 +209,7 @@ PAGES = [
     Op("POST", "/graphs/{name}/undeploy/", OPERATOR, 200, body=_form({})),
     Op("POST", "/graphs/{name}/delete/", OPERATOR, 302, {"name": "spare"}, _form({"confirm": "spare"})),
     Op("GET", "/graphs/{name}/revisions/", VIEWER, 200),
+    Op("POST", "/graphs/{name}/rollback/", OPERATOR, 302, body=_form({"revision": 1})),
     Op("GET", "/graphs/{name}/export/", VIEWER, 200),
     Op("GET", "/graphs/{name}/pods/{pod}/log/", VIEWER, 200),
     Op("GET", "/playground/", VIEWER, 200),

@@ -465,3 +465,25 @@ def test_benchmarks_cancel_stops_a_run_and_a_viewer_is_refused(cli, users):
     assert json.loads(out(done))["state"] == "cancelled"
     run.refresh_from_db()
     assert run.state == "cancelled"
+
+
+def test_rollback_runs_an_earlier_revision_again_as_a_new_one_and_says_why_it_cannot(cli):
+    graph = mocker_graph()
+    pools = {"gpus": 0, "shared_memory": "1Gi", "hf_token_secret": "", "engine_args": "--max-num-batched-tokens 64"}
+    changed = build_spec(template="mocker-disagg", name="cpdemo", model="m", backend="mocker",
+                         prefill=PoolFields(**pools), decode=PoolFields(**pools))
+    services.graph_update(graph=graph, spec=changed, message="tuned")
+    undeployed = cli("graphs", "rollback", "cpdemo", "1")
+    assert undeployed.returncode == exits.CONFLICT and "not deployed" in err(undeployed)
+    Deployment.objects.create(graph=graph, revision=graph.revisions.get(number=2), runtime="local", active=True,
+                              state="ready")
+    same = cli("graphs", "rollback", "cpdemo", "2")
+    assert same.returncode == exits.CONFLICT and "what runs now" in err(same)
+    done = cli("graphs", "rollback", "cpdemo", "1", "-o", "json")
+    assert done.returncode == exits.OK, err(done)
+    op = json.loads(out(done))
+    assert (op["kind"], op["via"]) == ("apply", "cli")
+    head = graph.revisions.order_by("-number").first()
+    assert head.number == 3 and head.spec == graph.revisions.get(number=1).spec
+    assert head.message == "rollback to revision 1 (revision 2 was running)"
+    assert cli("graphs", "rollback", "cpdemo", "one").returncode == exits.USAGE

@@ -183,3 +183,24 @@ def test_kubernetes_refuses_a_change_in_the_middle_of_a_rollout_naming_why(db):
     with pytest.raises(operations.OperationRefused, match="rollout of revision 2 is in progress"):
         operations.graph_rollback(graph=graph, revision_number=1)
     assert graph.revisions.count() == 2  # nothing half-written
+
+
+def test_the_revisions_page_shows_the_diff_against_what_runs_then_rolls_back(db, client_for):
+    graph = services.graph_create(spec=_spec())
+    services.graph_update(graph=graph, spec=_spec("--max-num-batched-tokens 2048"), message="tuned")
+    Deployment.objects.create(graph=graph, runtime="local", revision=graph.revisions.get(number=2), active=True,
+                              state="ready")
+    operator, viewer = client_for("operator"), client_for("viewer")
+    listing = operator.get("/graphs/roll/revisions/").content.decode()
+    assert "<strong>running</strong>" in listing and 'href="?from=2&to=1"' in listing
+    page = operator.get("/graphs/roll/revisions/?from=2&to=1").content.decode()
+    assert "--max-num-batched-tokens" in page and "Roll back to revision 1</button>" in page
+    assert "Roll back to revision 1</button>" not in viewer.get("/graphs/roll/revisions/?from=2&to=1").content.decode()
+    assert viewer.post("/graphs/roll/rollback/", {"revision": 1}).status_code == 403
+    refused = operator.post("/graphs/roll/rollback/", {"revision": 2}, follow=True).content.decode()
+    assert "Not rolled back" in refused and "what runs now" in refused
+    assert operator.post("/graphs/roll/rollback/", {"revision": "1; drop"}, follow=True).status_code == 200
+    assert graph.revisions.count() == 2
+    answer = operator.post("/graphs/roll/rollback/", {"revision": 1})
+    assert answer.status_code == 302 and answer["Location"] == "/graphs/roll/"
+    assert graph.revisions.order_by("-number").first().spec == graph.revisions.get(number=1).spec

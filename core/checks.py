@@ -18,7 +18,7 @@ from core.dgd.commandline import (
     tokens,
 )
 from core.dgd.parse import import_manifest
-from core.dgd.pod_checks import gpu_count, other_containers_ask_for_gpus, shm_findings
+from core.dgd.pod_checks import drain_findings, gpu_count, other_containers_ask_for_gpus, shm_findings
 from core.dgd.render import V1ALPHA1, conversion_losses
 from core.dgd.shell import expand, literal_env
 from core.dgd.topology_checks import pool_findings, serves_api, worker_role
@@ -93,6 +93,7 @@ def operational_findings(obj: dict[str, Any], *, dynamo_version: str | None = No
             out += _check_role_flag(service, paths, spec, target)
             out += _check_gpus(service, paths)
             out += _check_token(service, paths, spec)
+            out += drain_findings(service, paths)
         if service.role == "frontend":
             out += _check_router(service, paths, spec, target)
         if service.role == "planner":

@@ -334,3 +334,24 @@ def test_v1alpha1_is_a_deprecation_note_not_a_warning():
 def test_operational_findings_on_upstream_manifests_keep_the_manifests_own_api_version_in_paths():
     alpha = dgd("recipes__qwen3-32b__vllm__cloud-providers__deploy-nebius-ib.yaml")
     assert all(f.path.startswith(("spec.services", "apiVersion")) for f in operational_findings(alpha))
+
+
+def test_a_pod_grace_period_shorter_than_the_workers_shutdown_budget_is_named_before_a_rollout():
+    # component_common.go:82@2a6da14c gives every pod terminationGracePeriodSeconds 60; the runtime
+    # waits DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT (30 in release builds, config.rs:36-60) for its
+    # in-flight requests on SIGTERM. Upstream's recipes keep 60 > 30: nothing to say.
+    name = "recipes__deepseek-v4__deepseek-v4-flash__vllm__disagg-b200-agentic__deploy.yaml"
+    assert not findings(dgd(name), code="drain_cut")
+    manifest = dgd(name)
+    component(manifest, "VllmDecodeWorker")["podTemplate"]["spec"]["terminationGracePeriodSeconds"] = 20
+    [cut] = findings(manifest, code="drain_cut")
+    assert cut.severity == WARNING and cut.path.endswith("podTemplate.spec.terminationGracePeriodSeconds")
+    assert "killed 20 s after SIGTERM" in cut.message and "up to 30 s" in cut.message
+    assert "above 30" in cut.fix
+    # a longer shutdown budget than the operator's default grace period is cut too
+    manifest = dgd(name)
+    main_container(manifest, "VllmPrefillWorker").setdefault("env", []).append(
+        {"name": "DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT", "value": "300"})
+    [cut] = findings(manifest, code="drain_cut")
+    assert "killed 60 s after SIGTERM (terminationGracePeriodSeconds (the operator's default, 60))" in cut.message
+    assert "up to 300 s" in cut.message

@@ -223,3 +223,43 @@ def other_containers_ask_for_gpus(service: Service) -> bool:
                     resources.get("claims"):
                 return True
     return False
+
+
+# deploy/operator/internal/dynamo/component_common.go:82@2a6da14c: every component's pod gets
+# terminationGracePeriodSeconds 60 unless its pod template says otherwise.
+OPERATOR_GRACE_SECONDS = 60
+# lib/runtime/src/config.rs:36-60@2a6da14c (WorkerConfig, env prefix DYN_WORKER_): on SIGTERM a
+# worker leaves discovery, then waits up to this long for its in-flight requests (release build).
+WORKER_SHUTDOWN_SECONDS = 30
+SHUTDOWN_ENV = "DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT"
+
+
+def _whole_seconds(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def drain_findings(service: Service, paths) -> list[Finding]:
+    """A worker stopped by a scale-down or a rollout is SIGKILLed when its pod's grace period ends,
+    whatever its own shutdown still waits for: the requests it serves then end in errors
+    (ai-dynamo/dynamo#13559). Compared: the pod's grace period and the worker's shutdown budget."""
+    grace = _whole_seconds(service.pod_extra.get("terminationGracePeriodSeconds", OPERATOR_GRACE_SECONDS))
+    written = next((e.get("value") for e in service.env if isinstance(e, dict) and e.get("name") == SHUTDOWN_ENV),
+                   None)
+    budget = _whole_seconds(written) if written is not None else WORKER_SHUTDOWN_SECONDS
+    if grace is None or budget is None or grace > budget:
+        return []
+    where = "terminationGracePeriodSeconds" if "terminationGracePeriodSeconds" in service.pod_extra else \
+        f"terminationGracePeriodSeconds (the operator's default, {OPERATOR_GRACE_SECONDS})"
+    return [Finding(
+        Severity.WARNING, "drain_cut", f"{paths.pod(service)}.terminationGracePeriodSeconds",
+        f"a {service.name} worker stopped by a scale-down or a rollout is killed {grace} s after SIGTERM "
+        f"({where}), while its own shutdown waits up to {budget} s for the requests it serves "
+        f"({SHUTDOWN_ENV}{'' if written is not None else ', default'}): a request still running at {grace} s "
+        "is cut with an error",
+        f"give the pod a terminationGracePeriodSeconds above {budget} (for example {budget + 30}), or lower "
+        f"{SHUTDOWN_ENV} below {grace}")]

@@ -149,6 +149,8 @@ def rollout_in_progress(deployment: Deployment | None) -> str:
     is routable."""
     if deployment is None or not deployment.active or deployment.state != GraphState.PROGRESSING:
         return ""
+    if not Pod.objects.filter(deployment=deployment, ready=True).exists():
+        return ""  # nothing serves yet: there is no generation to lose
     at = f"revision {deployment.revision.number}" if deployment.revision else "the last apply"
     return (f"a rollout of {at} is in progress ({deployment.message or 'not every pod is ready'}): changing the "
             f"DynamoGraphDeployment now makes the operator delete the generation that serves "

@@ -176,8 +176,11 @@ def test_rollback_refuses_what_cannot_be_rolled_back_and_a_dry_run_writes_nothin
 def test_kubernetes_refuses_a_change_in_the_middle_of_a_rollout_naming_why(db):
     graph = services.graph_create(spec=_spec())
     services.graph_update(graph=graph, spec=_spec("--max-num-batched-tokens 2048"))
-    Deployment.objects.create(graph=graph, runtime="kubernetes", revision=graph.head, active=True,
-                              state="progressing", message="decode: 1 of 2 pods of the new generation ready")
+    dep = Deployment.objects.create(graph=graph, runtime="kubernetes", revision=graph.head, active=True,
+                                    state="progressing", message="decode: 1 of 2 pods of the new generation ready")
+    assert operations.rollout_in_progress(dep) == ""  # nothing serves yet: nothing to lose
+    Pod.objects.create(deployment=dep, name="roll-decode-abc", service="decode", role="decode", phase="Running",
+                       ready=True)
     reason = operations.rollout_in_progress(Deployment.objects.get(graph=graph))
     assert "#13620" in reason and "1 of 2 pods" in reason
     with pytest.raises(operations.OperationRefused, match="rollout of revision 2 is in progress"):

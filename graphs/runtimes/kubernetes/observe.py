@@ -107,6 +107,47 @@ def caught_up(dgd: dict | None) -> bool:
     return observed is None or generation is None or int(observed) >= int(generation)
 
 
+def _declared_command_lines(dgd: dict) -> dict[str, list[str]]:
+    """Component name -> its main container's command and args as the DGD declares them now
+    (v1beta1 podTemplate, v1alpha1 extraPodSpec.mainContainer); only components that declare some."""
+    spec = dgd.get("spec") or {}
+    out: dict[str, list[str]] = {}
+    if isinstance(spec.get("components"), list):
+        items = [(c.get("name"), c) for c in spec["components"] if isinstance(c, dict)]
+    else:
+        items = list((spec.get("services") or {}).items()) if isinstance(spec.get("services"), dict) else []
+    for name, component in items:
+        if not isinstance(component, dict):
+            continue
+        if "podTemplate" in component:
+            containers = ((component.get("podTemplate") or {}).get("spec") or {}).get("containers") or []
+            main = next((c for c in containers if isinstance(c, dict) and c.get("name") == "main"), {})
+        else:
+            main = (component.get("extraPodSpec") or {}).get("mainContainer") or {}
+        line = [str(t) for t in (main.get("command") or []) + (main.get("args") or [])]
+        if line and isinstance(name, str):
+            out[name] = line
+    return out
+
+
+def _contains(line: list[str], part: list[str]) -> bool:
+    return any(line[i:i + len(part)] == part for i in range(len(line) - len(part) + 1))
+
+
+def previous_generation(dgd: dict, pods: list[PodStatus]) -> dict[str, tuple[int, int]]:
+    """Component -> (pods still running an earlier spec, its pods): a pod whose command line
+    lacks the one the DGD declares now was made from an earlier generation (the operator may
+    add flags; it keeps what the DGD says)."""
+    declared = _declared_command_lines(dgd)
+    out: dict[str, tuple[int, int]] = {}
+    for component, line in declared.items():
+        mine = [p for p in pods if p.service == component and p.phase != "Terminating"]
+        stale = sum(not _contains(p.command + p.args, line) for p in mine)
+        if stale:
+            out[component] = (stale, len(mine))
+    return out
+
+
 def graph_state(*, active: bool, dgd: dict | None, pods: list[PodStatus], name: str, namespace: str,
                 awaiting: bool = False) -> tuple[str, str]:
     """GraphState and message from the DGD's ``state`` and ``Ready`` condition, refined by
@@ -140,6 +181,13 @@ def graph_state(*, active: bool, dgd: dict | None, pods: list[PodStatus], name: 
     text = f"Ready={ready.get('status')} ({ready.get('reason', '')}): {ready.get('message', '')}".strip()
     message = f"{text} · DGD state {state or 'unknown'}"
     if ready.get("status") == "True":
+        # The DGD can say Ready while pods of the spec it replaced still carry the count
+        # (ai-dynamo/dynamo#3567): the rollout is not over until they are gone.
+        stale = previous_generation(dgd, pods)
+        if stale:
+            listed = ", ".join(f"{n} of {total} {component} pods" for component, (n, total) in sorted(stale.items()))
+            return GraphState.PROGRESSING, (f"rolling out: {listed} still run the previous spec, although the "
+                                            f"DynamoGraphDeployment reports Ready (ai-dynamo/dynamo#3567) · {message}")
         return GraphState.READY, message
     if state == "failed":
         return GraphState.FAILED, message

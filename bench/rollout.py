@@ -123,7 +123,7 @@ def arm(strategy: str, root: Path, steady: float, quiet: float) -> dict:
     from django.db import close_old_connections
 
     from core.catalog import PoolFields, build_spec
-    from graphs import operations, services
+    from graphs import operations, rollouts, services
     from graphs.models import Deployment, Operation, Pod
     from graphs.runtimes.local.operator import LocalOperator
     from graphs.runtimes.processes import wait_until
@@ -198,7 +198,7 @@ def arm(strategy: str, root: Path, steady: float, quiet: float) -> dict:
         time.sleep(quiet)
 
         start = time.monotonic()
-        operations.graph_rollback(graph=graph, revision_number=1, via="cli")
+        rollouts.graph_rollback(graph=graph, revision_number=1, via="cli")
         took = wait("the rollback", replicas={"prefill": 2, "decode": 2}, lack="--max-num-batched-tokens")
         phases["c: rollback to revision 1"] = (start, took)
         time.sleep(quiet)

@@ -19,7 +19,7 @@ from core.specio import dump_yaml
 from core.untrusted import QueryParameterError, query_int
 from core.validation import Report, validate_manifest
 
-from . import operations, services
+from . import rollouts, services
 from .companions import companions_context, label
 from .forms import ManifestForm
 from .models import Deployment, Graph, Revision
@@ -157,13 +157,13 @@ def revision_list(request, name: str):
 @role_required(Role.OPERATOR)
 @require_POST
 def revision_rollback(request, name: str):
-    """Run an earlier revision again (operations.graph_rollback): the graph page follows it."""
+    """Run an earlier revision again (rollouts.graph_rollback): the graph page follows it."""
     graph = get_object_or_404(Graph, name=name)
     try:
         number = query_int(request.POST, "revision")
         if not number:
             raise QueryParameterError("revision: give the number of the revision to run again")
-        op = operations.graph_rollback(graph=graph, revision_number=number, user=request.user, via="ui")
+        op = rollouts.graph_rollback(graph=graph, revision_number=number, user=request.user, via="ui")
     except (QueryParameterError, OperationRefused) as exc:
         messages.error(request, f"Not rolled back: {exc}")
         return redirect("graphs:revisions", name=graph.name)

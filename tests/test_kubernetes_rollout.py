@@ -43,7 +43,7 @@ def test_ready_with_pods_of_the_previous_spec_is_still_rolling_out():
 
 def test_ready_is_ready_once_every_pod_runs_the_spec_whatever_flags_the_operator_adds():
     dgd = _dgd(NEW)
-    pods = [_pod("d-a", NEW + ["--operator-added", "1"]), _pod("d-b", NEW), _pod("d-old", OLD, phase="Terminating")]
+    pods = [_pod("d-a", [*NEW, "--operator-added", "1"]), _pod("d-b", NEW), _pod("d-old", OLD, phase="Terminating")]
     assert previous_generation(dgd, pods) == {}
     assert graph_state(active=True, dgd=dgd, pods=pods, name="g", namespace="ns")[0] == GraphState.READY
     # a component that declares no command line is not judged

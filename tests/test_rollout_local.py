@@ -13,7 +13,7 @@ import pytest
 
 from audit.models import AuditRecord
 from core.catalog import PoolFields, build_spec
-from graphs import operations, services
+from graphs import operations, rollouts, services
 from graphs.models import Deployment, Event, Operation, Pod
 from graphs.runtimes.local.supervisor import http_get
 from graphs.runtimes.processes import wait_until
@@ -184,7 +184,7 @@ def test_kubernetes_refuses_a_change_in_the_middle_of_a_rollout_naming_why(db):
     reason = operations.rollout_in_progress(Deployment.objects.get(graph=graph))
     assert "#13620" in reason and "1 of 2 pods" in reason
     with pytest.raises(operations.OperationRefused, match="rollout of revision 2 is in progress"):
-        operations.graph_rollback(graph=graph, revision_number=1)
+        rollouts.graph_rollback(graph=graph, revision_number=1)
     assert graph.revisions.count() == 2  # nothing half-written
 
 
@@ -207,3 +207,34 @@ def test_the_revisions_page_shows_the_diff_against_what_runs_then_rolls_back(db,
     answer = operator.post("/graphs/roll/rollback/", {"revision": 1})
     assert answer.status_code == 302 and answer["Location"] == "/graphs/roll/"
     assert graph.revisions.order_by("-number").first().spec == graph.revisions.get(number=1).spec
+
+
+def test_a_surge_worker_with_no_room_waits_and_the_pool_keeps_serving(eager, operator, monkeypatch):
+    from graphs.runtimes.local.vllm_cpu import CpuShortage
+
+    graph = services.graph_create(spec=_spec())
+    operations.graph_apply(graph=graph, via="api")
+    _converge(operator, graph, _settled({"prefill": 2, "decode": 2}))
+    serving = set(operator.supervisor.names())
+    real = operator.assign_cores
+
+    def no_room_for_new(dep, planned, taken):  # as on a host whose cores vLLM workers all hold
+        if any(p.name not in operator.supervisor.names() for p in planned):
+            raise CpuShortage("not enough CPU cores for vLLM on CPU: this host has 2")
+        return real(dep, planned, taken)
+
+    monkeypatch.setattr(operator, "assign_cores", no_room_for_new)
+    services.graph_update(graph=graph, spec=_spec("--max-num-batched-tokens 4096"))
+    operations.graph_apply(graph=graph, via="api")
+    for _ in range(5):
+        operator.reconcile_once()
+    dep = Deployment.objects.get(graph=graph)
+    assert set(operator.supervisor.names()) == serving and not any(
+        operator.supervisor.draining(n) for n in serving)
+    assert dep.state == "progressing" and "not enough CPU cores" in dep.message
+    assert "running process(es) keep running and serving" in dep.message
+    reply = httpx.post(f"{dep.endpoint}/v1/chat/completions", timeout=30, json={
+        "model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    assert reply.status_code == 200
+    monkeypatch.setattr(operator, "assign_cores", real)  # room again: the rollout goes on
+    _converge(operator, graph, _settled({"prefill": 2, "decode": 2}, args_have="--max-num-batched-tokens 4096"))

@@ -25,7 +25,7 @@ from core.pool import PoolFields
 from core.untrusted import query_bool, query_int
 from core.validation import validate_manifest
 
-from .. import operations, services
+from .. import operations, rollouts, services
 from ..archive import built_manifest
 from ..models import Graph, Operation, Revision
 from ..selectors import graph_summaries
@@ -283,7 +283,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         data = s.RollbackSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        op = operations.graph_rollback(graph=graph, revision_number=v["revision"], user=request.user,
+        op = rollouts.graph_rollback(graph=graph, revision_number=v["revision"], user=request.user,
                                        via=_via(request), dry_run=v["dry_run"], force=v["force"])
         return _queued(op)
 

@@ -14,7 +14,6 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
@@ -39,36 +38,17 @@ from .hostlimits import inotify_problem
 from .observe import engine_facts, head_file, process_shm, shm_used, worker_pods
 from .planner import PlannerExecutor
 from .realengine import kv_events_socket, real_worker
+from .rolling import Planned, RollingPools, pod_name
 from .rollout import FrontendView
 from .runtime import graph_dir
 from .state import graph_state
 from .supervisor import Supervisor, http_get
 from .tinymodel import ensure_model_dir
-from .vllm_cpu import READY_WITHIN_S, CpuShortage, CpuWorker, assign_cores, memory_problem
+from .vllm_cpu import READY_WITHIN_S, CpuShortage, assign_cores, memory_problem
 
 log = logging.getLogger(__name__)
 
-@dataclass
-class Planned:
-    name: str
-    service: Service
-    role: str
-    argv: list[str]
-    env: dict[str, str]
-    port: int
-    probe: str
-    ignored: list[str] = field(default_factory=list)
-    kind: str = "mocker"  # frontend, mocker or vllm
-    gpus: int = 0  # GPUs this process gets (vLLM workers only)
-    cpu: CpuWorker | None = None  # vLLM on this CPU: what was added to run it here (a core of its own)
-    template: str = ""  # argv and env without the pod's own values: equal for the workers of one revision
-
-
-def pod_name(graph: str, service: str, index: int) -> str:
-    return f"{graph}-{service.lower()}-{index}"
-
-
-class LocalOperator:
+class LocalOperator(RollingPools):
     def __init__(self, *, runtime_dir: Path | None = None, python: str | None = None,
                  port_min: int | None = None, port_max: int | None = None):
         self.root = Path(runtime_dir or settings.LOCAL_RUNTIME_DIR)
@@ -157,21 +137,14 @@ class LocalOperator:
                 planned_here = kept
                 if not kept:
                     continue
-            try:
-                # Each GPU worker gets GPUs of its own, never shared with another worker.
-                assigned = assign_gpus([(p.name, p.gpus) for p in planned_here if p.gpus], self.gpu_host.count,
-                                       held=self.gpu_held, taken=gpus_taken)
-            except GpuShortage as exc:
-                problems[dep.pk] = str(exc)
-                self._release(planned_here)
+            fitted = self.fit(dep, planned_here, gpus_taken, cores_taken)
+            if isinstance(fitted, str):
+                problems[dep.pk] = fitted
                 continue
+            planned_here, assigned, cores, short = fitted
+            if short:  # a rollout waits for room: said in its progress, the graph serves meanwhile
+                self.rollouts.setdefault(dep.pk, []).append(short)
             gpus_taken.update(assigned)
-            try:
-                cores = self.assign_cores(dep, planned_here, cores_taken)
-            except CpuShortage as exc:
-                problems[dep.pk] = str(exc)
-                self._release(planned_here)
-                continue
             cores_taken.update(cores)
             for planned in planned_here:
                 if planned.name in assigned:
@@ -255,6 +228,31 @@ class LocalOperator:
             self.ports.pop(f"{p.name}:bootstrap", None)
             self.ports.pop(f"{p.name}:nixl", None)
 
+    def fit(self, dep: Deployment, planned: list[Planned], gpus_taken: dict, cores_taken: dict):
+        """GPUs and cores for ``planned``: (planned, gpus, cores, problem). When the new processes do
+        not fit (a rollout's surge worker, most often), those that run keep running and keep what
+        they hold, and the problem says why nothing new starts; a str when nothing fits at all."""
+        running = set(self.supervisor.names())
+        for attempt in (planned, [p for p in planned if p.name in running]):
+            try:
+                # Each GPU worker gets GPUs of its own, never shared with another worker.
+                assigned = assign_gpus([(p.name, p.gpus) for p in attempt if p.gpus], self.gpu_host.count,
+                                       held=self.gpu_held, taken=gpus_taken)
+                cores = self.assign_cores(dep, attempt, cores_taken)
+            except (GpuShortage, CpuShortage) as exc:
+                problem = str(exc)
+                if attempt is planned and len(attempt) > sum(p.name in running for p in planned) and any(
+                        p.name in running for p in planned):
+                    continue  # retried with the running processes alone
+                self._release(planned)
+                return problem
+            if attempt is planned:
+                return planned, assigned, cores, ""
+            self._release([p for p in planned if p not in attempt])
+            return attempt, assigned, cores, (f"{problem}: the {len(attempt)} running process(es) keep running "
+                                              "and serving; nothing new starts until there is room")
+        return "nothing fits"  # unreachable: the second attempt returns or raises
+
     def assign_cores(self, dep: Deployment, planned: list[Planned], taken: dict[str, int]) -> dict[str, int]:
         """A core of its own for each vLLM-on-CPU worker, and memory for those that do not run yet
         (vllm_cpu.py: 3.4 GB each); raises CpuShortage naming the numbers."""
@@ -327,43 +325,6 @@ class LocalOperator:
         self.rollouts[dep.pk] = notes
         return out
 
-    def roll_pool(self, dep: Deployment, service: Service, desired: int, build: Callable[[str], Planned],
-                  view: list) -> tuple[list[Planned], str]:
-        """One pass of rollout.py's rules for one worker pool: the workers to keep (each with the
-        plan it was started with, so that nothing restarts), the new ones to start; the ones to
-        drain go to ``self.drains``."""
-        graph = dep.graph.name
-        members = [m for name, m in self.members.items()
-                   if self.owner.get(name) == dep.pk and m.service.name == service.name]
-        pods = [rollout.Member(p.name, p.template, self._index(p.name), ready=bool(self.ready.get(p.name)),
-                               draining=self.supervisor.draining(p.name)) for p in members]
-        candidate = build(pod_name(graph, service.name, rollout.free_index(pods)))
-        moving = any(m.template != candidate.template or m.draining for m in pods) or len(pods) != desired
-        if moving:
-            if not view:
-                view.append(self.frontend_view(dep))
-            ids = self.instances(dep)
-            for m in pods:
-                # A worker whose own /health fails is not routable only if the frontend agrees.
-                m.routable = rollout.routable(view[0], ids.get(m.name, ()))
-                if m.routable and not m.ready:
-                    m.routable = None
-                m.inflight = rollout.worker_inflight(
-                    (http_get(self.ports[m.name], "/metrics") or (0, None))[1]) if m.name in self.ports else None
-        decision = rollout.step(pool=service.name, desired=desired, template=candidate.template, members=pods)
-        keep = [self.members[m.name] for m in pods if not m.draining and m.name not in decision.drain]
-        started: list[Planned] = []
-        for _ in range(decision.start):
-            if started:
-                taken = pods + [rollout.Member(p.name, "", self._index(p.name)) for p in started]
-                candidate = build(pod_name(graph, service.name, rollout.free_index(taken)))
-            started.append(candidate)
-        if not started:
-            self._release([candidate])
-        self.drains.update({name: "replaced by a new revision" if self.members[name].template != candidate.template
-                            else "scaled down" for name in decision.drain})
-        return keep + started, decision.note
-
     def plan_pod(self, dep: Deployment, spec: GraphSpec, service: Service, name: str, *, model_name: str,
                  model_dir: Path, gdir: Path) -> Planned:
         discovery = gdir / "discovery"
@@ -411,35 +372,6 @@ class LocalOperator:
             own[str(kv_events_socket(self.root, name))] = "<ipc>"
         template = rollout.template_key(argv, env, own)
         return Planned(name, service, service.role, argv, env, port, probe, ignored, kind, gpus, cpu, template)
-
-    def frontend_view(self, dep: Deployment) -> FrontendView | None:
-        """What the graph's frontend routes to (rollout.py), read from its port."""
-        port = next((self.ports[n] for n, m in self.members.items()
-                     if self.owner.get(n) == dep.pk and m.role == "frontend" and self.ready.get(n)), None)
-        if port is None:
-            return None
-        # A frontend under load on a small host answers in tens of milliseconds, now and then in
-        # seconds: give it time; without an answer nothing drains this pass (rollout.step).
-        health, metrics = http_get(port, "/health", timeout=3.0), http_get(port, "/metrics", timeout=3.0)
-        view = rollout.frontend_view(health[1] if health else None, metrics[1] if metrics else None)
-        if view is not None:
-            # The frontend's per-worker gauges come and go between scrapes: a worker it has served
-            # through is remembered while it stays in the frontend's discovery.
-            view.served = (view.served | self.served.get(dep.pk, set())) & view.instances
-            self.served[dep.pk] = view.served
-        return view
-
-    def instances(self, dep: Deployment) -> dict[str, list[str]]:
-        """Pod name -> the instance ids its worker registered (from the discovery folder)."""
-        out: dict[str, list[str]] = {}
-        for instance, pod in self.worker_pods(dep).items():
-            out.setdefault(pod, []).append(instance)
-        return out
-
-    @staticmethod
-    def _index(name: str) -> int:
-        tail = name.rpartition("-")[2]
-        return int(tail) if tail.isdigit() else 0
 
     def plan_planner(self, dep: Deployment, service: Service, model_name: str, gdir: Path) -> list[Planned]:
         """The real Planner, where dynamo.planner imports: one process, however many replicas."""

@@ -8,6 +8,8 @@ from graphs.models import GraphState
 from graphs.runtimes.base import PodStatus
 from graphs.runtimes.kubernetes.observe import graph_state, previous_generation
 
+pytest_plugins = ["tests.k8s_fixtures"]
+
 READY = {"conditions": [{"type": "Ready", "status": "True", "reason": "AllReady", "message": "all ready"}],
          "state": "successful", "observedGeneration": 2}
 
@@ -48,3 +50,50 @@ def test_ready_is_ready_once_every_pod_runs_the_spec_whatever_flags_the_operator
     assert graph_state(active=True, dgd=dgd, pods=pods, name="g", namespace="ns")[0] == GraphState.READY
     # a component that declares no command line is not judged
     assert previous_generation({"spec": {"components": [{"name": "decode"}]}}, [_pod("d", OLD)]) == {}
+
+
+# ---------------------------------------------------------------- against the emulator's Grove
+
+
+def test_a_rollout_on_the_cluster_shows_its_ready_but_old_pods_and_refuses_a_revert_in_the_middle(db, cluster, kube):
+    import time
+
+    from core.catalog import PoolFields, build_spec
+    from core.errors import OperationRefused
+    from graphs import operations, rollouts, services
+    from graphs.models import Deployment
+    from graphs.runtimes.kubernetes.watch import ClusterWatcher
+    from tests.k8s_helpers import apply, make_graph
+
+    graph = make_graph(decode_replicas=2)
+    apply(graph)
+    watcher = ClusterWatcher(cluster.pk)
+    watcher.watch_once(timeout=0)
+    assert Deployment.objects.get(graph=graph).state == GraphState.READY
+    kube.operator.ready_delay = 1.0  # each replacement pod takes a while to be ready
+    kube.operator.roll_delay = 2.5  # and Grove takes the next old pod at a later reconcile
+    changed = build_spec(template="vllm-disagg", name="g", model="Qwen/Qwen3-0.6B",
+                         prefill=PoolFields(gpus=1),
+                         decode=PoolFields(gpus=1, replicas=2, engine_args="--max-num-seqs 64"))
+    services.graph_update(graph=graph, spec=changed)
+    op = operations.graph_apply(graph=graph, runtime="kubernetes", cluster="emu", namespace="llm", via="api")
+    operations.operation_run(op.pk)
+    seen, refused = [], ""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        watcher.watch_once(timeout=1)
+        dep = Deployment.objects.get(graph=graph)
+        seen.append((dep.state, dep.message))
+        if "still run the previous spec" in dep.message and not refused:
+            try:
+                rollouts.graph_rollback(graph=graph, revision_number=1)
+            except OperationRefused as exc:
+                refused = str(exc)
+        if dep.state == GraphState.READY and len(seen) > 1 and "--max-num-seqs" in " ".join(
+                " ".join(p.args) for p in dep.pods.filter(service="decode")):
+            break
+    # Grove's maxUnavailable 1: a decode pod of the old spec goes before its successor is ready;
+    # once the successor is ready the DGD says Ready while the other old pod still counts.
+    assert any(m.startswith("rolling out: 1 of 2 decode pods still run the previous spec") for _s, m in seen), seen
+    assert "#13620" in refused and graph.revisions.count() == 2
+    assert seen[-1][0] == GraphState.READY

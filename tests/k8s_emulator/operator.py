@@ -11,7 +11,9 @@ seconds later, after which the DGD status converges. ``settle()`` waits until al
   the DGD (as the operator, which the adapter webhook allows);
 * one pod per replica with the operator's labels, owned by the DGD (cascade delete), named like
   the component pathway (``<dgd>-<lower(comp)>-<hash>-<rand>``); extra pods deleted on scale-down,
-  a deleted pod is recreated;
+  a deleted pod is recreated; a changed pod template rolls the pool as Grove does, with
+  ``rolling = {"maxUnavailable": 1, "maxSurge": 0}`` by default, and the DGD counts every ready pod,
+  of either template, as the operator's status does (ai-dynamo/dynamo#3567);
 * DGD status: ``state``, a ``Ready`` condition (reasons ``all_resources_are_ready``,
   ``pods_not_ready``, ``insufficient_capacity``), ``observedGeneration`` and per-component replica
   counts (``status.services`` in v1alpha1, ``status.components`` in v1beta1);
@@ -67,6 +69,13 @@ class FakeOperator:
         self.webhook_cluster = Cluster()
         self.fail_reconcile: dict[str, str] = {}  # DGD name -> the error its reconcile returns
         self.ready_delay = 0.1  # seconds from a pod's creation to its readiness
+        # How a pool replaces pods of an earlier template: Grove's PodClique default.
+        self.rolling = {"maxUnavailable": 1, "maxSurge": 0}
+        # Seconds between two replacements of one pool (Grove moves on at a later reconcile): the
+        # DGD meanwhile counts the ready pods of both templates and says Ready (#3567).
+        self.roll_delay = 0.0
+        self._roll_after: dict[tuple[str, str, str], float] = {}  # pool -> no replacement before
+        self._requeue_at: dict[tuple[str, str], float] = {}  # DGD -> reconcile again at
         self.queue: deque[tuple[str, str]] = deque()
         self.busy = False
         self._starting: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}  # pod -> (ready at, build args)
@@ -114,7 +123,14 @@ class FakeOperator:
                         self.busy = False
                     cond.notify_all()
                     continue
-                due = min((at for at, _ in self._starting.values()), default=None)
+                clock = time.monotonic()
+                for key, at in list(self._requeue_at.items()):
+                    if at <= clock:
+                        del self._requeue_at[key]
+                        self.queue.append(key)
+                if self.queue:
+                    continue
+                due = min([at for at, _ in self._starting.values()] + list(self._requeue_at.values()), default=None)
                 cond.wait(0.5 if due is None else max(due - time.monotonic(), 0.001))
 
     def stop(self) -> None:
@@ -127,7 +143,7 @@ class FakeOperator:
         pod it started is Ready (or held in the state ``pod_overrides`` gives it)."""
         deadline = time.monotonic() + timeout
         with self.emu.store.cond:
-            while self.queue or self.busy or (pods and self._starting):
+            while self.queue or self.busy or (pods and (self._starting or self._requeue_at)):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"the fake operator did not settle in {timeout}s: queue {list(self.queue)}, "
@@ -262,12 +278,41 @@ class FakeOperator:
 
     def _scale_pods(self, namespace: str, name: str, comp: dict[str, Any], replicas: int,
                     owner: dict[str, Any]) -> None:
+        """The pool's pods, rolled as Grove rolls a PodClique: pods of an earlier pod template go
+        while no more than ``rolling["maxUnavailable"]`` of ``replicas`` are unready, new ones come
+        within ``rolling["maxSurge"]`` extra pods (Grove's default: 1 and 0). Readiness is the
+        pod's own: the frontend's admission of a worker is not modelled (the gap of #13622)."""
         emu, cname = self.emu, comp["name"]
-        pods = [p for p in emu.store.list(POD, namespace)
-                if (p["metadata"].get("labels") or {}).get(DGD_LABEL) == name
-                and p["metadata"]["labels"].get(COMPONENT_LABEL) == cname]
-        for pod in sorted(pods, key=lambda p: p["metadata"]["creationTimestamp"])[replicas:]:
+        template_hash = hashlib.sha1(repr(comp.get("podTemplate")).encode(), usedforsecurity=False).hexdigest()[:10]
+        prefix = f"{name}-{cname.lower()}-{template_hash}-"
+        pods = sorted((p for p in emu.store.list(POD, namespace)
+                       if (p["metadata"].get("labels") or {}).get(DGD_LABEL) == name
+                       and p["metadata"]["labels"].get(COMPONENT_LABEL) == cname), key=lambda p: p["metadata"][
+                          "creationTimestamp"])
+        new = [p for p in pods if p["metadata"]["name"].startswith(prefix)]
+        old = [p for p in pods if not p["metadata"]["name"].startswith(prefix)]
+        unavailable, surge = self.rolling["maxUnavailable"], self.rolling["maxSurge"]
+
+        def remove(pod):
             emu.api.remove(emu.registry.by_group_resource(*POD), pod)
+            (new if pod in new else old).remove(pod)
+
+        for pod in new[replicas:]:  # a scale-down: the newest go
+            remove(pod)
+        # Old pods that serve nothing go at once; the others while enough stay ready.
+        for pod in [p for p in old if not _pod_ready(p)]:
+            remove(pod)
+        ready = sum(_pod_ready(p) for p in new + old)
+        pool, clock = (namespace, name, cname), time.monotonic()
+        for pod in list(old):
+            if len(new) + len(old) > replicas + surge or ready - 1 >= replicas - unavailable:
+                if clock < self._roll_after.get(pool, 0.0):
+                    self._requeue_at[(namespace, name)] = self._roll_after[pool]
+                    break
+                remove(pod)
+                ready -= 1
+                if self.roll_delay:
+                    self._roll_after[pool] = clock + self.roll_delay
         ctype = comp.get("type", "worker")
         sub = None
         if ctype in ("prefill", "decode") and self._alpha_worker(namespace, name, cname):
@@ -275,9 +320,9 @@ class FakeOperator:
         containers = ((comp.get("podTemplate") or {}).get("spec") or {}).get("containers") or [{}]
         image = containers[0].get("image") or "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1"
         limits = (containers[0].get("resources") or {}).get("limits") or {}
-        template_hash = hashlib.sha1(repr(comp.get("podTemplate")).encode(), usedforsecurity=False).hexdigest()[:10]
-        for _ in range(replicas - len(pods)):
-            pod_name = f"{name}-{cname.lower()}-{template_hash}-{secrets.token_hex(3)[:5]}"
+        room = max(0, min(replicas - len(new), replicas + surge - len(new) - len(old)))
+        for _ in range(room):
+            pod_name = f"{prefix}{secrets.token_hex(3)[:5]}"
             kwargs = {"dgd": name, "component": cname, "component_type": ctype, "sub_component_type": sub,
                       "image": image, "gpus": int(limits.get("nvidia.com/gpu", 0) or 0), "owner": owner,
                       **self.pod_overrides.get(cname, {})}

@@ -107,7 +107,7 @@ def _settled(replicas: dict[str, int], args_have: str = "", args_lack: str = "")
     return done
 
 
-def test_a_changed_revision_a_scale_down_and_a_rollback_drop_no_request(eager, operator, api_for):
+def test_a_changed_revision_a_scale_down_and_a_rollback_drop_no_request(eager, operator, api_for, client_for):
     graph = services.graph_create(spec=_spec())
     operations.graph_apply(graph=graph, via="api")
     _converge(operator, graph, _settled({"prefill": 2, "decode": 2}))
@@ -120,8 +120,15 @@ def test_a_changed_revision_a_scale_down_and_a_rollback_drop_no_request(eager, o
         # (a) a revision that changes both worker pools rolls them, surge first
         services.graph_update(graph=graph, spec=_spec("--max-num-batched-tokens 4096"), message="both pools change")
         operations.graph_apply(graph=graph, via="api")
-        _converge(operator, graph, _settled({"prefill": 2, "decode": 2}, args_have="--max-num-batched-tokens 4096"),
-                  during_apply := [])
+        settled, page, viewer = _settled({"prefill": 2, "decode": 2}, args_have="--max-num-batched-tokens 4096"), [], \
+            client_for("viewer")
+
+        def done(dep, pods):  # the graph page's status, read once while old and new workers both serve
+            if not page and any(p["old"] and p["new"] for p in dep.runtime_info.get("rollout_pools", [])):
+                page.append(viewer.get("/graphs/roll/status/").content.decode())
+            return settled(dep, pods)
+
+        _converge(operator, graph, done, during_apply := [])
         rolled = {p.name for p in Pod.objects.filter(deployment__graph=graph, role__in=["prefill", "decode"])}
         # (b) scale both pools down: the excess drains
         operations.graph_scale(graph=graph, service="decode", replicas=1, via="api")
@@ -138,6 +145,7 @@ def test_a_changed_revision_a_scale_down_and_a_rollback_drop_no_request(eager, o
 
     assert load.bad == [], load.bad[:5]
     assert load.ok > 20
+    assert page and 'id="rollout"' in page[0] and "rolling out:" in page[0]
     # Replacements are new pods beside the old ones, never the old ones restarted in place.
     assert not first & rolled
     # The frontend never had fewer routable workers in a pool than the pool asked for (a scale

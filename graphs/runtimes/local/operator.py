@@ -75,6 +75,7 @@ class LocalOperator(RollingPools):
         self.drains: dict[str, str] = {}  # pods this pass takes out of routing -> why
         self.rollouts: dict[int, list[str]] = {}  # deployment id -> its pools' rollout notes, this pass
         self.served: dict[int, set[str]] = {}  # deployment id -> instance ids its frontend has served through
+        self.rollout_pools: dict[int, list[dict]] = {}  # deployment id -> per rolling pool: new/old/draining
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -204,7 +205,8 @@ class LocalOperator(RollingPools):
                                       folder=lambda n: graph_dir(n) / "planner")
         for dep in deployments:
             runtime_info = {**info.get(dep.pk, {}), "workers": self.worker_pods(dep),
-                            "rollout": self.rollouts.get(dep.pk, [])} if dep.active else {}
+                            "rollout": self.rollouts.get(dep.pk, []),
+                            "rollout_pools": self.rollout_pools.get(dep.pk, [])} if dep.active else {}
             self.write_status(dep, by_dep.get(dep.pk, []), problems.get(dep.pk, ""),
                               [e for e in events if self.owner.get(e.object) == dep.pk], runtime_info)
 
@@ -305,6 +307,7 @@ class LocalOperator(RollingPools):
         out: list[Planned] = []
         notes: list[str] = []
         view: list[FrontendView | None] = []  # read once a pass, only when a pool rolls
+        self.rollout_pools[dep.pk] = []
         for service in spec.services:
             if service.role == "planner" and self.planner.planner_runs():
                 out += self.plan_planner(dep, service, model_name, gdir)

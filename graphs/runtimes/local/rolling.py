@@ -77,6 +77,8 @@ class RollingPools:
             self._release([candidate])
         self.drains.update({name: "replaced by a new revision" if self.members[name].template != candidate.template
                             else "scaled down" for name in decision.drain})
+        if decision.counts:
+            self.rollout_pools.setdefault(dep.pk, []).append(decision.counts)
         return keep + started, decision.note
 
     def frontend_view(self, dep: Deployment) -> FrontendView | None:

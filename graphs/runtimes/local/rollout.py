@@ -66,6 +66,7 @@ class Decision:
     drain: list[str] = field(default_factory=list)  # workers to take out of routing and stop
     rolling: bool = False  # old-template workers remain, or some are draining
     note: str = ""  # "decode: 1/2 new routable, 1 old serving, 1 draining"
+    counts: dict = field(default_factory=dict)  # the note's figures, for the graph page's table
 
 
 def shutdown_budget(env: dict[str, str]) -> float:
@@ -140,6 +141,9 @@ def step(*, pool: str, desired: int, template: str, members: list[Member], surge
         if draining or decision.drain:
             parts.append(f"{len(draining) + len(decision.drain)} draining")
         decision.note = f"{pool}: " + ", ".join(parts)
+        decision.counts = {"pool": pool, "desired": desired, "new": len(new) - len(
+            [n for n in decision.drain if n in {m.name for m in new}]), "new_routable": routable_new,
+            "old": kept_old, "draining": len(draining) + len(decision.drain)}
     return decision
 
 

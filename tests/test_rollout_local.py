@@ -246,3 +246,15 @@ def test_a_surge_worker_with_no_room_waits_and_the_pool_keeps_serving(eager, ope
     assert reply.status_code == 200
     monkeypatch.setattr(operator, "assign_cores", real)  # room again: the rollout goes on
     _converge(operator, graph, _settled({"prefill": 2, "decode": 2}, args_have="--max-num-batched-tokens 4096"))
+
+
+def test_a_dry_run_after_a_scale_names_the_pools_the_apply_sets_back(db, eager):
+    from core.dgd.render import render
+
+    graph = services.graph_create(spec=_spec())
+    Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True, state="ready",
+                              manifest=render(graph.head.graph_spec, "nvidia.com/v1beta1"), replicas={"decode": 3})
+    op = operations.graph_apply(graph=graph, via="api", dry_run=True)
+    op.refresh_from_db()
+    assert op.diff == "" and op.result == ("dry run: would change the live graph; replicas set by a scale since the "
+                                           "last apply go back to the revision's: decode: 3 → 2")

@@ -142,3 +142,29 @@ def test_a_drain_kills_what_outlives_its_budget(tmp_path):
     reasons = []
     wait_until(lambda: reasons.extend(e.reason for e in sup.poll()) or "Killing" in reasons, timeout=10)
     assert reasons[:2] == ["DrainTimeout", "Killing"] and group_members(pid) == []
+
+
+def test_a_scale_up_is_progressing_while_its_new_pod_starts_and_degraded_once_one_fails():
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from graphs.runtimes.base import PodStatus
+    from graphs.runtimes.local.state import graph_state
+
+    now = timezone.now()
+
+    def pod(name, role, ready, restarts=0, age=1.0):
+        return PodStatus(name=name, service=role, role=role, phase="Running", ready=ready, restarts=restarts,
+                         started_at=now - dt.timedelta(seconds=age))
+
+    serving = [pod("g-frontend-0", "frontend", True), pod("g-decode-0", "decode", True)]
+    state, message = graph_state(active=True, replicas=True, pods=[*serving, pod("g-decode-1", "decode", False)],
+                                 problem="", ready_within={})
+    assert state == "progressing" and message == "2/3 pods ready; g-decode-1 starting"
+    state, _ = graph_state(active=True, replicas=True, pods=[*serving, pod("g-decode-1", "decode", False, 2)],
+                           problem="", ready_within={})
+    assert state == "degraded"
+    state, _ = graph_state(active=True, replicas=True, pods=[*serving, pod("g-decode-1", "decode", False, 0, 300)],
+                           problem="", ready_within={})
+    assert state == "degraded"

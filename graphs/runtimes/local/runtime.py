@@ -40,6 +40,12 @@ class LocalRuntime:
         # The file's ConfigMaps, PVCs and DRA claims are a cluster's: said, never silently dropped.
         note = local_note(revision.companions)
         warnings = [note] if note else []
+        resets = self.replica_resets(spec, deployment)
+        if resets:
+            # A scale since the last apply lives beside the manifest, not in it: the diff cannot show
+            # that the apply sets those pools back to the revision's counts, so it is said here.
+            warnings.append("replicas set by a scale since the last apply go back to the revision's: "
+                            + ", ".join(resets))
         if dry_run or not changed:
             return ApplyResult(changed=changed, diff=diff, warnings=warnings)
         deployment.runtime = self.kind
@@ -54,6 +60,15 @@ class LocalRuntime:
         if note:
             deployment.message += f" ({note})"
         return ApplyResult(changed=True, diff=diff, warnings=warnings)
+
+    @staticmethod
+    def replica_resets(spec, deployment) -> list[str]:
+        """["decode: 3 → 1"]: pools a scale set since the last apply, and the count this apply gives them."""
+        if not deployment.active or not deployment.replicas:
+            return []
+        declared = {s.name: s.effective_replicas for s in spec.services}
+        return [f"{name}: {now} → {declared[name]}" for name, now in sorted(deployment.replicas.items())
+                if name in declared and now != declared[name]]
 
     def scale(self, *, target: Target, spec, service: str, replicas: int, deployment) -> None:
         overrides = dict(deployment.replicas or {})

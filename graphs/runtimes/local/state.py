@@ -66,6 +66,10 @@ def graph_state(*, active: bool, replicas: bool, pods: list[PodStatus], problem:
     if frontend and all(p.phase == "Running" for p in frontend) and not serving and \
             all(_age(p) > DEFAULT_READY_WITHIN for p in frontend):
         return GraphState.DEGRADED, "frontend serves no model: no worker has registered with it"
-    if serving:
+    # Pods that have just started and never failed are coming up (a scale-up), not a fault.
+    coming = [p for p in pods if not p.ready and p.phase == "Running" and not p.restarts
+              and _age(p) <= DEFAULT_READY_WITHIN]
+    if serving and len(coming) < len(pods) - ready:
         return GraphState.DEGRADED, f"{ready}/{len(pods)} pods ready"
-    return GraphState.PROGRESSING, f"{ready}/{len(pods)} pods ready"
+    return GraphState.PROGRESSING, f"{ready}/{len(pods)} pods ready" + (
+        f"; {', '.join(p.name for p in coming)} starting" if coming else "")

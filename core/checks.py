@@ -93,7 +93,7 @@ def operational_findings(obj: dict[str, Any], *, dynamo_version: str | None = No
             out += _check_role_flag(service, paths, spec, target)
             out += _check_gpus(service, paths)
             out += _check_token(service, paths, spec)
-            out += drain_findings(service, paths)
+            out += drain_findings(service, f"{paths.pod(service)}.terminationGracePeriodSeconds")
         if service.role == "frontend":
             out += _check_router(service, paths, spec, target)
         if service.role == "planner":

@@ -26,6 +26,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from clusters.selectors import check_target
 from core.dgd import immutable, topology
+from core.dgd.pod_checks import drain_findings
 from core.dgd.render import normalise_api_version, render
 from core.errors import OperationRefused, RuntimeFailure
 from core.findings import Severity
@@ -142,10 +143,8 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
 
 def rollout_in_progress(deployment: Deployment | None) -> str:
     """Why a change must wait on Kubernetes: the operator deletes the generation that serves when a
-    DGD is changed in the middle of a rollout (ai-dynamo/dynamo#13620). "" when nothing rolls.
-    The local runtime never refuses: its rolling rules carry a change made mid-rollout on from
-    where it stands (graphs/runtimes/local/rollout.py), draining no worker before its successor
-    is routable."""
+    DGD is changed in the middle of a rollout (ai-dynamo/dynamo#13620). "" when nothing rolls. The
+    local runtime never refuses: its rules carry a change on from where the rollout stands (rollout.py)."""
     if deployment is None or not deployment.active or deployment.state != GraphState.PROGRESSING:
         return ""
     if not Pod.objects.filter(deployment=deployment, ready=True).exists():
@@ -339,6 +338,9 @@ def _execute_change(runner: OperationRunner, op: Operation) -> tuple[str, str]:
             runner.awaiting = {"service": service, "replicas": replicas}
         elif runtime.kind == "kubernetes":
             runner.changed = True
+            if replicas < int(op.before.get("replicas") or 0):  # what the scale-down will cut, said with it
+                text += "".join(f"; {f.message}" for p in spec.services if p.name == service
+                                for f in drain_findings(p, ""))
             return _kubernetes_scale_seen(runner, runtime, target, spec, deployment, service, replicas, text), ""
         return text, ""
     runtime.delete(target=target, spec=spec, deployment=deployment)

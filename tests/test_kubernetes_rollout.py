@@ -97,3 +97,21 @@ def test_a_rollout_on_the_cluster_shows_its_ready_but_old_pods_and_refuses_a_rev
     assert any(m.startswith("rolling out: 1 of 2 decode pods still run the previous spec") for _s, m in seen), seen
     assert "#13620" in refused and graph.revisions.count() == 2
     assert seen[-1][0] == GraphState.READY
+
+
+def test_a_scale_down_on_the_cluster_says_what_its_pods_grace_period_will_cut(db, cluster, kube):
+    from core.catalog import PoolFields, build_spec
+    from core.specio import spec_from_data
+    from graphs import services
+    from tests.k8s_helpers import apply, scale
+
+    data = build_spec(template="vllm-disagg", name="g", model="Qwen/Qwen3-0.6B", prefill=PoolFields(gpus=1),
+                      decode=PoolFields(gpus=1, replicas=2)).model_dump()
+    next(s for s in data["services"] if s["name"] == "decode")["pod_extra"] = {"terminationGracePeriodSeconds": 20}
+    graph = services.graph_create(spec=spec_from_data(data))
+    assert apply(graph).state == "succeeded"
+    op = scale(graph, "decode", 1)
+    assert op.state == "succeeded", op.result
+    assert op.result.startswith("decode: 2 → 1 replicas") and "killed 20 s after SIGTERM" in op.result
+    up = scale(graph, "decode", 2)
+    assert "SIGTERM" not in up.result  # a scale-up stops nothing

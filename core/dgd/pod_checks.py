@@ -243,7 +243,7 @@ def _whole_seconds(value: Any) -> int | None:
         return None
 
 
-def drain_findings(service: Service, paths) -> list[Finding]:
+def drain_findings(service: Service, path: str) -> list[Finding]:
     """A worker stopped by a scale-down or a rollout is SIGKILLed when its pod's grace period ends,
     whatever its own shutdown still waits for: the requests it serves then end in errors
     (ai-dynamo/dynamo#13559). Compared: the pod's grace period and the worker's shutdown budget."""
@@ -256,7 +256,7 @@ def drain_findings(service: Service, paths) -> list[Finding]:
     where = "terminationGracePeriodSeconds" if "terminationGracePeriodSeconds" in service.pod_extra else \
         f"terminationGracePeriodSeconds (the operator's default, {OPERATOR_GRACE_SECONDS})"
     return [Finding(
-        Severity.WARNING, "drain_cut", f"{paths.pod(service)}.terminationGracePeriodSeconds",
+        Severity.WARNING, "drain_cut", path,
         f"a {service.name} worker stopped by a scale-down or a rollout is killed {grace} s after SIGTERM "
         f"({where}), while its own shutdown waits up to {budget} s for the requests it serves "
         f"({SHUTDOWN_ENV}{'' if written is not None else ', default'}): a request still running at {grace} s "

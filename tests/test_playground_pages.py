@@ -67,6 +67,15 @@ def test_the_side_by_side_page_preselects_two_different_graphs(client_for, graph
     assert 'value="pg-b" data-model="model-b" selected' in page
 
 
+def test_both_playgrounds_name_a_replys_workers_by_pod_where_the_runtime_reported_them(client_for, graphs):
+    deployment = graphs[0].deployment
+    deployment.runtime_info = {"workers": {"417644168304993217": "pg-a-decode-0"}}
+    deployment.save(update_fields=["runtime_info"])
+    for url in ("/playground/", "/playground/compare/"):
+        page = client_for("operator").get(url).content.decode()
+        assert "data-workers=\"{&quot;417644168304993217&quot;: &quot;pg-a-decode-0&quot;}\"" in page, url
+
+
 @pytest.mark.parametrize("url", ["/playground/", "/playground/compare/", "/playground/conversations/"])
 def test_pages_need_a_role(client_for, graphs, url):
     assert client_for(None).get(url).status_code == 302  # to the login page

@@ -49,7 +49,7 @@ function waterfall(server) {
   return box;
 }
 
-function renderTiming(box, timing) {
+function renderTiming(box, timing, option) {
   box.replaceChildren();
   const line = el("div", { class: "pg-metrics", "data-role": "metrics" },
     metric("ttft", "TTFT", fmt(timing.ttft_ms, " ms"), "request sent → first content, measured in this browser"),
@@ -64,8 +64,8 @@ function renderTiming(box, timing) {
       String(timing.cached_tokens), "prompt tokens served from the KV cache (usage.prompt_tokens_details.cached_tokens)"));
   box.append(line);
   if (timing.prefill_worker_id || timing.decode_worker_id) {
-    // Pod names where the runtime reported them (the select's data-workers), else Dynamo's ids.
-    const option = document.querySelector('[data-role="graph"]')?.selectedOptions?.[0];
+    // Pod names where the runtime reported them (the column's graph option, data-workers), else
+    // Dynamo's ids.
     let pods = {};
     try { pods = JSON.parse((option && option.dataset.workers) || "{}"); } catch (_) { pods = {}; }
     const name = (id) => (id && pods[id]) || id || "—";
@@ -133,7 +133,7 @@ class ChatColumn {
   showReply(node, timing, request) {
     const box = el("div", { class: "pg-timing", "data-role": "timing" });
     if (timing.error) node.append(el("div", { class: "error", "data-role": "error", text: timing.error }));
-    renderTiming(box, timing);
+    renderTiming(box, timing, this.graphSelect.selectedOptions[0]);
     // The reply and every number under it came from the engine the label names ("simulated with
     // Dynamo's mocker", "vLLM on CPU, random weights"), not the graph's own engine on a GPU.
     if (timing.simulated) box.prepend(el("span", { class: "sim-tag", "data-role": "simulated", title: timing.simulated,

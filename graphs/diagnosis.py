@@ -139,6 +139,28 @@ def _engine_failure(pod) -> Diagnosis | None:
     return Diagnosis(severity, title.format(pod=pod.name), detail, fix, pod.last_log)
 
 
+def _crash_loop(pod) -> Diagnosis:
+    """What the restarts say: a signal that killed it is named as the cause; flags the local runtime
+    ignored are never passed to the process, so they are not offered as one; log lines are
+    promised only when there are some."""
+    message, _, ignored = (pod.message or "").partition("ignored on the local runtime:")
+    signal = re.search(r"killed by (SIG[A-Z]+)", message)
+    detail = f"It exited and was restarted {pod.restarts} times"
+    if signal:
+        detail += (f"; it was killed by {signal.group(1)}, not an exit of its own"
+                   + (": the kernel's out-of-memory killer, or a kill from outside the runtime"
+                      if signal.group(1) == "SIGKILL" else ""))
+    detail += f". {message.strip()}".rstrip(". ") + "."
+    if ignored.strip():
+        detail += f" (Not the cause: {ignored.strip()} was never passed to it, the local runtime ignores it.)"
+    if signal and signal.group(1) == "SIGKILL":
+        fix = "Check the host's memory (dmesg names the OOM killer's victims) and what else sends signals; then apply."
+    else:
+        fix = "Fix the command line or resources, then apply."
+    fix = ("Read its last log lines below. " if pod.last_log.strip() else "Its log has no lines yet. ") + fix
+    return Diagnosis("error", f"{pod.name} is crash-looping", detail, fix, pod.last_log)
+
+
 def diagnose(deployment, pods) -> list[Diagnosis]:
     out: list[Diagnosis] = []
     revision = getattr(deployment, "revision", None)
@@ -166,10 +188,7 @@ def diagnose(deployment, pods) -> list[Diagnosis]:
         elif crashing and explains_too_many_open_files(f"{pod.last_log}\n{pod.message}"):
             out.append(_too_many_open_files(deployment, pod))
         elif crashing:
-            out.append(Diagnosis("error", f"{pod.name} is crash-looping",
-                                 f"It exited and was restarted {pod.restarts} times. {pod.message}".strip(),
-                                 "Read its last log lines below; fix the command line or resources, then apply.",
-                                 pod.last_log))
+            out.append(_crash_loop(pod))
         elif pod.phase == "Pending" and "Insufficient nvidia.com/gpu" in (pod.message or ""):
             detail = (f"It asks for {pod.gpus} GPU(s) and no node has them free. {pod.message}" if free_gpus is None
                       else f"It asks for {pod.gpus} GPUs, the nodes have {free_gpus} free: lower the replicas or "

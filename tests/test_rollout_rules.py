@@ -168,3 +168,24 @@ def test_a_scale_up_is_progressing_while_its_new_pod_starts_and_degraded_once_on
     state, _ = graph_state(active=True, replicas=True, pods=[*serving, pod("g-decode-1", "decode", False, 0, 300)],
                            problem="", ready_within={})
     assert state == "degraded"
+
+
+def test_a_crash_loop_names_the_signal_that_killed_it_not_a_flag_it_never_got():
+    from types import SimpleNamespace
+
+    from graphs.diagnosis import diagnose
+    from graphs.runtimes.base import PodStatus
+
+    pod = PodStatus(name="g-decode-0", service="decode", role="decode", phase="CrashLoopBackOff", ready=False,
+                    restarts=4, message="killed by SIGKILL; restarting in 8s ignored on the local runtime: "
+                                        "--enforce-eager", last_log="")
+    deployment = SimpleNamespace(state="degraded", message="", revision=None)
+    [found] = [d for d in diagnose(deployment, [pod]) if "crash" in d.title]
+    assert found.title == "g-decode-0 is crash-looping"
+    assert "killed by SIGKILL, not an exit of its own" in found.detail and "out-of-memory" in found.detail
+    assert "Not the cause: --enforce-eager was never passed to it" in found.detail
+    assert found.fix.startswith("Its log has no lines yet.") and "dmesg" in found.fix
+    pod.message, pod.last_log = "exit code 1; restarting in 8s", "ValueError: bad flag\n"
+    [found] = [d for d in diagnose(deployment, [pod]) if "crash" in d.title]
+    assert "SIG" not in found.detail and found.fix.startswith("Read its last log lines below.")
+    assert found.log == "ValueError: bad flag\n"

@@ -89,7 +89,9 @@ def _serving_names() -> list[str]:
 def _run_context(run: BenchmarkRun) -> dict:
     results = run.run_results
     return {"run": run, "results": results, "config": run.run_config, "params": run.run_params,
-            "rows": reports.rows([run]), "chart_json": _chart_json([run], results.slo)}
+            "rows": reports.rows([run]), "chart_json": _chart_json([run], results.slo),
+            # A run counts goodput against the objectives it ran under; ones set since are said apart.
+            "objectives_now": slo_targets(run.graph) if not results.slo else {}}
 
 
 @role_required(Role.VIEWER)

@@ -351,3 +351,16 @@ def test_a_report_type_that_is_not_made_is_refused_naming_the_supported_ones(api
     page = client_for("viewer").get(f"/benchmarks/compare/report/?runs={a.pk},{b.pk}&type=pdf")
     assert page.status_code == 400 and page["Content-Type"].startswith("text/plain")
     assert "choose csv or html" in page.content.decode()
+
+
+def test_a_run_without_objectives_says_so_and_says_when_they_were_set_after_it(client_for):
+    from metrics.services import objectives_set
+
+    graph = _graph()
+    run = _finished_run(graph)
+    page = client_for("viewer").get(f"/benchmarks/runs/{run.pk}/").content.decode()
+    assert "No goodput: demo has no TTFT/ITL objectives." in page
+    objectives_set(graph=graph, ttft_ms=200, itl_ms=None, gpu_hour_price=None)
+    page = client_for("viewer").get(f"/benchmarks/runs/{run.pk}/").content.decode()
+    assert "has no TTFT/ITL objectives" not in page
+    assert "demo had no TTFT/ITL objectives when this run ran; they were set since (TTFT ≤ 200 ms)" in page

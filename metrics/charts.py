@@ -153,6 +153,11 @@ def costs(gpus: dict[str, int], price: Decimal | None, input_tps: float | None, 
         # Aggregated workers do both: only the cost of all tokens together means something.
         total = (input_tps or 0) + (output_tps or 0)
         out["per_million_tokens"] = cost_per_million_tokens(gpus["worker"], price, total)
+    if price is not None and all(out[k] is None for k in ("per_million_input", "per_million_output",
+                                                          "per_million_tokens")):
+        # Said instead of "— / —": why there is no figure.
+        out["reason"] = ("no GPUs: the running revision's workers ask for none" if not any(gpus.values())
+                         else "no tokens in this window")
     return out
 
 

@@ -5,6 +5,7 @@ tests/test_metrics_live.py runs every builder against a real Prometheus."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import pytest
 
@@ -212,6 +213,16 @@ def test_cost_per_million_tokens_is_gpu_hours_over_tokens_per_hour():
     assert cost_per_million_tokens(0, 2.5, 1000.0) is None
     assert cost_per_million_tokens(4, None, 1000.0) is None
     assert cost_per_million_tokens(4, 2.5, 0.0) is None
+
+
+def test_a_cost_that_cannot_be_had_says_why_instead_of_dashes():
+    from metrics.charts import costs
+
+    assert costs({"prefill": 0, "decode": 0}, Decimal("2.5"), 100.0, 50.0)["reason"] == (
+        "no GPUs: the running revision's workers ask for none")
+    assert costs({"prefill": 1, "decode": 1}, Decimal("2.5"), None, None)["reason"] == "no tokens in this window"
+    assert "reason" not in costs({"prefill": 1, "decode": 1}, Decimal("2.5"), 100.0, 50.0)
+    assert "reason" not in costs({"worker": 0}, None, 100.0, 50.0)  # no price: the page asks for one
 
 
 # ------------------------------------------------------------------ composed queries

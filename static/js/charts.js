@@ -91,7 +91,9 @@
       : (o.ttft_ms || o.itl_ms ? "no traffic" : "set targets below"));
     const c = s.cost || {};
     let cost = "set a GPU-hour price below";
-    if (c.gpu_hour_price !== null && c.gpu_hour_price !== undefined) {
+    if (c.reason) {
+      cost = "— (" + c.reason + ")";
+    } else if (c.gpu_hour_price !== null && c.gpu_hour_price !== undefined) {
       cost = c.per_million_tokens !== null && c.per_million_tokens !== undefined
         ? fmt(c.per_million_tokens, c.currency) + " (all tokens, aggregated workers)"
         : fmt(c.per_million_input, "") + " / " + fmt(c.per_million_output, c.currency);

@@ -74,6 +74,24 @@ def _difference(predicted: float, simulated: float | None) -> dict[str, Any]:
             "within_tolerance": None if relative is None else abs(relative) <= TOLERANCE}
 
 
+def load_shortfall(step: dict[str, Any]) -> list[str]:
+    """Where the load itself fell short of what the step asked: failed requests, or fewer requests
+    in flight than its concurrency (Little's law: request rate x mean latency), which lowers the
+    simulated throughput whatever the graph could do."""
+    out = []
+    errors, completed = int(step.get("errors") or 0), int(step.get("completed") or 0)
+    if errors:
+        out.append(f"{errors} of {errors + completed} requests failed")
+    rate, latency = step.get("request_throughput"), (step.get("request_latency") or {}).get("avg")
+    asked = step.get("concurrency")
+    if rate and latency and asked:
+        held = float(rate) * float(latency) / 1000
+        if held < 0.9 * float(asked):
+            out.append(f"the load fell short: {held:.1f} requests were in flight on average (request rate times mean "
+                       f"latency), of the {asked} asked")
+    return out
+
+
 def versus(pred: Prediction, step: dict[str, Any]) -> dict[str, Any]:
     """Predicted against one benchmark load point (a results step as JSON): TTFT, ITL and
     output throughput, each with its relative difference; averages, as AIConfigurator's are."""
@@ -87,6 +105,7 @@ def versus(pred: Prediction, step: dict[str, Any]) -> dict[str, Any]:
     for what, measured, wanted in (("ISL", isl, pred.isl), ("OSL", osl, pred.osl)):
         if measured is not None and abs(measured - wanted) > 0.1 * wanted:
             caveats.append(f"mean {what} was {measured:.0f} tokens, the estimate's is {wanted}")
+    caveats += load_shortfall(step)
     return {"prediction": pred.as_dict(), "label": f"predicted by AIConfigurator for {pred.system}; "
                                                    f"simulated with Dynamo's mocker, timed by {pred.timing}",
             "ttft_ms": _difference(pred.ttft_ms, ttft.get("avg")),

@@ -3,6 +3,9 @@
 #
 #   scripts/services.sh prometheus   Prometheus only: what `make up` needs for latency charts
 #   scripts/services.sh nginx        Debian's nginx only, unpacked into the same prefix
+#   scripts/services.sh etcd         Debian's etcd only, unpacked into the same prefix: what `make up`
+#                                    needs for graphs with a Planner (its virtual connector keeps
+#                                    decisions in etcd)
 #   scripts/services.sh              everything the test suite needs (`make test`): PostgreSQL and
 #                                    Redis (started), Chromium and kubectl (Debian packages), Prometheus,
 #                                    the OpenID Connect provider of the SSO tests (npm)
@@ -81,6 +84,32 @@ ensure_nginx() {  # Debian's nginx, unpacked like prometheus (no root, no servic
   say "installed $("$TOOLS_DIR/usr/sbin/nginx" -v 2>&1)"
 }
 
+ensure_etcd() {  # Debian's etcd-server, unpacked into the prefix like prometheus (no root needed)
+  local etcd tmp
+  etcd="$(tool_path etcd)"
+  if [ -n "$etcd" ]; then
+    say "etcd: $etcd"
+    return 0
+  fi
+  say "installing Debian's etcd-server into $TOOLS_DIR (for graphs with Dynamo's Planner)"
+  if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-deb >/dev/null 2>&1; then
+    say "cannot install etcd: this is not a Debian/Ubuntu system; install etcd and set LOCAL_RUNTIME_ETCD" \
+        "to its path (a Planner graph's page says its decisions cannot run until then)" >&2
+    return 1
+  fi
+  tmp="$(mktemp -d)"
+  chmod 755 "$tmp"
+  if ! apt_fetch etcd-server "$tmp"; then
+    rm -rf "$tmp"
+    say "could not download Debian's etcd-server package (is a Debian mirror reachable?)" >&2
+    return 1
+  fi
+  mkdir -p "$TOOLS_DIR"
+  dpkg-deb -x "$tmp"/etcd-server_*.deb "$TOOLS_DIR"
+  rm -rf "$tmp"
+  say "installed $("$TOOLS_DIR/usr/bin/etcd" --version 2>&1 | head -n1)"
+}
+
 ensure_debian_package() {  # ensure_debian_package COMMAND PACKAGE WHY
   local command="$1" package="$2" why="$3"
   if command -v "$command" >/dev/null 2>&1; then
@@ -151,6 +180,9 @@ case "$WHAT" in
   nginx)
     ensure_nginx
     ;;
+  etcd)
+    ensure_etcd
+    ;;
   all)
     if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
       say "starting PostgreSQL"
@@ -187,7 +219,7 @@ case "$WHAT" in
     ensure_debian_package git git "repository sync and its tests"
     ;;
   *)
-    echo "usage: $0 [prometheus|nginx|all]" >&2
+    echo "usage: $0 [prometheus|nginx|etcd|all]" >&2
     exit 2
     ;;
 esac

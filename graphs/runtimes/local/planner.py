@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -77,7 +78,11 @@ def _import_fix(problem: str) -> str:
 
 
 def etcd_binary() -> str | None:
-    return shutil.which(getattr(settings, "LOCAL_RUNTIME_ETCD", "") or "etcd")
+    """LOCAL_RUNTIME_ETCD, else etcd on PATH, else the one `scripts/services.sh etcd` (run by
+    `make up`) unpacked into TOOLS_DIR."""
+    found = shutil.which(getattr(settings, "LOCAL_RUNTIME_ETCD", "") or "etcd")
+    unpacked = Path(settings.TOOLS_DIR) / "usr" / "bin" / "etcd"
+    return found or (str(unpacked) if unpacked.is_file() and os.access(unpacked, os.X_OK) else None)
 
 
 class PlannerExecutor:

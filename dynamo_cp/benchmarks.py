@@ -1,8 +1,9 @@
-"""dynamo-cp benchmarks run|show|list|cancel: aiperf runs against a graph's frontend."""
+"""dynamo-cp benchmarks run|show|list|cancel|compare: aiperf runs against a graph's frontend."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 from . import exits, wait
 from .client import Client
@@ -43,6 +44,10 @@ def add_parsers(sub, common) -> None:
     p = verbs.add_parser("list", help="recent runs, newest first", parents=[common])
     p.add_argument("--graph")
     p.add_argument("--limit", type=int, default=50)
+    p = verbs.add_parser("compare", help="several runs side by side, one row per load point (--report: the CSV or "
+                                         "self-contained HTML report on stdout)", parents=[common])
+    p.add_argument("ids", type=int, nargs="+", metavar="ID")
+    p.add_argument("--report", choices=["csv", "html"])
 
 
 def _body(args) -> dict:
@@ -105,6 +110,16 @@ def _show_table(run: dict) -> str:
     return "\n".join(lines)
 
 
+def _compare_table(data: dict) -> str:
+    rows = [[r.get("run"), r.get("label") or r.get("graph"), r.get("concurrency"), _num(r.get("ttft_p90")),
+             _num(r.get("itl_p90"), 2), _num(r.get("output_token_throughput")), _num(r.get("tokens_per_gpu"))]
+            for r in data.get("rows") or []]
+    out = table(["RUN", "LABEL", "CONCURRENCY", "TTFT P90 MS", "ITL P90 MS", "TOKENS/S", "TOKENS/S/GPU"], rows)
+    for p in data.get("predicted") or []:
+        out += f"\n{p.get('label')}" + "".join(f"; not like for like: {c}" for c in p.get("caveats") or [])
+    return out
+
+
 def run(args, client: Client) -> int:
     if args.verb == "list":
         rows = client.pages("/api/benchmarks/runs/", {"graph": args.graph}, limit=args.limit)
@@ -115,6 +130,15 @@ def run(args, client: Client) -> int:
         return exits.OK
     if args.verb == "cancel":
         emit(client.post(f"/api/benchmarks/runs/{args.id}/cancel/", json={}), args.output, _show_table)
+        return exits.OK
+    if args.verb == "compare":
+        runs = ",".join(str(i) for i in args.ids)
+        if args.report:
+            reply = client.request("GET", "/api/benchmarks/compare/report/", params={"runs": runs, "type": args.report},
+                                   accept="*/*")
+            sys.stdout.write(reply.text)
+            return exits.OK
+        emit(client.get("/api/benchmarks/compare/", params={"runs": runs}), args.output, _compare_table)
         return exits.OK
     created = client.post("/api/benchmarks/runs/", json=_body(args))
     code = exits.OK

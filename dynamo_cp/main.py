@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import benchmarks, config, exits, graphs, login, operations, repos, sizing
+from . import benchmarks, config, exits, graphs, login, operations, repos, sizing, studies
 from .client import Client
 from .exits import CliError
 from .output import FORMATS, emit, say
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     login.add_parsers(sub, common)
     repos.add_parsers(sub, common)
     sizing.add_parsers(sub, common)
+    studies.add_parsers(sub, common)
     cfg = sub.add_parser("config", help="the config file", parents=[common])
     verbs = cfg.add_subparsers(dest="verb", required=True, metavar="VERB")
     p = verbs.add_parser("set", help="write url and/or token to the config file (mode 0600)", parents=[common])
@@ -70,7 +71,7 @@ def do_config(args) -> int:
 
 
 COMMANDS = {"graphs": graphs.run, "operations": operations.run, "benchmarks": benchmarks.run, "repos": repos.run,
-            "sizing": sizing.run}
+            "sizing": sizing.run, "studies": studies.run_studies, "recommendations": studies.run_recommendations}
 
 
 def main(argv: list[str] | None = None) -> int:

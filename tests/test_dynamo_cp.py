@@ -487,3 +487,39 @@ def test_rollback_runs_an_earlier_revision_again_as_a_new_one_and_says_why_it_ca
     assert head.number == 3 and head.spec == graph.revisions.get(number=1).spec
     assert head.message == "rollback to revision 1 (revision 2 was running)"
     assert cli("graphs", "rollback", "cpdemo", "one").returncode == exits.USAGE
+
+
+def test_compare_studies_and_recommendations_have_verbs(cli):
+    from benchmarks.models import Study
+    from tests.test_benchmarks_api import _finished_run
+
+    graph = mocker_graph()
+    one, two = _finished_run(graph, shape="p1d1"), _finished_run(graph, shape="p2d1", ttft=80.0)
+    compared = cli("benchmarks", "compare", str(one.pk), str(two.pk))
+    assert compared.returncode == exits.OK, err(compared)
+    lines = out(compared).splitlines()
+    assert lines[0].split()[:3] == ["RUN", "LABEL", "CONCURRENCY"]
+    assert [line.split()[:2] for line in lines[1:3]] == [[str(one.pk), "p1d1"], [str(two.pk), "p2d1"]]
+    report = cli("benchmarks", "compare", str(one.pk), str(two.pk), "--report", "csv")
+    assert report.returncode == exits.OK and out(report).startswith("Run,Graph,Arm / label")
+    missing = cli("benchmarks", "compare", "999999")
+    assert missing.returncode != exits.OK
+
+    arms = [{"shape": "p1d1", "phase": "done"}, {"shape": "p2d1", "phase": "done"}]
+    study = Study.objects.create(graph=graph, profile="custom", params={}, arms=arms, state="succeeded")
+    study.runs.set([one, two])
+    listed = cli("studies", "list", "-o", "json")
+    assert listed.returncode == exits.OK and [s["id"] for s in json.loads(out(listed))] == [study.pk]
+    shown = cli("studies", "show", str(study.pk))
+    assert f"dynamo-cp benchmarks compare {one.pk} {two.pk}" in out(shown)
+    assert "arms: p1d1 (done), p2d1 (done)" in out(shown)
+    one_arm = cli("studies", "run", "cpdemo", "--arms", "p1d1")
+    assert one_arm.returncode == exits.INVALID and "arms: a study compares 2" in err(one_arm)
+    started = cli("studies", "run", "cpdemo", "--arms", "p1d1,p2d1", "-o", "json")
+    assert started.returncode == exits.OK, err(started)
+    assert [a["shape"] for a in json.loads(out(started))["arms"]] == ["p1d1", "p2d1"]
+
+    not_running = cli("recommendations", "create", "cpdemo")
+    assert not_running.returncode == exits.CONFLICT and "cpdemo is not deployed" in err(not_running)
+    assert cli("recommendations", "create", "cpdemo", "--runs", "one").returncode == exits.USAGE
+    assert cli("recommendations", "list").returncode == exits.OK

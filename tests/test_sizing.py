@@ -163,7 +163,11 @@ def test_a_graph_is_made_from_a_ranked_configuration_with_the_mockers_timing(api
                     format="json")
     assert made.status_code == 201, made.content
     body = made.json()
-    assert body["dynamo_version"] == "1.6.1"
+    assert body["dynamo_version"] == "1.6.1" and body["unchanged"] is False
+    again = api.post(f"{ESTIMATES}{estimate['id']}/graph/", {"name": "qwen-sized", "mode": "disagg", "rank": 1},
+                     format="json")
+    assert again.status_code == 200 and again.json()["unchanged"] is True
+    assert again.json()["revision"] == body["revision"]
     assert body["timing"] == f"AIConfigurator for h200_sxm, TP{best['(p)tp']} prefill / TP{best['(d)tp']} decode"
     spec = Graph.objects.get(name="qwen-sized").head.graph_spec
     pools = {s.role: s for s in spec.services}

@@ -11,6 +11,8 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from graphs.models import Graph
+
 from .. import aic, clusters, configurations, dgdr, services
 from ..models import DeploymentRequest, Estimate
 from .serializers import (
@@ -53,7 +55,7 @@ class EstimateViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Ret
         return Response(EstimateSerializer(estimate, context={"cached": cached}).data,
                         status=status.HTTP_200_OK if cached else status.HTTP_201_CREATED)
 
-    @extend_schema(request=GraphFromEstimateSerializer, responses={201: dict})
+    @extend_schema(request=GraphFromEstimateSerializer, responses={201: dict, 200: dict})
     @action(detail=True, methods=["post"])
     def graph(self, request, pk=None):
         """Make a graph from ranked configuration ``rank`` of experiment ``mode``: AIConfigurator's
@@ -61,10 +63,14 @@ class EstimateViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Ret
         body = GraphFromEstimateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         d = body.validated_data
+        before = Graph.objects.filter(name=d["name"]).values_list("head__number", flat=True).first()
         made = configurations.graph_from_estimate(estimate=self.get_object(), name=d["name"], rank=d["rank"],
                                                   mode=d.get("mode"), dynamo_version=d.get("dynamo_version"),
                                                   user=request.user, via="api")
-        return Response(made.as_dict(), status=status.HTTP_201_CREATED)
+        # The same configuration again makes no revision: 200 with "unchanged", as a graph import answers.
+        unchanged = made.revision == before
+        return Response({**made.as_dict(), "unchanged": unchanged},
+                        status=status.HTTP_200_OK if unchanged else status.HTTP_201_CREATED)
 
 
     @extend_schema(parameters=[DgdrQuerySerializer], responses={200: dict}, methods=["GET"])

@@ -39,3 +39,22 @@ class GraphForm(forms.Form):
     mode = forms.ChoiceField(choices=[("agg", "agg"), ("disagg", "disagg")])
     rank = forms.IntegerField(min_value=1)
     dynamo_version = forms.ChoiceField(choices=[(v, v) for v in KNOWN_RELEASES], initial=KNOWN_RELEASES[0])
+
+
+class DgdrForm(forms.Form):
+    """Apply the estimate's DynamoGraphDeploymentRequest to a registered cluster (clusters.py)."""
+
+    cluster = forms.ChoiceField(choices=[])
+    namespace = forms.SlugField(max_length=63)
+    name = forms.SlugField(max_length=63)
+    dynamo_version = forms.ChoiceField(choices=[(v, v) for v in KNOWN_RELEASES], initial=KNOWN_RELEASES[0])
+    auto_apply = forms.BooleanField(required=False, label="let the operator deploy the DGD it chooses",
+                                    help_text="off: adopt it here as a graph, then apply it as any other")
+
+    def __init__(self, *args, clusters=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["cluster"].choices = [(c, c) for c in clusters]
+
+
+class AdoptForm(forms.Form):
+    graph = forms.SlugField(max_length=63, label="as graph")

@@ -12,12 +12,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from accounts.roles import Role, role_required, user_role
+from clusters.models import Cluster
 from core.errors import Refused
+from core.specio import dump_yaml
 from graphs.models import Graph
 
-from . import configurations, services
-from .forms import EstimateForm, GraphForm
-from .models import Estimate
+from . import clusters as dgdr_clusters
+from . import configurations, dgdr, services
+from .forms import AdoptForm, DgdrForm, EstimateForm, GraphForm
+from .models import DeploymentRequest, Estimate
 
 STOP_POLLING = 286
 POOL_COLUMNS = {
@@ -42,7 +45,22 @@ def _context(estimate: Estimate, **extra) -> dict:
     experiments = estimate.result.get("experiments", {})
     return {"estimate": estimate, "experiments": experiments, "pool_columns": POOL_COLUMNS,
             "chart": json.dumps(_chart(estimate)),
-            "graph_form": GraphForm(initial={"mode": estimate.result.get("chosen"), "rank": 1}), **extra}
+            "graph_form": GraphForm(initial={"mode": estimate.result.get("chosen"), "rank": 1}),
+            **_dgdr_context(estimate), **extra}
+
+
+def _dgdr_context(estimate: Estimate, form: DgdrForm | None = None) -> dict:
+    """The estimate's inputs as a DGDR for the operator's own profiler: the preview (exactly what
+    an apply sends, the same defaults), the form that applies it, and the DGDRs applied from it."""
+    if not estimate.is_finished or estimate.state != "succeeded":
+        return {}
+    name = f"estimate-{estimate.pk}"
+    obj = dgdr.render(estimate.estimate_inputs, name=name)
+    names = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+    return {"dgdr_yaml": dump_yaml(obj), "dgdr_errors": dgdr.schema_errors(obj), "clusters": names,
+            "dgdr_form": form or DgdrForm(clusters=names, initial={"name": name}),
+            "dgdr_requests": estimate.deployment_requests.select_related("cluster", "graph").order_by("-created_at"),
+            "adopt_form": AdoptForm()}
 
 
 @role_required(Role.VIEWER)
@@ -131,3 +149,65 @@ def estimate_compare(request):
         return render(request, "sizing/compare.html", {"error": str(exc)}, status=400)
     return render(request, "sizing/compare.html", {"a": a, "b": b, "body": body,
                                                    "rows": list(zip(body["best"], (a, b), strict=True))})
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def estimate_dgdr(request, pk: int):
+    """Apply the estimate's DGDR to a registered cluster; the page then follows it."""
+    estimate = get_object_or_404(Estimate, pk=pk)
+    names = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+    form = DgdrForm(request.POST, clusters=names)
+    error = ""
+    if form.is_valid():
+        d = form.cleaned_data
+        try:
+            req = dgdr_clusters.dgdr_apply(estimate=estimate, cluster=Cluster.objects.get(name=d["cluster"]),
+                                           namespace=d["namespace"], name=d["name"],
+                                           dynamo_version=d["dynamo_version"], auto_apply=d["auto_apply"],
+                                           user=request.user)
+        except Refused as exc:
+            error = str(exc)
+        else:
+            messages.success(request, f"Applied DGDR {req.namespace}/{req.name} to {req.cluster.name}: "
+                                      f"{req.phase or 'no phase yet'}{': ' + req.message if req.message else ''}.")
+            return redirect("sizing:estimate", pk=estimate.pk)
+    else:
+        error = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+    context = _context(estimate, can_operate=True, dgdr_error=error)
+    context.update(_dgdr_context(estimate, form))
+    return render(request, "sizing/detail.html", context, status=400 if not form.is_valid() else 409)
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def request_refresh(request, pk: int):
+    req = get_object_or_404(DeploymentRequest.objects.select_related("cluster"), pk=pk)
+    try:
+        req = dgdr_clusters.dgdr_refresh(req)
+    except Refused as exc:
+        messages.error(request, f"Could not read DGDR {req.namespace}/{req.name}: {exc}")
+    else:
+        messages.info(request, f"DGDR {req.namespace}/{req.name}: {req.phase or 'no phase'}"
+                               f"{': ' + req.message if req.message else ''}.")
+    return redirect("sizing:estimate", pk=req.estimate_id)
+
+
+@role_required(Role.OPERATOR)
+@require_POST
+def request_adopt(request, pk: int):
+    """The DGD the operator's profiler chose, as a graph revision (then applied as any other)."""
+    req = get_object_or_404(DeploymentRequest.objects.select_related("cluster"), pk=pk)
+    form = AdoptForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Not adopted: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()))
+        return redirect("sizing:estimate", pk=req.estimate_id)
+    try:
+        graph, revision, _report = dgdr_clusters.dgdr_adopt(req=req, graph_name=form.cleaned_data["graph"],
+                                                            user=request.user)
+    except Refused as exc:
+        messages.error(request, f"Not adopted: {exc}")
+        return redirect("sizing:estimate", pk=req.estimate_id)
+    messages.success(request, f"Adopted the DGD that DGDR {req.namespace}/{req.name} chose as {graph.name} "
+                              f"revision {revision.number}.")
+    return redirect("graphs:detail", graph.name)

@@ -82,6 +82,7 @@ REPO = {"name": "repo"}
 EXPORT = {"name": "repo", "pk": "export"}
 ESTIMATE = {"id": "estimate", "pk": "estimate"}
 DGDR = {"id": "deployment_request"}
+DGDR_PAGE = {"pk": "deployment_request"}
 # Anonymous by design, each authenticated by its own means.
 WEBHOOK = "the Git host calls it with no user: the repository's shared secret signs the body"
 SIGN_IN = ("the sign-in itself: anonymous by nature, authenticated by OpenID Connect's state, code and "
@@ -282,6 +283,11 @@ PAGES = [
     Op("POST", "/sizing/estimates/{pk}/graph/", OPERATOR, 302, ESTIMATE,
        _form({"name": "sized", "mode": "agg", "rank": 1, "dynamo_version": "1.6.1"})),
     Op("GET", "/sizing/compare/", VIEWER, 200, body=lambda w, who: {"query": f"a={w['estimate']}&b={w['estimate']}"}),
+    Op("POST", "/sizing/estimates/{pk}/dgdr/", OPERATOR, 302, ESTIMATE,
+       lambda w, who: {"data": {"cluster": w["cluster"], "namespace": w["namespace"], "name": "page-applied",
+                                "dynamo_version": "1.6.1"}}),
+    Op("POST", "/sizing/requests/{pk}/refresh/", OPERATOR, 302, DGDR_PAGE, _form({})),
+    Op("POST", "/sizing/requests/{pk}/adopt/", OPERATOR, 302, DGDR_PAGE, _form({"graph": "adopted-page"})),
     Op("GET", "/auth/oidc/login/", PUBLIC, 502, public=SIGN_IN),
     Op("GET", "/auth/oidc/callback/", PUBLIC, 400, body=lambda w, who: {"query": "code=c&state=never-issued"},
        public=SIGN_IN),

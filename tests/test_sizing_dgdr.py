@@ -126,3 +126,34 @@ def test_the_dgdr_previewed_is_the_dgdr_applied(api_for, kube, cluster, estimate
     assert _apply(api, estimate, name="auto", auto_apply=True).status_code == 201
     assert kube.get("dynamographdeploymentrequests", "auto", namespace=NS)["spec"] == on["manifest"]["spec"]
     assert on["manifest"]["spec"]["autoApply"] is True
+
+
+def test_the_estimate_page_previews_applies_follows_and_adopts_a_dgdr(client_for, kube, cluster, estimate):
+    operator, viewer = client_for("operator"), client_for("viewer")
+    page = operator.get(f"/sizing/estimates/{estimate.pk}/").content.decode()
+    assert 'id="dgdr"' in page and "matches its CRD" in page and "autoApply: false" in page
+    assert "Apply to the cluster</button>" in page and "Apply to the cluster</button>" not in viewer.get(
+        f"/sizing/estimates/{estimate.pk}/").content.decode()
+    refused = operator.post(f"/sizing/estimates/{estimate.pk}/dgdr/",
+                            {"cluster": CLUSTER, "namespace": "kube-system", "name": "qwen-page",
+                             "dynamo_version": "1.6.1"})
+    assert refused.status_code == 409 and "Not applied: namespace:" in refused.content.decode()
+    bad = operator.post(f"/sizing/estimates/{estimate.pk}/dgdr/", {"cluster": "nowhere", "namespace": NS,
+                                                                   "name": "Bad Name", "dynamo_version": "1.6.1"})
+    assert bad.status_code == 400 and "cluster:" in bad.content.decode() and "name:" in bad.content.decode()
+    assert not DeploymentRequest.objects.exists()
+
+    applied = operator.post(f"/sizing/estimates/{estimate.pk}/dgdr/", {
+        "cluster": CLUSTER, "namespace": NS, "name": "qwen-page", "dynamo_version": "1.6.1"}, follow=True)
+    page = applied.content.decode()
+    assert "Applied DGDR llm/qwen-page" in page and "<code>llm/qwen-page</code>" in page and "Profiling" in page
+    req = DeploymentRequest.objects.get()
+    early = operator.post(f"/sizing/requests/{req.pk}/adopt/", {"graph": "qwen-page"}, follow=True)
+    assert "Not adopted:" in early.content.decode() and "has not generated a DGD yet" in early.content.decode()
+    kube.operator.dgdr.finish_profiling("qwen-page", NS, REFERENCE.read_text())
+    read = operator.post(f"/sizing/requests/{req.pk}/refresh/", follow=True).content.decode()
+    assert "DGDR llm/qwen-page: Ready" in read
+    adopted = operator.post(f"/sizing/requests/{req.pk}/adopt/", {"graph": "qwen-page"})
+    assert adopted.status_code == 302 and adopted["Location"] == "/graphs/qwen-page/"
+    assert Graph.objects.get(name="qwen-page").head.number == 1
+    assert viewer.post(f"/sizing/requests/{req.pk}/adopt/", {"graph": "x"}).status_code == 403

@@ -115,6 +115,21 @@ def check_inputs(inputs: Inputs) -> None:
     if f"{inputs.system}/{inputs.backend}" not in matrix["model_support"][inputs.model]:
         raise SizingError(f"model: AIConfigurator's support matrix lists {inputs.model} on "
                           f"{', '.join(matrix['model_support'][inputs.model])}, not {inputs.system}/{inputs.backend}")
+    if inputs.backend_version:
+        # Checked here, not left to AIConfigurator: a version it has no database for ended the
+        # worker process that ran the estimate ("worker lost") instead of answering.
+        have = database_versions(inputs.system, inputs.backend)
+        if inputs.backend_version not in have:
+            raise SizingError(f"backend_version: AIConfigurator has no {inputs.backend} {inputs.backend_version!r} "
+                              f"database for {inputs.system} (it has {', '.join(have) or 'none'}; empty: the latest)")
+
+
+@functools.cache
+def database_versions(system: str, backend: str) -> list[str]:
+    """The performance databases AIConfigurator holds for a system and backend."""
+    from aiconfigurator_core.sdk.perf_database import get_supported_databases
+
+    return sorted(get_supported_databases().get(system, {}).get(backend, []))
 
 
 def database_version(system: str, backend: str, requested: str | None = None) -> str | None:

@@ -38,15 +38,31 @@ class SignIn:
     username: str = ""
 
 
-def groups_from_claims(claims: dict, claim: str) -> list[str]:
+MAX_GROUPS = 200  # group names kept of one claim (the ones mapped to a role always are)
+MAX_GROUP_NAME = 150  # django.contrib.auth's Group.name
+SUBJECT_MAX = 255  # OidcIdentity.subject
+
+
+def _printable(text: str) -> bool:
+    return not any(unicodedata.category(c) == "Cc" for c in text)
+
+
+def groups_from_claims(claims: dict, claim: str, mapped: frozenset[str] = frozenset()) -> list[str]:
     """The provider's groups as a sorted list of names. Providers send a list of strings, and a
-    few a single string; anything else (numbers, objects) is not a group name."""
+    few a single string; anything else (numbers, objects, names with control characters or
+    longer than a group name can be) is not a group name. A claim of thousands is cut to
+    MAX_GROUPS names, keeping every one in ``mapped`` (those that give a role)."""
     value = claims.get(claim)
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list):
         return []
-    return sorted({item for item in value if isinstance(item, str) and item})
+    names = sorted({item for item in value[:100_000] if isinstance(item, str) and item
+                    and len(item) <= MAX_GROUP_NAME and _printable(item)})
+    if len(names) <= MAX_GROUPS:
+        return names
+    keep = [n for n in names if n in mapped]
+    return sorted(keep + [n for n in names if n not in mapped][:max(0, MAX_GROUPS - len(keep))])
 
 
 def username_from_claims(claims: dict, names: tuple[str, ...]) -> str:
@@ -54,7 +70,7 @@ def username_from_claims(claims: dict, names: tuple[str, ...]) -> str:
     checked as it will be stored, so that a full-width "admin" is admin and the ligature "fi" + "le" is file."""
     for name in names:
         value = claims.get(name)
-        if isinstance(value, str) and value.strip():
+        if isinstance(value, str) and value.strip() and _printable(value):
             return unicodedata.normalize("NFKC", value).strip()
     return ""
 
@@ -75,10 +91,14 @@ def _set_role(user, role: str | None) -> None:
 def sso_sign_in(*, config: SsoConfig, claims: dict, client: str = "") -> SignIn:
     """The user the verified ``claims`` sign in as, their role set from their groups, or the
     refusal to show. ``client`` (the browser's address) goes into the audit record."""
-    groups = groups_from_claims(claims, config.groups_claim)
+    groups = groups_from_claims(claims, config.groups_claim,
+                                mapped=frozenset().union(*config.role_groups.values()))
     username = username_from_claims(claims, config.username_claims)
     role = config.role_for(groups)
     issuer, subject = str(claims["iss"]), str(claims["sub"])
+    unusable = not _printable(issuer + subject) or len(subject) > SUBJECT_MAX
+    if unusable:  # kept only for the record of the refusal, escaped: nothing with a NUL is stored
+        issuer, subject = (v.encode("unicode_escape").decode()[:SUBJECT_MAX] for v in (issuer, subject))
     who = username or subject
     sent = ", ".join(groups) or "no groups"
 
@@ -87,6 +107,10 @@ def sso_sign_in(*, config: SsoConfig, claims: dict, client: str = "") -> SignIn:
                          subject=subject, client=client)
         return SignIn(user=None, role=None, groups=groups, refusal=reason, username=who)
 
+    if unusable:
+        # What PostgreSQL cannot store (NUL) or a column cannot hold: refused on the failure page.
+        return refuse("the identity provider sent a subject (sub) with control characters or over "
+                      f"{SUBJECT_MAX} characters")
     with transaction.atomic():
         identity = (OidcIdentity.objects.select_for_update().select_related("user")
                     .filter(issuer=issuer, subject=subject).first())
@@ -109,7 +133,7 @@ def sso_sign_in(*, config: SsoConfig, claims: dict, client: str = "") -> SignIn:
             try:
                 with transaction.atomic():
                     user = user_model.objects.create_user(username=username,
-                                                          email=str(claims.get("email") or "")[:254])
+                                                          email=_email(claims))
             except IntegrityError:  # two first sign-ins of one name at once: one wins
                 return refuse(f"another account named {username} was made at the same moment: sign in again")
             identity = OidcIdentity(user=user, issuer=issuer, subject=subject)
@@ -121,6 +145,11 @@ def sso_sign_in(*, config: SsoConfig, claims: dict, client: str = "") -> SignIn:
         identity.save()
         sso_signed_in.send(sender="sso", user=user, before=before, role=role, groups=groups, client=client)
     return SignIn(user=user, role=role, groups=groups, username=user.username)
+
+
+def _email(claims: dict) -> str:
+    email = str(claims.get("email") or "")
+    return email[:254] if _printable(email) else ""
 
 
 def sso_failure_record(*, kind: str, message: str, client: str = "") -> None:

@@ -6,6 +6,7 @@ tests/test_sso_browser.py."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -320,3 +321,26 @@ def test_a_token_signed_with_a_shared_secret_is_refused_whatever_the_secret(sign
     client, sign = signed
     with pytest.raises(SuspiciousOperation, match="algorithm the provider does not offer"):
         client.verify_token(sign(algorithm="HS256", secret=CONFIG.client_secret * 8), nonce="n1")
+
+
+@pytest.mark.django_db
+def test_control_characters_in_claims_are_refused_or_dropped_never_stored():
+    refused = sso_sign_in(config=CONFIG, claims=claims(sub="u-\x00-1", groups=["sre"]))
+    assert refused.user is None and "subject (sub) with control characters" in refused.refusal
+    record = AuditRecord.objects.filter(action="auth.sso_refused").latest("id")
+    assert "\x00" not in json.dumps(record.after or {}) and "\\x00" in json.dumps(record.after or {})
+    signed = sso_sign_in(config=CONFIG, claims=claims(sub="u-2", groups=["sre", "bad\x00group", "x" * 151],
+                                                      preferred_username="ma\x00ria", email="m\x00@example.test"))
+    # the user name falls to the next claim that is usable; neither was: refused, nothing stored
+    assert signed.user is None and "no usable user name" in signed.refusal
+    ok = sso_sign_in(config=CONFIG, claims=claims(sub="u-3", groups=["sre", "bad\x00group"],
+                                                  preferred_username="ma\x00ria", email="maria@example.test"))
+    assert ok.user.username == "maria@example.test" and ok.groups == ["sre"]
+
+
+@pytest.mark.django_db
+def test_a_groups_claim_of_thousands_is_cut_keeping_the_ones_that_give_a_role():
+    many = [f"team-{i:05d}" for i in range(5000)] + ["sre"]
+    result = sso_sign_in(config=CONFIG, claims=claims(sub="u-many", groups=many))
+    assert result.role == "admin" and "sre" in result.groups and len(result.groups) == 200
+    assert len(json.dumps(AuditRecord.objects.filter(action="auth.sso_login").latest("id").after)) < 10_000

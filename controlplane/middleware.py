@@ -9,6 +9,7 @@ from django.http.multipartparser import MultiPartParserError
 from core.untrusted import QueryParameterError, text_problem
 
 MESSAGE = "the request holds characters the server cannot store or look up (NUL bytes)"
+SSO_CALLBACK = "/auth/oidc/callback/"  # accounts/urls.py, name "sso-callback"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -35,6 +36,11 @@ class RejectUnstorableInputMiddleware:
             return JsonResponse({"detail": MESSAGE}, status=400)
         problem = _first_problem(request.GET)
         if problem:
+            if request.path == SSO_CALLBACK:
+                # A person's browser came back from the identity provider: its failure page, not JSON.
+                from accounts.sso_views import STALE, _failure
+
+                return _failure(request, "stale", STALE, record=False)
             return JsonResponse({"detail": f"query parameter {problem}"}, status=400)
         return self.get_response(request)
 

@@ -216,6 +216,10 @@ def test_a_callback_without_a_started_sign_in_is_a_page_and_leaves_no_session(se
     # recorded (tests/test_security_sso.py, which also shows the provider's own errors).
     denied = client.get("/auth/oidc/callback/?error=access_denied&error_description=User+cancelled&state=s")
     assert denied.status_code == 400 and "User cancelled" not in denied.text
+    # NUL bytes in the query string: the same failure page, not the API's JSON
+    nul = client.get("/auth/oidc/callback/?code=a%00b&state=s%00")
+    assert nul.status_code == 400 and nul["Content-Type"].startswith("text/html")
+    assert "used already or has expired" in nul.text
 
 
 @pytest.mark.django_db

@@ -5,6 +5,7 @@ events, the Planner's decisions and, on Kubernetes, the scaling changes others m
 from __future__ import annotations
 
 import copy
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
@@ -17,6 +18,9 @@ from . import fragments
 from .models import ACTIVE_STATES, Deployment, Event, Graph, Operation, PlannerDecision, Pod, ReplicaChange
 from .status_cache import POD_READINGS
 from .templatetags.graphs_extras import age
+
+# The local runtime keeps this much of a graph's routable-workers timeline (rollout.timeline_add).
+TIMELINE_SECONDS = 600
 
 
 def deployment_of(graph: Graph) -> Deployment | None:
@@ -111,6 +115,34 @@ def _revision_read(deployment: Deployment) -> bool:
     return Deployment._meta.get_field("revision").is_cached(deployment)
 
 
+def timeline_paths(points: list, now: float, *, width: int = 300, height: int = 36) -> list[dict]:
+    """The chart of a timeline, per pool: an SVG step path over the last TIMELINE_SECONDS (x: time,
+    y: routable workers), the highest count and the current one, and the seconds at zero."""
+    if not points:
+        return []
+    start = now - TIMELINE_SECONDS
+    pools = sorted({pool for _t, counts in points for pool in counts})
+    out = []
+    for pool in pools:
+        steps = [(max(t, start), counts.get(pool, 0)) for t, counts in points]
+        top = max(1, max(n for _t, n in steps))
+
+        def x(t: float) -> float:
+            return round((t - start) / TIMELINE_SECONDS * width, 1)
+
+        def y(n: int, top: int = top) -> float:
+            return round(height - n / top * (height - 2) - 1, 1)
+
+        d = f"M{x(steps[0][0])},{y(steps[0][1])}"
+        zero = 0.0
+        for (t0, n0), (t1, n1) in zip(steps, [*steps[1:], (now, steps[-1][1])], strict=True):
+            d += f" H{x(t1)}" + (f" V{y(n1)}" if n1 != n0 else "")
+            zero += (t1 - t0) if n0 == 0 else 0.0
+        out.append({"pool": pool, "path": d, "max": top, "now": steps[-1][1], "zero_seconds": round(zero, 1),
+                    "width": width, "height": height})
+    return out
+
+
 def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
     """``deployment``: the graph's, when the caller read it with the graph (WITH_DEPLOYMENT);
     otherwise it is read here (after an operation changed it, say)."""
@@ -149,8 +181,11 @@ def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
                              and pod.shm_bytes < pod.shm_requested * 0.99)
         reading = gpu.get(pod.name) or {}
         pod.gpu_mem, pod.gpu_pct = reading.get("gpu_memory_bytes"), reading.get("gpu_util")
+    timeline = (deployment.runtime_info or {}).get("routable") if deployment and deployment.active else None
     return {
         "deployment": deployment,
+        "routable_chart": timeline_paths(timeline, time.time()) if isinstance(timeline, list) else [],
+        "routable_window": TIMELINE_SECONDS // 60,
         "simulation": simulation,
         "pods_html": _pods_html(graph, pods, simulation),
         "active_op": active_op,

@@ -146,6 +146,9 @@ def test_a_changed_revision_a_scale_down_and_a_rollback_drop_no_request(eager, o
     assert load.bad == [], load.bad[:5]
     assert load.ok > 20
     assert page and 'id="rollout"' in page[0] and "rolling out:" in page[0]
+    # The graph page's chart of the frontend's routable workers: never none through all three changes.
+    status = viewer.get("/graphs/roll/status/").content.decode()
+    assert 'id="routable"' in status and "decode: 2 now" in status and "none for" not in status
     # Replacements are new pods beside the old ones, never the old ones restarted in place.
     assert not first & rolled
     # The frontend never had fewer routable workers in a pool than the pool asked for (a scale

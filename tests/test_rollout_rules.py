@@ -189,3 +189,20 @@ def test_a_crash_loop_names_the_signal_that_killed_it_not_a_flag_it_never_got():
     [found] = [d for d in diagnose(deployment, [pod]) if "crash" in d.title]
     assert "SIG" not in found.detail and found.fix.startswith("Read its last log lines below.")
     assert found.log == "ValueError: bad flag\n"
+
+
+def test_the_routable_timeline_keeps_change_points_and_draws_the_seconds_at_zero():
+    from graphs.status_view import timeline_paths
+
+    points = rollout.timeline_add([], 1000.0, {"decode": 2, "prefill": 1})
+    points = rollout.timeline_add(points, 1001.0, {"decode": 2, "prefill": 1})  # no change: no point
+    points = rollout.timeline_add(points, 1010.0, {"decode": 0, "prefill": 1})
+    points = rollout.timeline_add(points, 1013.5, {"decode": 2, "prefill": 1})
+    assert [t for t, _ in points] == [1000.0, 1010.0, 1013.5]
+    # points older than the window go, but the last of them stays: it gives the chart's first value
+    later = rollout.timeline_add(points, 1000.0 + rollout.TIMELINE_SECONDS + 20, {"decode": 1, "prefill": 1})
+    assert [t for t, _ in later] == [1013.5, 1000.0 + rollout.TIMELINE_SECONDS + 20]
+    charts = {c["pool"]: c for c in timeline_paths(points, 1020.0)}
+    assert charts["decode"]["zero_seconds"] == 3.5 and charts["decode"]["now"] == 2 and charts["decode"]["max"] == 2
+    assert charts["prefill"]["zero_seconds"] == 0 and charts["decode"]["path"].startswith("M")
+    assert timeline_paths([], 1020.0) == []

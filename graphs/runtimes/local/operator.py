@@ -76,6 +76,7 @@ class LocalOperator(RollingPools):
         self.rollouts: dict[int, list[str]] = {}  # deployment id -> its pools' rollout notes, this pass
         self.served: dict[int, set[str]] = {}  # deployment id -> instance ids its frontend has served through
         self.rollout_pools: dict[int, list[dict]] = {}  # deployment id -> per rolling pool: new/old/draining
+        self.timelines: dict[int, list] = {}  # deployment id -> routable workers per pool, change points
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -206,7 +207,8 @@ class LocalOperator(RollingPools):
         for dep in deployments:
             runtime_info = {**info.get(dep.pk, {}), "workers": self.worker_pods(dep),
                             "rollout": self.rollouts.get(dep.pk, []),
-                            "rollout_pools": self.rollout_pools.get(dep.pk, [])} if dep.active else {}
+                            "rollout_pools": self.rollout_pools.get(dep.pk, []),
+                            "routable": self.routable_timeline(dep)} if dep.active else {}
             self.write_status(dep, by_dep.get(dep.pk, []), problems.get(dep.pk, ""),
                               [e for e in events if self.owner.get(e.object) == dep.pk], runtime_info)
 
@@ -437,3 +439,4 @@ class LocalOperator(RollingPools):
         shutil.rmtree(graph_dir(dep.graph.name) / "planner", ignore_errors=True)
         self.planner.offsets.pop(dep.pk, None)
         self.served.pop(dep.pk, None)
+        self.timelines.pop(dep.pk, None)

@@ -3,6 +3,7 @@ of rollout.py's rules per pool (graphs.runtimes.local.operator.LocalOperator mix
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -97,6 +98,27 @@ class RollingPools:
             view.served = (view.served | self.served.get(dep.pk, set())) & view.instances
             self.served[dep.pk] = view.served
         return view
+
+    def routable_timeline(self, dep: Deployment) -> list:
+        """Workers per pool in the frontend's own discovery (its /health), as change points for the
+        graph page's chart: read every pass while the frontend is ready, kept TIMELINE_SECONDS."""
+        port = next((self.ports[n] for n, m in self.members.items()
+                     if self.owner.get(n) == dep.pk and m.role == "frontend" and self.ready.get(n)), None)
+        points = self.timelines.get(dep.pk, [])
+        if port is None:
+            return points
+        health = http_get(port, "/health", timeout=1.0)
+        view = rollout.frontend_view(health[1] if health else None, b"")
+        if view is None:
+            return points
+        ids = self.instances(dep)
+        counts: dict[str, int] = {}
+        for name, member in self.members.items():
+            if self.owner.get(name) == dep.pk and member.role in ("prefill", "decode", "worker"):
+                counts[member.service.name] = counts.get(member.service.name, 0) + bool(
+                    set(ids.get(name, ())) & view.instances)
+        self.timelines[dep.pk] = rollout.timeline_add(points, time.time(), counts)
+        return self.timelines[dep.pk]
 
     def instances(self, dep: Deployment) -> dict[str, list[str]]:
         """Pod name -> the instance ids its worker registered (from the discovery folder)."""

@@ -182,3 +182,15 @@ def routable(view: FrontendView | None, instance_ids: Iterable[str]) -> bool | N
     if view is None or not ids:
         return None
     return bool(ids & view.instances) and (bool(ids & view.served) or view.idle)
+
+
+TIMELINE_SECONDS = 600  # how far back the graph page's routable-workers chart reaches (graphs/status_view.py)
+
+
+def timeline_add(points: list, at: float, counts: dict[str, int]) -> list:
+    """Change points [[t, {pool: routable}], ...]: ``counts`` appended when it differs from the last;
+    points older than TIMELINE_SECONDS dropped, but for the one that gives the chart's first value."""
+    if not points or points[-1][1] != counts:
+        points = [*points, [round(at, 1), counts]]
+    old = [i for i, (t, _c) in enumerate(points) if t < at - TIMELINE_SECONDS]
+    return points[old[-1]:] if old else points

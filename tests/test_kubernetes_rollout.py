@@ -55,7 +55,8 @@ def test_ready_is_ready_once_every_pod_runs_the_spec_whatever_flags_the_operator
 # ---------------------------------------------------------------- against the emulator's Grove
 
 
-def test_a_rollout_on_the_cluster_shows_its_ready_but_old_pods_and_refuses_a_revert_in_the_middle(db, cluster, kube):
+def test_a_rollout_on_the_cluster_shows_its_ready_but_old_pods_and_refuses_a_revert_in_the_middle(db, cluster, kube,
+                                                                                                 client_for):
     import time
 
     from core.catalog import PoolFields, build_spec
@@ -67,6 +68,7 @@ def test_a_rollout_on_the_cluster_shows_its_ready_but_old_pods_and_refuses_a_rev
 
     graph = make_graph(decode_replicas=2)
     apply(graph)
+    client = client_for("viewer")
     watcher = ClusterWatcher(cluster.pk)
     watcher.watch_once(timeout=0)
     assert Deployment.objects.get(graph=graph).state == GraphState.READY
@@ -85,6 +87,10 @@ def test_a_rollout_on_the_cluster_shows_its_ready_but_old_pods_and_refuses_a_rev
         dep = Deployment.objects.get(graph=graph)
         seen.append((dep.state, dep.message))
         if "still run the previous spec" in dep.message and not refused:
+            table = client.get("/graphs/g/status/").content.decode()
+            assert 'id="rollout"' in table and "pods of an earlier spec" in table
+            assert dep.runtime_info["rollout_pools"] == [
+                {"pool": "decode", "desired": 2, "new": 1, "new_routable": 1, "old": 1, "draining": 0}]
             try:
                 rollouts.graph_rollback(graph=graph, revision_number=1)
             except OperationRefused as exc:
@@ -97,6 +103,7 @@ def test_a_rollout_on_the_cluster_shows_its_ready_but_old_pods_and_refuses_a_rev
     assert any(m.startswith("rolling out: 1 of 2 decode pods still run the previous spec") for _s, m in seen), seen
     assert "#13620" in refused and graph.revisions.count() == 2
     assert seen[-1][0] == GraphState.READY
+    assert Deployment.objects.get(graph=graph).runtime_info["rollout_pools"] == []  # over: no table
 
 
 def test_a_scale_down_on_the_cluster_says_what_its_pods_grace_period_will_cut(db, cluster, kube):

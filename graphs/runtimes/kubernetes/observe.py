@@ -148,6 +148,30 @@ def previous_generation(dgd: dict, pods: list[PodStatus]) -> dict[str, tuple[int
     return out
 
 
+def generation_pools(dgd: dict | None, pods: list[PodStatus]) -> list[dict]:
+    """While a pool rolls (pods of an earlier spec remain, or pods are terminating): per component,
+    its pods of the current spec (and how many are ready), those of an earlier one, and those
+    terminating, beside the replicas the DGD asks for. [] when nothing rolls."""
+    if dgd is None:
+        return []
+    declared = _declared_command_lines(dgd)
+    spec = dgd.get("spec") or {}
+    items = ([(c.get("name"), c) for c in spec.get("components") or [] if isinstance(c, dict)]
+             if isinstance(spec.get("components"), list) else list((spec.get("services") or {}).items()))
+    out = []
+    for component, body in items:
+        mine = [p for p in pods if p.service == component]
+        live = [p for p in mine if p.phase != "Terminating"]
+        line = declared.get(component)
+        new = [p for p in live if line is None or _contains(p.command + p.args, line)]
+        entry = {"pool": component, "desired": (body or {}).get("replicas", 1) if isinstance(body, dict) else 1,
+                 "new": len(new), "new_routable": sum(p.ready for p in new), "old": len(live) - len(new),
+                 "draining": len(mine) - len(live)}
+        if entry["old"] or entry["draining"]:
+            out.append(entry)
+    return out
+
+
 def graph_state(*, active: bool, dgd: dict | None, pods: list[PodStatus], name: str, namespace: str,
                 awaiting: bool = False) -> tuple[str, str]:
     """GraphState and message from the DGD's ``state`` and ``Ready`` condition, refined by

@@ -42,7 +42,7 @@ from ...models import Deployment, GraphState
 from ...status_cache import observation_record, state_record
 from ..base import Observation, PodStatus
 from .facts import WorkerFacts
-from .observe import DGD_LABEL, caught_up, event_record, graph_state, pod_status
+from .observe import DGD_LABEL, caught_up, event_record, generation_pools, graph_state, pod_status
 from .owners import record_ownership
 
 log = logging.getLogger(__name__)
@@ -277,11 +277,15 @@ class ClusterWatcher:
         endpoint = (f"http://{service_name(name, frontend)}.{dep.namespace}.svc.cluster.local:8000"
                     if frontend else "")
         fresh = self._fresh_events(dep, events)
+        rolling = generation_pools(dgd, pods) if dep.active else []
+        info = None  # left as it is, unless the rollout table changes
+        if rolling != (dep.runtime_info or {}).get("rollout_pools", []):
+            info = {**(dep.runtime_info or {}), "rollout_pools": rolling}
         observation_record(dep, Observation(state=state, message=message, pods=pods,
                                             events=[event_record(e) for e in fresh.values()],
                                             endpoint=endpoint if dep.active else ""),
                            observed_generation=dep.generation if caught_up(dgd) else dep.observed_generation,
-                           merge_events=True)
+                           merge_events=True, runtime_info=info)
         self.events_written.update({key: stamp for key, stamp in fresh})
 
     def _fresh_events(self, dep: Deployment, events: list[dict]) -> dict[tuple[tuple[int, str], str], dict]:

@@ -90,7 +90,7 @@ def test_a_rollout_on_the_cluster_shows_its_ready_but_old_pods_and_refuses_a_rev
             table = client.get("/graphs/g/status/").content.decode()
             assert 'id="rollout"' in table and "pods of an earlier spec" in table
             assert dep.runtime_info["rollout_pools"] == [
-                {"pool": "decode", "desired": 2, "new": 1, "new_routable": 1, "old": 1, "draining": 0}]
+                {"pool": "decode", "desired": 2, "new": 1, "new_routable": 1, "old": 1, "draining": 0, "ready": 2}]
             try:
                 rollouts.graph_rollback(graph=graph, revision_number=1)
             except OperationRefused as exc:
@@ -122,3 +122,32 @@ def test_a_scale_down_on_the_cluster_says_what_its_pods_grace_period_will_cut(db
     assert op.result.startswith("decode: 2 → 1 replicas") and "killed 20 s after SIGTERM" in op.result
     up = scale(graph, "decode", 2)
     assert "SIGTERM" not in up.result  # a scale-up stops nothing
+
+
+def test_a_one_replica_pool_rolled_by_grove_has_a_window_with_nothing_ready_and_the_page_says_so(
+        db, cluster, kube, client_for):
+    import time
+
+    from core.catalog import PoolFields, build_spec
+    from graphs import operations, services
+    from graphs.runtimes.kubernetes.watch import ClusterWatcher
+    from tests.k8s_helpers import apply, make_graph
+
+    graph = make_graph(decode_replicas=1)
+    apply(graph)
+    watcher = ClusterWatcher(cluster.pk)
+    watcher.watch_once(timeout=0)
+    kube.operator.ready_delay = 3.0  # the replacement takes a while to be ready
+    services.graph_update(graph=graph, spec=build_spec(
+        template="vllm-disagg", name="g", model="Qwen/Qwen3-0.6B", prefill=PoolFields(gpus=1),
+        decode=PoolFields(gpus=1, replicas=1, engine_args="--max-num-seqs 64")))
+    op = operations.graph_apply(graph=graph, runtime="kubernetes", cluster="emu", namespace="llm", via="api")
+    operations.operation_run(op.pk)
+    warned = ""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not warned:
+        watcher.watch_once(timeout=1)
+        page = client_for("viewer").get("/graphs/g/status/").content.decode()
+        if 'data-zero-ready="decode"' in page:
+            warned = page
+    assert "decode has no ready pod while it rolls" in warned and "maxUnavailable 1" in warned

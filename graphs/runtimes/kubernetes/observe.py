@@ -148,10 +148,11 @@ def previous_generation(dgd: dict, pods: list[PodStatus]) -> dict[str, tuple[int
     return out
 
 
-def generation_pools(dgd: dict | None, pods: list[PodStatus]) -> list[dict]:
-    """While a pool rolls (pods of an earlier spec remain, or pods are terminating): per component,
-    its pods of the current spec (and how many are ready), those of an earlier one, and those
-    terminating, beside the replicas the DGD asks for. [] when nothing rolls."""
+def generation_pools(dgd: dict | None, pods: list[PodStatus], *, changed: bool = False) -> list[dict]:
+    """While a pool rolls (pods of an earlier spec remain, or pods are terminating; or, after a
+    change to a graph that ran, ``changed``, it has pods and none ready): per component, its pods of
+    the current spec (and how many are ready), those of an earlier one, and those terminating,
+    beside the replicas the DGD asks for. [] when nothing rolls."""
     if dgd is None:
         return []
     declared = _declared_command_lines(dgd)
@@ -166,8 +167,9 @@ def generation_pools(dgd: dict | None, pods: list[PodStatus]) -> list[dict]:
         new = [p for p in live if line is None or _contains(p.command + p.args, line)]
         entry = {"pool": component, "desired": (body or {}).get("replicas", 1) if isinstance(body, dict) else 1,
                  "new": len(new), "new_routable": sum(p.ready for p in new), "old": len(live) - len(new),
-                 "draining": len(mine) - len(live)}
-        if entry["old"] or entry["draining"]:
+                 "draining": len(mine) - len(live),
+                 "ready": sum(p.ready for p in live)}  # 0: nothing to route to (Grove's maxUnavailable 1)
+        if entry["old"] or entry["draining"] or (changed and mine and not entry["ready"]):
             out.append(entry)
     return out
 

@@ -277,7 +277,7 @@ class ClusterWatcher:
         endpoint = (f"http://{service_name(name, frontend)}.{dep.namespace}.svc.cluster.local:8000"
                     if frontend else "")
         fresh = self._fresh_events(dep, events)
-        rolling = generation_pools(dgd, pods) if dep.active else []
+        rolling = generation_pools(dgd, pods, changed=dep.generation > 1) if dep.active else []
         info = None  # left as it is, unless the rollout table changes
         if rolling != (dep.runtime_info or {}).get("rollout_pools", []):
             info = {**(dep.runtime_info or {}), "rollout_pools": rolling}

@@ -75,6 +75,9 @@ class Scope:
     by: tuple[str, ...] = ()  # empty for a single graph
     scrape_interval: int = 5
     recorded: bool = False  # read deploy/prometheus/recording-rules.yaml's series for quantiles
+    # Count a counter born while its target was already scraped whole (_counter_rate). Local
+    # graphs only: their targets carry the series' own labels (job, graph), so ``up`` matches.
+    births: bool = False
 
     def selector(self, **extra: str) -> str:
         parts = [f"{label}{op}{quote(value)}" for label, op, value in self.matchers]
@@ -87,12 +90,12 @@ class Scope:
 
 
 def local_scope(graph: str, *, scrape_interval: int = 5) -> Scope:
-    return Scope((("job", "=", LOCAL_JOB), ("graph", "=", graph)), scrape_interval=scrape_interval)
+    return Scope((("job", "=", LOCAL_JOB), ("graph", "=", graph)), scrape_interval=scrape_interval, births=True)
 
 
 def local_graphs_scope(graphs: Iterable[str], *, scrape_interval: int = 5) -> Scope:
     return Scope((("job", "=", LOCAL_JOB), ("graph", "=~", any_of(graphs))), by=("graph",),
-                 scrape_interval=scrape_interval)
+                 scrape_interval=scrape_interval, births=True)
 
 
 def dynamo_namespace(namespace: str, dgd: str) -> str:
@@ -173,18 +176,32 @@ def itl_quantile(q: float, scope: Scope, window: int) -> str:
 # ------------------------------------------------------------------ load
 
 
+def _counter_rate(metric: str, scope: Scope, window: int) -> str:
+    """rate(), and what it cannot see: the frontend makes a counter at its first request, so the
+    first scrape that finds it already holds the requests before it. A series that was absent a
+    window ago while its target was scraped then was born inside the window, from zero: its whole
+    value counts. Where the target itself is newer than the window, rate() alone, as before."""
+    plain = _rate(metric, scope, window)
+    if not scope.births:
+        return plain
+    series, d = f"{metric}{scope.selector()}", duration(window)
+    born = (f"({series} unless {series} offset {d}) / {int(window)} "
+            f"and on(instance, job) (up{scope.selector()} offset {d})")
+    return f"(({plain} and {series} offset {d}) or ({born}) or {plain})"
+
+
 def request_rate(scope: Scope, window: int) -> str:
     """Finished requests per second, successful or not."""
-    return f"{scope.grouping()} ({_rate(REQUESTS, scope, window)})"
+    return f"{scope.grouping()} ({_counter_rate(REQUESTS, scope, window)})"
 
 
 def output_token_rate(scope: Scope, window: int) -> str:
-    return f"{scope.grouping()} ({_rate(OUTPUT_TOKENS, scope, window)})"
+    return f"{scope.grouping()} ({_counter_rate(OUTPUT_TOKENS, scope, window)})"
 
 
 def input_token_rate(scope: Scope, window: int) -> str:
     """Prompt tokens per second, from the input-length histogram's sum."""
-    return f"{scope.grouping()} ({_rate(INPUT_TOKENS + '_sum', scope, window)})"
+    return f"{scope.grouping()} ({_counter_rate(INPUT_TOKENS + '_sum', scope, window)})"
 
 
 def in_flight(scope: Scope) -> str:

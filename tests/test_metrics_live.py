@@ -311,3 +311,45 @@ def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, 
         assert all(floor - 1e-9 <= v <= ceiling + 1e-9 for v in points), (name, points, floor, ceiling)
     assert max(v for v in data["series"]["request_rate"] if v is not None) > 0
     assert any(v is not None for v in data["series"]["in_flight"])
+
+
+def test_requests_a_counter_held_at_its_first_scrape_count_in_the_request_rate(db, use_prometheus):
+    """The frontend makes dynamo_frontend_requests_total at its first request: the first scrape
+    that finds it already holds the requests before it, which rate() alone never shows."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    state = {"born": False}
+
+    class Frontend(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = 'dynamo_frontend_model_ready{model="m"} 1\n'
+            if state["born"]:
+                body += 'dynamo_frontend_requests_total{model="m"} 40\n'  # 40 requests since the last scrape
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Frontend)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    labels = {"graph": "births", "pool": "frontend", "pod": "births-frontend-0"}
+    use_prometheus.add_targets("births", [{"targets": [f"127.0.0.1:{server.server_address[1]}"], "labels": labels}])
+    try:
+        use_prometheus.wait_for('count_over_time(up{graph="births"}[1m])',
+                                lambda r: r and float(r[0]["value"][1]) >= 7, timeout=60)
+        state["born"] = True
+        use_prometheus.wait_for('dynamo_frontend_requests_total{graph="births"}', bool, timeout=30)
+        scope = promql.local_scope("births", scrape_interval=1)
+        counted = use_prometheus.query(promql.request_rate(scope, 5))
+        assert float(counted[0]["value"][1]) == pytest.approx(8.0)  # 40 requests over the 5 s window
+        plain = use_prometheus.query('sum(rate(dynamo_frontend_requests_total{graph="births"}[5s]))')
+        assert not plain or float(plain[0]["value"][1]) == 0.0  # what the chart showed before
+    finally:
+        use_prometheus.remove_targets("births")
+        server.shutdown()
+        server.server_close()

@@ -130,7 +130,12 @@ def test_recorded_names_are_the_ones_the_rules_file_records():
 
 
 def test_request_rate():
-    assert promql.request_rate(LOCAL, 30) == f"sum (rate(dynamo_frontend_requests_total{LOCAL_SEL}[30s]))"
+    rate, series = f"rate(dynamo_frontend_requests_total{LOCAL_SEL}[30s])", f"dynamo_frontend_requests_total{LOCAL_SEL}"
+    # A local frontend's counter born inside the window, while its target was scraped, counts whole.
+    assert promql.request_rate(LOCAL, 30) == (
+        f"sum ((({rate} and {series} offset 30s) or (({series} unless {series} offset 30s) / 30 "
+        f"and on(instance, job) (up{LOCAL_SEL} offset 30s)) or {rate}))")
+    assert promql.request_rate(K8S, 30) == f"sum (rate(dynamo_frontend_requests_total{K8S_SEL}[30s]))"
 
 
 def test_output_token_rate():
@@ -138,8 +143,9 @@ def test_output_token_rate():
 
 
 def test_input_token_rate_reads_the_input_length_histograms_sum():
-    assert promql.input_token_rate(LOCAL, 60) == (
-        f"sum (rate(dynamo_frontend_input_sequence_tokens_sum{LOCAL_SEL}[60s]))")
+    assert promql.input_token_rate(K8S, 60) == (
+        f"sum (rate(dynamo_frontend_input_sequence_tokens_sum{K8S_SEL}[60s]))")
+    assert "dynamo_frontend_input_sequence_tokens_sum" in promql.input_token_rate(LOCAL, 60)
 
 
 def test_in_flight_falls_back_to_the_deprecated_gauge():

@@ -206,3 +206,29 @@ def test_the_routable_timeline_keeps_change_points_and_draws_the_seconds_at_zero
     assert charts["decode"]["zero_seconds"] == 3.5 and charts["decode"]["now"] == 2 and charts["decode"]["max"] == 2
     assert charts["prefill"]["zero_seconds"] == 0 and charts["decode"]["path"].startswith("M")
     assert timeline_paths([], 1020.0) == []
+
+
+def test_a_drain_signals_the_worker_not_its_children_as_the_kubelet_signals_pid_1(tmp_path):
+    # vLLM's EngineCore is a child of the worker: a SIGTERM to the whole group killed it at once
+    # and cut every stream the worker was still serving.
+    sup = Supervisor(tmp_path / "run")
+    mark = tmp_path / "child-got-term"
+    child = (f"import signal, time, pathlib\n"
+             f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(mark)!r}).write_text('x'), exit(0)))\n"
+             f"print('child-up', flush=True)\n"
+             f"time.sleep(60)")
+    code = ("import signal, subprocess, sys, time, pathlib\n"
+            f"child = subprocess.Popen([sys.executable, '-c', {child!r}])\n"
+            "def term(*a):\n"
+            "    time.sleep(0.5)\n"
+            f"    print('child-termed' if pathlib.Path({str(mark)!r}).exists() else 'child-alive', flush=True)\n"
+            "    sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, term)\n"
+            "print('up', flush=True)\ntime.sleep(60)")
+    pid = _start(sup, tmp_path, "worker", code)
+    wait_until(lambda: "child-up" in sup.tail_log("worker"), timeout=10)  # its handler is installed
+    sup.drain("worker", budget=30)
+    wait_until(lambda: [e for e in sup.poll() if e.reason == "Killing"], timeout=15)
+    lines = (tmp_path / "worker.log").read_text().splitlines()  # the header line holds the code itself
+    assert "child-alive" in lines and "child-termed" not in lines
+    assert group_members(pid) == []  # and nothing of the group outlives the drain

@@ -203,10 +203,11 @@ class Supervisor:
         return self._stop([name], grace)
 
     def drain(self, name: str, budget: float, why: str = "") -> list[EventRecord]:
-        """SIGTERM the process group and return at once: the process leaves routing and finishes
+        """SIGTERM the process (not its group) and return at once: it leaves routing and finishes
         what it serves on its own (Dynamo's graceful shutdown, rollout.py); ``poll`` forgets it
-        once it exits and SIGKILLs it ``budget`` seconds from now. A process that is not running
-        (backing off) is simply forgotten. Idempotent."""
+        once it exits, killing what is left of its group, and SIGKILLs the group ``budget``
+        seconds from now. A process that is not running (backing off) is simply forgotten.
+        Idempotent."""
         with self._lock:
             p = self._procs.get(name)
             if p is None or p.drain_deadline is not None:
@@ -219,7 +220,11 @@ class Supervisor:
             p.drain_deadline = p.drain_started + budget
             p.message = (f"draining{': ' + why if why else ''}: out of routing, finishing its in-flight "
                          f"requests (SIGKILL after {budget:g} s)")
-            _signal_group(p.popen.pid, signal.SIGTERM)
+            # The process itself, as the kubelet signals a container's PID 1: not its group. The
+            # worker shuts its own children down once it has drained; a group SIGTERM reached
+            # vLLM's EngineCore child at once and cut every stream the worker served.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p.popen.pid, signal.SIGTERM)
         return [self._event("Normal", "Draining", name, p.message)]
 
     def draining(self, name: str) -> bool:

@@ -6,6 +6,7 @@ Dynamo operator reconciles a DGD on a cluster."""
 from __future__ import annotations
 
 import difflib
+import json
 from collections import deque
 from pathlib import Path
 
@@ -24,6 +25,10 @@ def graph_dir(graph_name: str) -> Path:
     return Path(settings.LOCAL_RUNTIME_DIR) / "graphs" / graph_name
 
 
+def _sorted(obj):
+    return json.loads(json.dumps(obj, sort_keys=True))
+
+
 def pod_log_path(graph_name: str, pod: str) -> Path:
     return graph_dir(graph_name) / LOG_DIR_NAME / f"{pod}.log"
 
@@ -33,8 +38,10 @@ class LocalRuntime:
 
     def apply(self, *, target: Target, spec, manifest: dict, dry_run: bool = False, deployment, revision):
         live = deployment.manifest if deployment.active else None
-        before = dump_yaml(live).splitlines(keepends=True) if live else []
-        after = dump_yaml(manifest).splitlines(keepends=True)
+        # Keys in one order on both sides: PostgreSQL's jsonb gives the stored manifest back with
+        # its keys reordered, which would show as a change of every line.
+        before = dump_yaml(_sorted(live)).splitlines(keepends=True) if live else []
+        after = dump_yaml(_sorted(manifest)).splitlines(keepends=True)
         diff = "".join(difflib.unified_diff(before, after, fromfile="live", tofile=f"revision {revision.number}"))
         changed = bool(diff) or bool(deployment.replicas) or not deployment.active
         # The file's ConfigMaps, PVCs and DRA claims are a cluster's: said, never silently dropped.

@@ -13,6 +13,10 @@ DEFAULT_USERNAME_CLAIMS = ("preferred_username", "email")
 # A signed-in SSO session lasts this long, then the person signs in again: the next sign-in
 # is when a role taken away in the identity provider is taken away here.
 DEFAULT_SESSION_SECONDS = 8 * 3600
+# The API tokens of a person who signs in with SSO act only while they have signed in within
+# this many days: someone offboarded in the identity provider never signs in again, and their
+# tokens stop with it, instead of keeping their role for up to a year (Rancher CVE-2026-44946).
+DEFAULT_TOKEN_SIGN_IN_DAYS = 30
 # Highest first: a person in groups mapped to several roles gets the highest.
 ROLE_ORDER = ("admin", "operator", "viewer")
 
@@ -32,6 +36,7 @@ class SsoConfig:
     role_groups: dict[str, frozenset[str]]  # role name -> the IdP groups that grant it
     session_seconds: int
     timeout: float  # seconds for each call to the provider
+    token_sign_in_days: int = DEFAULT_TOKEN_SIGN_IN_DAYS  # 0: tokens do not depend on sign-ins
 
     def role_for(self, groups: Iterable[str]) -> str | None:
         return role_for_groups(groups, self.role_groups)
@@ -86,6 +91,7 @@ def sso_config(env: Callable[[str, str], str]) -> SsoConfig | None:
         role_groups=role_groups,
         session_seconds=_positive_int(env, "OIDC_SESSION_SECONDS", DEFAULT_SESSION_SECONDS),
         timeout=float(_positive_int(env, "OIDC_TIMEOUT_SECONDS", 10)),
+        token_sign_in_days=_whole_days(env, "OIDC_TOKEN_SIGN_IN_DAYS", DEFAULT_TOKEN_SIGN_IN_DAYS),
     )
 
 
@@ -112,4 +118,15 @@ def _positive_int(env: Callable[[str, str], str], name: str, default: int) -> in
         raise SsoConfigError(f"{name} must be a whole number of seconds, not {raw!r}") from None
     if value <= 0:
         raise SsoConfigError(f"{name} must be more than 0, not {value}")
+    return value
+
+
+def _whole_days(env: Callable[[str, str], str], name: str, default: int) -> int:
+    raw = env(name, str(default)).strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SsoConfigError(f"{name} must be a whole number of days, not {raw!r}") from None
+    if not 0 <= value <= 3650:
+        raise SsoConfigError(f"{name} must be between 0 (off) and 3650 days, not {value}")
     return value

@@ -7,15 +7,18 @@ endpoint, any later CLI or proxy), so hashing, expiry and revocation are decided
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from knox.crypto import hash_token
 from knox.settings import CONSTANTS
 from rest_framework import exceptions
 
-from .models import ApiToken
+from .models import ApiToken, OidcIdentity
+from .sso_config import DEFAULT_TOKEN_SIGN_IN_DAYS
 from .signals import token_created, token_revoked
 
 DEFAULT_DAYS = 90
@@ -70,22 +73,52 @@ def tokens_of(user):
     return ApiToken.objects.filter(user=user).order_by("-created")
 
 
-def authenticate_key(key: str):
-    """The active user a token key belongs to, or None (unknown, revoked, expired, malformed
-    key, or an inactive user). Expired tokens are deleted when presented."""
-    if not isinstance(key, str) or not _KEY.fullmatch(key):
+def sign_in_days() -> int:
+    sso = getattr(settings, "SSO", None)
+    return sso.token_sign_in_days if sso is not None else DEFAULT_TOKEN_SIGN_IN_DAYS
+
+
+def tokens_lapse(user) -> datetime | None:
+    """When the API tokens of ``user`` stop acting unless they sign in again: for a person who
+    signs in with single sign-on, OIDC_TOKEN_SIGN_IN_DAYS after their last sign-in (an
+    offboarded person never signs in again). None: a local account, or the rule is off."""
+    days = sign_in_days()
+    if not days:
         return None
+    try:
+        identity = user.oidc_identity
+    except OidcIdentity.DoesNotExist:
+        return None
+    return (identity.last_sign_in or timezone.now() - timedelta(days=days + 1)) + timedelta(days=days)
+
+
+def key_owner(key: str):
+    """(the active user a token key belongs to, or None; why not, a sentence when it is worth
+    telling the caller)."""
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        return None, ""
     digest = hash_token(key)
-    token = (ApiToken.objects.select_related("user")
+    token = (ApiToken.objects.select_related("user", "user__oidc_identity")
              .filter(token_key=key[:CONSTANTS.TOKEN_KEY_LENGTH], digest=digest).first())
     if token is None:
-        return None
+        return None, ""
     if token.expired:
         ApiToken.objects.filter(pk=token.pk).delete()
-        return None
+        return None, ""
     if not token.user.is_active:
-        return None
-    return token.user
+        return None, ""
+    lapse = tokens_lapse(token.user)
+    if lapse is not None and lapse <= timezone.now():
+        return None, (f"the token's owner has not signed in with single sign-on for {sign_in_days()} days: "
+                      "their tokens act again once they sign in")
+    return token.user, ""
+
+
+def authenticate_key(key: str):
+    """The active user a token key belongs to, or None (unknown, revoked, expired, malformed
+    key, an inactive user, or a single-sign-on user who has not signed in for
+    OIDC_TOKEN_SIGN_IN_DAYS). Expired tokens are deleted when presented."""
+    return key_owner(key)[0]
 
 
 class TokenAuthentication(KnoxTokenAuthentication):
@@ -96,7 +129,7 @@ class TokenAuthentication(KnoxTokenAuthentication):
             key = token.decode("ascii")
         except UnicodeDecodeError:
             key = ""
-        user = authenticate_key(key)
+        user, why = key_owner(key)
         if user is None:
-            raise exceptions.AuthenticationFailed("Invalid, expired or revoked token.")
+            raise exceptions.AuthenticationFailed(f"Invalid, expired or revoked token{': ' + why if why else ''}.")
         return user, None

@@ -42,7 +42,8 @@ def token_list(request):
         else:
             status = 400
     return render(request, "accounts/tokens.html", {"tokens": tokens.tokens_of(request.user), "form": form,
-                                                    "new_key": new_key}, status=status)
+                                                    "new_key": new_key, "lapse": tokens.tokens_lapse(request.user),
+                                                    "lapse_days": tokens.sign_in_days()}, status=status)
 
 
 @role_required(Role.VIEWER)

@@ -65,7 +65,7 @@ def cache_from_url(url: str) -> dict:
     """The Django cache a CACHE_URL names: file:///path (the processes of one host),
     redis://... (production), or, when empty, one cache per process."""
     if url.startswith("file://"):
-        return {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache", "LOCATION": url.removeprefix("file://")}
+        return {"BACKEND": "controlplane.filecache.LockedFileBasedCache", "LOCATION": url.removeprefix("file://")}
     if url:
         return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
     return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "controlplane"}

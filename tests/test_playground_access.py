@@ -12,6 +12,7 @@ import time
 import pytest
 from django.test import Client
 
+from controlplane.environment import cache_from_url
 from endpoint import limits
 from endpoint.upstream import BadEndpoint, chat_url
 from tests.conftest import PASSWORD
@@ -392,8 +393,7 @@ def test_with_a_shared_file_cache_the_limits_hold_exactly_at_their_edge(users, t
     from endpoint import counting
     from endpoint.services import api_limit_set
 
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-                                   "LOCATION": str(tmp_path / "cache")}}
+    settings.CACHES = {"default": cache_from_url(f"file://{tmp_path / 'cache'}")}
     counting.reset()
     api_limit_set(user=users["operator"], requests_per_minute=10, concurrent_streams=None)
     header = token_header(tokens, "operator")

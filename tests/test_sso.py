@@ -162,6 +162,49 @@ def test_no_mapped_group_is_a_refusal_that_names_the_groups_and_takes_the_role_a
 
 
 @pytest.mark.django_db
+def test_an_offboarded_person_s_tokens_stop_when_they_have_not_signed_in_for_the_set_days(settings):
+    """Someone removed from the identity provider never signs in again: their tokens must not
+    keep their role for the rest of a year (Rancher CVE-2026-44946)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from accounts.tokens import token_create
+    from endpoint.admission import token_owner
+
+    settings.SSO = CONFIG  # token_sign_in_days: the default, 30
+    signed_in = sso_sign_in(config=CONFIG, claims=claims(groups=["ml"]))
+    _token, key = token_create(user=signed_in.user, name="ci", days=365)
+    client = Client(HTTP_AUTHORIZATION=f"Token {key}")
+    assert client.get("/api/graphs/").status_code == 200
+    identity = OidcIdentity.objects.get(user=signed_in.user)
+    identity.last_sign_in = timezone.now() - timedelta(days=31)
+    identity.save()
+    refused = client.get("/api/graphs/")
+    assert refused.status_code == 401
+    assert "not signed in with single sign-on for 30 days" in refused.json()["detail"]
+    assert authenticate_key(key) is None and token_owner(key) is None  # the playground's relay too
+    page = Client()
+    page.force_login(signed_in.user)
+    assert "they stop on" in page.get("/account/tokens/").content.decode()
+    sso_sign_in(config=CONFIG, claims=claims(groups=["ml"]))  # signing in again brings them back
+    assert client.get("/api/graphs/").status_code == 200
+    settings.SSO = SsoConfig(**{**CONFIG.__dict__, "token_sign_in_days": 0})  # the rule off
+    identity.refresh_from_db()
+    identity.last_sign_in = timezone.now() - timedelta(days=400)
+    identity.save()
+    assert authenticate_key(key) == signed_in.user
+
+
+def test_the_token_sign_in_days_setting_is_read_and_bounded():
+    assert sso_config(reader(BASE_ENV)).token_sign_in_days == 30
+    assert sso_config(reader({**BASE_ENV, "OIDC_TOKEN_SIGN_IN_DAYS": "0"})).token_sign_in_days == 0
+    for bad in ("-1", "x", "4000"):
+        with pytest.raises(SsoConfigError, match="OIDC_TOKEN_SIGN_IN_DAYS"):
+            sso_config(reader({**BASE_ENV, "OIDC_TOKEN_SIGN_IN_DAYS": bad}))
+
+
+@pytest.mark.django_db
 def test_a_first_sign_in_without_a_role_makes_no_user():
     assert sso_sign_in(config=CONFIG, claims=claims(groups=[])).user is None
     assert not get_user_model().objects.filter(username="maria").exists()

@@ -346,12 +346,21 @@ def test_a_pod_grace_period_shorter_than_the_workers_shutdown_budget_is_named_be
     component(manifest, "VllmDecodeWorker")["podTemplate"]["spec"]["terminationGracePeriodSeconds"] = 20
     [cut] = findings(manifest, code="drain_cut")
     assert cut.severity == WARNING and cut.path.endswith("podTemplate.spec.terminationGracePeriodSeconds")
-    assert "killed 20 s after SIGTERM" in cut.message and "up to 30 s" in cut.message
-    assert "above 30" in cut.fix
+    assert "killed 20 s after SIGTERM" in cut.message
+    # a vLLM worker first waits its grace period (graceful_shutdown.py:15-18@2a6da14c), then 30 s
+    assert "5 s (DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS) and then up to 30 s" in cut.message
+    assert "above 35" in cut.fix
+    # 33 s covers the 30 s wait but not the 5 s before it
+    manifest = dgd(name)
+    component(manifest, "VllmDecodeWorker")["podTemplate"]["spec"]["terminationGracePeriodSeconds"] = 33
+    assert [c.path for c in findings(manifest, code="drain_cut")] == [cut.path]
+    main_container(manifest, "VllmDecodeWorker").setdefault("env", []).append(
+        {"name": "DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS", "value": "0"})
+    assert not findings(manifest, code="drain_cut")
     # a longer shutdown budget than the operator's default grace period is cut too
     manifest = dgd(name)
     main_container(manifest, "VllmPrefillWorker").setdefault("env", []).append(
         {"name": "DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT", "value": "300"})
     [cut] = findings(manifest, code="drain_cut")
     assert "killed 60 s after SIGTERM (terminationGracePeriodSeconds (the operator's default, 60))" in cut.message
-    assert "up to 300 s" in cut.message
+    assert "and then up to 300 s" in cut.message

@@ -108,6 +108,13 @@ def test_the_frontends_view_is_read_from_its_health_and_metrics():
                                          ({"DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT": "soon"}, 35.0)])
 def test_the_drain_budget_is_the_workers_own_plus_a_margin(env, budget):
     assert rollout.drain_budget(env) == budget
+    assert rollout.drain_budget(env, ["python", "-m", "dynamo.mocker"]) == budget
+
+
+@pytest.mark.parametrize("env, budget", [({}, 40.0), ({"DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS": "12"}, 47.0),
+                                         ({"DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS": "x"}, 40.0)])
+def test_a_vllm_worker_s_drain_budget_adds_its_grace_period_before_it_stops_its_endpoints(env, budget):
+    assert rollout.drain_budget(env, ["/venv/bin/python", "-m", "dynamo.vllm", "--model", "m"]) == budget
 
 
 def _start(sup, tmp_path, name, code):

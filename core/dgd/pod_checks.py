@@ -232,6 +232,12 @@ OPERATOR_GRACE_SECONDS = 60
 # worker leaves discovery, then waits up to this long for its in-flight requests (release build).
 WORKER_SHUTDOWN_SECONDS = 30
 SHUTDOWN_ENV = "DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT"
+# components/src/dynamo/common/utils/graceful_shutdown.py:15-18@2a6da14c: a vLLM or TensorRT-LLM
+# worker (vllm/main.py:250, trtllm/main.py) waits this long after leaving discovery before it
+# stops its endpoints and starts the wait above, so that frontends stop routing to it first.
+GRACE_PERIOD_SECONDS = 5
+GRACE_PERIOD_ENV = "DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS"
+GRACE_PERIOD_ENGINES = ("vllm", "trtllm")
 
 
 def _whole_seconds(value: Any) -> int | None:
@@ -246,20 +252,26 @@ def _whole_seconds(value: Any) -> int | None:
 def drain_findings(service: Service, path: str) -> list[Finding]:
     """A worker stopped by a scale-down or a rollout is SIGKILLed when its pod's grace period ends,
     whatever its own shutdown still waits for: the requests it serves then end in errors
-    (ai-dynamo/dynamo#13559). Compared: the pod's grace period and the worker's shutdown budget."""
+    (ai-dynamo/dynamo#13559). Compared: the pod's grace period and the worker's shutdown budget
+    (its engine's grace period, then its wait for in-flight requests)."""
     grace = _whole_seconds(service.pod_extra.get("terminationGracePeriodSeconds", OPERATOR_GRACE_SECONDS))
-    written = next((e.get("value") for e in service.env if isinstance(e, dict) and e.get("name") == SHUTDOWN_ENV),
-                   None)
+    values = {e.get("name"): e.get("value") for e in service.env if isinstance(e, dict)}
+    written = values.get(SHUTDOWN_ENV)
     budget = _whole_seconds(written) if written is not None else WORKER_SHUTDOWN_SECONDS
-    if grace is None or budget is None or grace > budget:
+    pause = 0
+    if engine_of(service.command, service.args) in GRACE_PERIOD_ENGINES:
+        pause = _whole_seconds(values.get(GRACE_PERIOD_ENV, GRACE_PERIOD_SECONDS))
+        pause = GRACE_PERIOD_SECONDS if pause is None else max(0, pause)
+    if grace is None or budget is None or grace > budget + pause:
         return []
+    waits = f"up to {budget} s" if not pause else f"{pause} s ({GRACE_PERIOD_ENV}) and then up to {budget} s"
     where = "terminationGracePeriodSeconds" if "terminationGracePeriodSeconds" in service.pod_extra else \
         f"terminationGracePeriodSeconds (the operator's default, {OPERATOR_GRACE_SECONDS})"
     return [Finding(
         Severity.WARNING, "drain_cut", path,
         f"a {service.name} worker stopped by a scale-down or a rollout is killed {grace} s after SIGTERM "
-        f"({where}), while its own shutdown waits up to {budget} s for the requests it serves "
+        f"({where}), while its own shutdown waits {waits} for the requests it serves "
         f"({SHUTDOWN_ENV}{'' if written is not None else ', default'}): a request still running at {grace} s "
         "is cut with an error",
-        f"give the pod a terminationGracePeriodSeconds above {budget} (for example {budget + 30}), or lower "
-        f"{SHUTDOWN_ENV} below {grace}")]
+        f"give the pod a terminationGracePeriodSeconds above {budget + pause} (for example {budget + pause + 30}), "
+        f"or lower {SHUTDOWN_ENV} below {grace - pause}")]

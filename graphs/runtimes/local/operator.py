@@ -166,7 +166,7 @@ class LocalOperator(RollingPools):
             if settings.LOCAL_RUNTIME_ROLLOUT != "recreate" and member is not None and member.kind != "frontend" \
                     and member.role != "planner":
                 # A worker leaves by draining (rollout.py): out of routing, its requests finished.
-                events += self.supervisor.drain(name, rollout.drain_budget(member.env),
+                events += self.supervisor.drain(name, rollout.drain_budget(member.env, member.argv),
                                                 self.drains.get(name, "its graph was deleted"))
             else:
                 events += self.supervisor.stop(name)

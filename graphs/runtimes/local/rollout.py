@@ -77,8 +77,26 @@ def shutdown_budget(env: dict[str, str]) -> float:
         return float(DEFAULT_SHUTDOWN_BUDGET)
 
 
-def drain_budget(env: dict[str, str]) -> float:
-    return shutdown_budget(env) + DRAIN_MARGIN
+# Engines whose worker waits a grace period between unregistering and stopping its endpoints
+# (``install_signal_handlers`` -> ``graceful_shutdown_with_discovery``: 5 s by default, so that
+# frontends stop routing first; components/src/dynamo/common/utils/graceful_shutdown.py:15-18
+# and vllm/main.py:250 at 2a6da14c, the same in the 1.6.1 wheel). The mocker shuts down without it.
+GRACE_PERIOD_MODULES = ("dynamo.vllm", "dynamo.trtllm", "dynamo.triton")
+DEFAULT_GRACE_PERIOD = 5.0
+
+
+def grace_period(env: dict[str, str], argv: Iterable[str] = ()) -> float:
+    if not any(arg == m or arg.startswith(m + ".") for arg in argv for m in GRACE_PERIOD_MODULES):
+        return 0.0
+    try:
+        return max(0.0, float(env.get("DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS") or DEFAULT_GRACE_PERIOD))
+    except ValueError:
+        return DEFAULT_GRACE_PERIOD
+
+
+def drain_budget(env: dict[str, str], argv: Iterable[str] = ()) -> float:
+    """Seconds from SIGTERM to SIGKILL: the engine's grace period, the worker's own budget, a margin."""
+    return grace_period(env, argv) + shutdown_budget(env) + DRAIN_MARGIN
 
 
 def template_key(argv: list[str], env: dict[str, str], own: dict[str, str]) -> str:

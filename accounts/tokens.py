@@ -18,8 +18,8 @@ from knox.settings import CONSTANTS
 from rest_framework import exceptions
 
 from .models import ApiToken, OidcIdentity
-from .sso_config import DEFAULT_TOKEN_SIGN_IN_DAYS
 from .signals import token_created, token_revoked
+from .sso_config import DEFAULT_TOKEN_SIGN_IN_DAYS
 
 DEFAULT_DAYS = 90
 MAX_DAYS = 365

@@ -58,8 +58,8 @@ class LockedFileBasedCache(FileBasedCache):
         with self._writing():
             try:
                 with open(self._key_to_file(key, version), "rb") as f:
-                    expiry = pickle.load(f)
-                    value = pickle.loads(zlib.decompress(f.read()))
+                    expiry = pickle.load(f)  # noqa: S301 - our own folder (0700), as FileBasedCache reads it
+                    value = pickle.loads(zlib.decompress(f.read()))  # noqa: S301
             except (FileNotFoundError, EOFError, pickle.UnpicklingError, zlib.error):
                 raise ValueError(f"Key '{key}' not found") from None
             now = time.time()

@@ -67,5 +67,9 @@ def cache_from_url(url: str) -> dict:
     if url.startswith("file://"):
         return {"BACKEND": "controlplane.filecache.LockedFileBasedCache", "LOCATION": url.removeprefix("file://")}
     if url:
-        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url}
+        # Bounded: a Redis that hangs (paused, a dead peer) is down after this many seconds, and
+        # the request that met it is a 503 (controlplane/unavailable.py), never a hang.
+        timeout = float(os.environ.get("CACHE_TIMEOUT", "") or 2.0)
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url,
+                "OPTIONS": {"socket_connect_timeout": timeout, "socket_timeout": timeout}}
     return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "controlplane"}

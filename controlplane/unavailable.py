@@ -8,38 +8,17 @@ page is rendered without a request, so no context processor asks for the user.""
 
 from __future__ import annotations
 
-import errno
 import logging
 import sys
 
-from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.template import loader
-from kombu.exceptions import OperationalError as BrokerError
+
+from availability import RETRY_AFTER_SECONDS, dependency_down, detail
+
+__all__ = ["RETRY_AFTER_SECONDS", "dependency_down", "detail", "error_handler", "unavailable"]
 
 log = logging.getLogger(__name__)
-
-RETRY_AFTER_SECONDS = 5
-
-
-def dependency_down(exc: BaseException | None) -> str | None:
-    """The name of the dependency whose failure ``exc`` is, or None when it is another error.
-    A database error that is not about the connection (a bad query) is not one of these:
-    Django raises those as ProgrammingError, IntegrityError or DataError."""
-    if isinstance(exc, (OperationalError, InterfaceError)):
-        return "the database"
-    if isinstance(exc, BrokerError):
-        return "the task broker"
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        # The var/ folder (metrics files, runtime and benchmark folders) is full: nothing this
-        # request could do is lost by refusing it, and it works again once space is freed.
-        return "disk space under the control plane's var/ folder"
-    return None
-
-
-def detail(what: str) -> str:
-    return (f"{what} is unavailable: the control plane cannot answer this request now. Nothing was changed; "
-            f"try again in {RETRY_AFTER_SECONDS} seconds.")
 
 
 def unavailable(request, what: str) -> HttpResponse:

@@ -15,7 +15,6 @@ server: ``_relay`` sends each arrival from the frontend as one ASGI message, as 
 from __future__ import annotations
 
 import asyncio
-import errno
 import io
 import re
 
@@ -60,13 +59,12 @@ async def serve(scope, receive, send, found: re.Match) -> None:
                         cookies, lambda: _django_request(scope, body))
     try:
         reply = await gateway.handle(call)
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+    except Exception as exc:
+        # A dependency down (the database, the cache, var/ full: bench/faults.py): a 503 that
+        # names it, with Retry-After, never a bare 500 from the server.
+        reply = gateway.down_reply(exc)
+        if reply is None:
             raise
-        # var/ full (the metrics files of a process that just started): a 503 that says so,
-        # never a bare 500 from the server (bench/faults.py, disk full under load).
-        reply = gateway.error_reply(503, "service_unavailable",
-                                    "the disk under the control plane's var/ folder is full: try again later")
     if reply.upstream is None:
         await _send(send, reply)
     else:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 
+import availability
 from telemetry import instruments
 
 from . import admission, counting, gateway, limits
@@ -62,26 +63,33 @@ UNCOUNTED_STREAMS = 1 << 30
 
 
 async def authorize(graph: str, headers: dict[str, str]) -> gateway.Reply:
-    """The answer to one gateway's question about one request (its headers)."""
+    """The answer to one gateway's question about one request (its headers). Every error path
+    is a refusal (401, 403, 404, 429 or 503), never a 2xx."""
     authorization = headers.get("authorization")
     if not authorization:
-        reply = _reply(401, "not_authenticated", "send Authorization: Bearer <key>")
-    else:
-        call = gateway.Call("GET", graph, "models", headers, b"", True, {}, lambda: None)
-        try:
-            admitted = await gateway.admit(call)
-        except ChatRefused as exc:
-            reply = _reply(exc.status, exc.kind, exc.message)
-        except Exception:  # the database is down: refuse, never open the door
+        return _answered(authorization, _reply(401, "not_authenticated", "send Authorization: Bearer <key>"))
+    call = gateway.Call("GET", graph, "models", headers, b"", True, {}, lambda: None)
+    try:
+        admitted = await gateway.admit(call)
+        refusal = await _count(admitted.limits.subject, admitted.limits.requests_per_minute)
+    except ChatRefused as exc:
+        reply = _reply(exc.status, exc.kind, exc.message)
+    except Exception as exc:  # the database or the cache is down, or a bug: refuse, never open the door
+        what = availability.dependency_down(exc)
+        if what is None:
             gateway.log.exception("authorizing a gateway request failed")
-            reply = _reply(503, "authorization_unavailable", "the control plane cannot check keys right now")
+        reply = _reply(503, "authorization_unavailable", "the control plane cannot check keys right now"
+                       + (f": {what} is unavailable" if what else ""),
+                       ("retry-after", str(availability.RETRY_AFTER_SECONDS)))
+    else:
+        if refusal is not None:
+            reply = _reply(429, "rate_limited", refusal.message, ("retry-after", str(refusal.retry_after)))
         else:
-            lim = admitted.limits
-            refusal = await _count(lim.subject, lim.requests_per_minute)
-            if refusal is not None:
-                reply = _reply(429, "rate_limited", refusal.message, ("retry-after", str(refusal.retry_after)))
-            else:
-                reply = gateway.Reply(200, [("x-auth-status", "200"), ("x-auth-user", str(admitted.user_id)),
-                                            ("content-type", "application/json")], json.dumps({"allow": True}).encode())
+            reply = gateway.Reply(200, [("x-auth-status", "200"), ("x-auth-user", str(admitted.user_id)),
+                                        ("content-type", "application/json")], json.dumps({"allow": True}).encode())
+    return _answered(authorization, reply)
+
+
+def _answered(authorization: str | None, reply: gateway.Reply) -> gateway.Reply:
     instruments.count_authorization(_key_label(authorization, reply.status), reply.status)
     return reply

@@ -32,6 +32,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
+import availability
 from core import untrusted
 from telemetry import instruments
 
@@ -98,7 +99,19 @@ def media_type(content_type: str) -> str:
 
 
 def error_reply(status: int, kind: str, message: str, *extra: tuple[str, str]) -> Reply:
+    if status == 503 and not any(name == "retry-after" for name, _ in extra):
+        extra = (*extra, ("retry-after", str(availability.RETRY_AFTER_SECONDS)))
     return Reply(status, [("content-type", JSON), *extra], json.dumps(error_body(kind, message, status)).encode())
+
+
+def down_reply(exc: BaseException) -> Reply | None:
+    """The 503 for a dependency that is down (the database, the cache, a full disk), naming it;
+    None when ``exc`` is another error."""
+    what = availability.dependency_down(exc)
+    if what is None:
+        return None
+    log.warning("a gateway request met %s down: %s", what, exc)
+    return error_reply(503, "service_unavailable", availability.detail(what))
 
 
 def too_large() -> Reply:
@@ -109,7 +122,16 @@ def too_large() -> Reply:
 # --- limits (counting.py: no I/O on the hot path) ------------------------------------------------
 
 async def _acquire(lim: admission.Limits) -> limits.Refusal | None:
-    return await counting.acquire(lim.subject, lim.requests_per_minute, lim.concurrent_streams)
+    """Count the request and take a stream slot (raises ChatRefused 503 when the counters'
+    cache is down: a limit that cannot be counted is not waived)."""
+    try:
+        return await counting.acquire(lim.subject, lim.requests_per_minute, lim.concurrent_streams)
+    except Exception as exc:
+        what = availability.dependency_down(exc)
+        if what is None:
+            raise
+        log.warning("counting a request failed: %s is down (%s)", what, exc)
+        raise ChatRefused(503, "service_unavailable", availability.detail(what)) from None
 
 
 async def release(subject: str) -> None:
@@ -293,7 +315,10 @@ async def _handle(call: Call) -> Reply:
     base = admitted.target.base
     if payload is None:
         return await _models(call, base)
-    refusal = await _acquire(admitted.limits)  # from here on, a stream slot is held
+    try:
+        refusal = await _acquire(admitted.limits)  # from here on, a stream slot is held
+    except ChatRefused as exc:
+        return error_reply(exc.status, exc.kind, exc.message)
     if refusal is not None:
         return error_reply(429, "rate_limited", refusal.message, ("retry-after", str(refusal.retry_after)))
     subject = admitted.limits.subject

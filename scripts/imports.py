@@ -56,6 +56,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("base", "telemetry", ("telemetry",)),
     ("base", "audit", ("audit",)),
     ("base", "jobs", ("jobs",)),
+    ("base", "availability", ("availability",)),
     ("base", "clusters", ("clusters",)),
     ("graphs", "runtimes", ("graphs.runtimes",)),
     ("graphs", "status cache", ("graphs.status_cache",)),
@@ -81,8 +82,8 @@ def rank_of(component: str) -> int:
 
 # The order of the boxes, left to right in the drawing.
 FLOW = ["definition", "manifest", "operations", "runtimes", "status cache", "pages", "API", "graph store",
-        "jobs", "clusters", "accounts", "audit", "telemetry", "CLIs", "tasks", "metrics", "endpoint", "playground",
-        "sizing", "benchmarks", "repos"]
+        "jobs", "clusters", "accounts", "audit", "telemetry", "availability", "CLIs", "tasks", "metrics", "endpoint",
+        "playground", "sizing", "benchmarks", "repos"]
 
 
 def product_modules(root: Path) -> dict[str, Path]:

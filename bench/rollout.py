@@ -239,6 +239,8 @@ def arm(strategy: str, root: Path, steady: float, quiet: float, engine: str = "m
         stop.set()
         thread.join(timeout=30)
         operator.shutdown()
+        # Its processes are gone: the next arm's graph must not count them (capacity.py).
+        Deployment.objects.filter(graph=graph).update(active=False)
 
     def window(start: float, end: float) -> list[dict]:
         return [r for r in load.results if start <= r["t"] < end]
@@ -285,7 +287,10 @@ def main(argv: list[str] | None = None) -> dict:
 
         if engine_python("vllm-cpu") is None:
             sys.exit("the vLLM-on-CPU engine environment is not built: run `make engine-vllm-cpu` first")
-    arms = [arm(strategy, root, steady, quiet, args.engine) for strategy in ("surge", "recreate")]
+    arms = []
+    for strategy in ("surge", "recreate"):
+        arms.append(arm(strategy, root, steady, quiet, args.engine))
+        print(json.dumps(arms[-1]), flush=True)  # kept in the log should a later arm fail
     print(f"{'change':36} {'strategy':9} {'took':>6} {'reqs':>5} {'failed':>6} {'trunc':>6} "
           f"{'0-routable/pool (s)':>19} {'TTFT p99':>9} {'vs steady':>9}")
     for result in arms:

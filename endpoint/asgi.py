@@ -135,8 +135,9 @@ async def _relay(reply: gateway.Reply, send, receive, scope) -> None:
 
     HTTP/1.0 has no chunked framing, and a server can only frame a body of unknown length for
     such a client by closing the connection, which not every server does: so an HTTP/1.0
-    client gets the whole stream at its end, with a Content-Length (the body is bounded by
-    PLAYGROUND_MAX_TOKENS)."""
+    client gets the whole stream at its end, with a Content-Length. What is held for it is
+    bounded (gateway.MAX_ANSWER_BODY): a frontend that streams on and on, as a hostile one
+    may, gets a 502 for it, not the process's memory."""
     state = {"gone": False}
 
     async def watch() -> None:
@@ -149,8 +150,20 @@ async def _relay(reply: gateway.Reply, send, receive, scope) -> None:
     chunks = gateway.relay(reply, lambda: state["gone"])
     try:
         if scope.get("http_version") == "1.0":
-            body = b"".join([chunk async for chunk in chunks])
+            parts, size = [], 0
+            async for chunk in chunks:
+                parts.append(chunk)
+                size += len(chunk)
+                if size > gateway.MAX_ANSWER_BODY:
+                    state["gone"] = True  # the relay stops reading; the frontend's request is cancelled
+                    reply.upstream.close()
+                    await _send(send, gateway.error_reply(
+                        502, "upstream_too_large", f"the graph's frontend streamed more than "
+                        f"{gateway.MAX_ANSWER_BODY} bytes: an HTTP/1.0 client gets a stream whole, so it is "
+                        "bounded; use HTTP/1.1 to stream it"))
+                    return
             if not state["gone"]:
+                body = b"".join(parts)
                 await send(_head(reply, ("content-length", str(len(body)))))
                 await send({"type": "http.response.body", "body": body})
             return

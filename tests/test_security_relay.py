@@ -24,6 +24,7 @@ from tests.playground_fixtures import (  # noqa: F401
     chat_body,
     free_port,
     make_graph,
+    routed_server,
     tokens,
 )
 
@@ -195,3 +196,40 @@ def test_an_admin_who_opens_a_hostile_graphs_model_list_in_chromium_runs_no_scri
             browser.close()
     assert not any(path.startswith("/stolen") for path in hostile.seen), hostile.seen
     assert "<script" not in shown
+
+
+def _http_1_0(port: int, path: str, key: str, body: bytes) -> tuple[str, dict, bytes]:
+    import socket
+
+    head = (f"POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nAuthorization: Token {key}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+    raw = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(head + body)
+        while data := sock.recv(1 << 20):
+            raw += data
+    status_and_headers, _, content = raw.partition(b"\r\n\r\n")
+    lines = status_and_headers.decode().split("\r\n")
+    return lines[0].split()[1], {k.strip().lower(): v.strip() for k, _, v in
+                                 (line.partition(":") for line in lines[1:])}, content
+
+
+def test_an_endless_stream_to_an_http_1_0_client_is_bounded_not_buffered_whole(routed_server, users, tokens):
+    """The project's entry point gives an HTTP/1.0 client a stream whole (no chunked framing):
+    a frontend that streams 24 MB held all of it in the relay's memory (600 MB seen). Bounded
+    now: a 502 past gateway.MAX_ANSWER_BODY. (Django's views stream it, leaving the framing to
+    the server: nothing held there.)"""
+    from endpoint import gateway
+
+    event = b'data: {"choices":[{"delta":{"content":"' + b"x" * 4000 + b'"}}]}\n\n'
+    endless = event * (3 * gateway.MAX_ANSWER_BODY // len(event))
+    with HostileFrontend("text/event-stream", endless) as frontend:
+        make_graph("flood", "m", frontend.url, user=users["admin"])
+        status, headers, content = _http_1_0(routed_server.port, CHAT.format(graph="flood"), tokens["operator"],
+                                             json.dumps(chat_body("m", stream=True)).encode())
+    assert frontend.seen
+    assert status == "502", content[:300]
+    assert len(content) < gateway.MAX_ANSWER_BODY  # the error, not the flood
+    error = json.loads(content)["error"]
+    assert error["type"] == "upstream_too_large" and "HTTP/1.1" in error["message"]
+    assert int(headers["content-length"]) == len(content)

@@ -98,6 +98,9 @@ def test_a_dead_workers_operation_is_taken_over_once_its_short_lease_runs_out(se
     graph = _deployed("dead")
     op = operations.graph_scale(graph=graph, service="decode", replicas=3, via="api")
     assert operations.OperationRunner.claim(op.pk) == 1  # a worker took it, then died: no heartbeat
+    claimed = Operation.objects.get(pk=op.pk).lease_until
+    # the runner's lease is OPERATION_LEASE_SECONDS from the claim, never longer
+    assert claimed <= timezone.now() + dt.timedelta(seconds=settings.OPERATION_LEASE_SECONDS)
     assert operations.operation_run(op.pk) == "not claimed"  # its lease still runs
     Operation.objects.filter(pk=op.pk).update(lease_until=timezone.now() - dt.timedelta(seconds=1))
     assert operations.operation_run(op.pk) == "succeeded"

@@ -46,8 +46,10 @@ test: install services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 	  $(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-test-fast: install
-	$(PY) -m pytest -q -p no:cacheprovider -m "not dynamo and not browser" $(PYTEST_ARGS)
+# The same database and broker as `make test` (CI): PostgreSQL, not SQLite.
+test-fast: install services
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
+	  $(PY) -m pytest -q -p no:cacheprovider -m "not dynamo and not browser" $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -51,6 +51,26 @@ def test_a_scale_succeeds_once_the_cluster_runs_the_new_pods(cluster, kube, adap
     assert Deployment.objects.get(graph=graph).replicas == {"decode": 3}
 
 
+def test_a_status_that_runs_ahead_of_the_pods_is_not_a_scale_done(cluster, kube, settings):
+    """The DGD says 3 of 3 ready at once; the pods say otherwise: the scale waits for the pods,
+    and fails naming them when they never come."""
+    graph = make_graph()
+    assert apply(graph).state == "succeeded"
+    kube.settle()
+    kube.operator.status_ahead = True
+    kube.operator.ready_delay = 1.0
+    op, took = _scale(graph, "decode", 3)
+    assert op.state == "succeeded", op.result
+    assert took >= 0.9  # the status said 3 ready at once: the pods took a second
+    assert sum(_ready(p) for p in _decode_pods(kube)) == 3
+    settings.OPERATION_OBSERVE_SECONDS = 1.5
+    kube.operator.pod_overrides["decode"] = {"unschedulable": True}
+    op, _took = _scale(graph, "decode", 5)
+    assert op.state == "failed", op.result
+    assert "readyReplicas 5" in op.result  # what the status claims ...
+    assert "3 Running" in op.result and "2 Pending (Unschedulable)" in op.result  # ... and what runs
+
+
 def test_a_scale_down_succeeds_once_the_extra_pods_are_gone(cluster, kube):
     graph = make_graph(decode_replicas=3)
     assert apply(graph).state == "succeeded"

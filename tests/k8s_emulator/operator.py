@@ -69,6 +69,9 @@ class FakeOperator:
         self.webhook_cluster = Cluster()
         self.fail_reconcile: dict[str, str] = {}  # DGD name -> the error its reconcile returns
         self.ready_delay = 0.1  # seconds from a pod's creation to its readiness
+        # An operator whose status runs ahead of the pods: readyReplicas says the count asked
+        # for whatever the pods are (a status that counts old or unready pods, #3567).
+        self.status_ahead = False
         # How a pool replaces pods of an earlier template: Grove's PodClique default.
         self.rolling = {"maxUnavailable": 1, "maxSurge": 0}
         # Seconds between two replacements of one pool (Grove moves on at a later reconcile): the
@@ -352,7 +355,7 @@ class FakeOperator:
             pods = [p for p in emu.store.list(POD, meta.get("namespace"))
                     if (p["metadata"].get("labels") or {}).get(DGD_LABEL) == meta["name"]
                     and p["metadata"]["labels"].get(COMPONENT_LABEL) == cname]
-            ready = sum(1 for p in pods if _pod_ready(p))
+            ready = wanted[cname] if self.status_ahead else sum(1 for p in pods if _pod_ready(p))
             unschedulable = unschedulable or any(_unschedulable(p) for p in pods)
             entry = {"componentKind": "Deployment", "replicas": wanted[cname], "updatedReplicas": len(pods),
                      "readyReplicas": ready, "availableReplicas": ready,

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..base import EventRecord, PodStatus
 from ..processes import LOOPBACK, group_members, proc_stat, wait_until
+from .liveness import PROBES, Liveness, alive
 
 # --- probes ---------------------------------------------------------------------------------
 
@@ -125,6 +126,7 @@ class _Proc:
     restart_times: deque[float] = field(default_factory=deque)
     drain_deadline: float | None = None  # draining: SIGTERM sent, SIGKILL at this monotonic time
     drain_started: float = 0.0
+    live: Liveness = field(default_factory=Liveness)  # liveness.py; a new one with every start
 
 
 def _now() -> dt.datetime:
@@ -196,6 +198,19 @@ class Supervisor:
                     p.restarts += 1
                     p.restart_times.append(now)
                     events += self._spawn(p)
+            due = [(p, PROBES[p.meta["probe"]]) for p in self._procs.values()
+                   if p.phase == RUNNING and p.popen is not None and p.meta.get("probe") in PROBES
+                   and p.meta.get("port") and p.live.due(PROBES[p.meta["probe"]], now)]
+        # Probed outside the lock: a hung process keeps a probe waiting its timeout.
+        outcomes = [(p, probe, alive(http_get, p.meta["port"], probe)) for p, probe in due]
+        with self._lock:
+            for p, probe, answered in outcomes:
+                why = p.live.record(probe, time.monotonic(), answered)
+                if why and p.phase == RUNNING and p.popen is not None:
+                    # SIGKILL reaches a stopped process too; the next poll restarts it (back-off).
+                    _signal_group(p.popen.pid, signal.SIGKILL)
+                    p.message = why
+                    events.append(self._event("Warning", "Unhealthy", p.name, why))
         return events
 
     def stop(self, name: str, grace: float = 5.0) -> list[EventRecord]:
@@ -367,7 +382,7 @@ class Supervisor:
                 failed = self._event("Warning", "Failed", p.name, p.message)
                 return [failed, *self._exited(p, None, time.monotonic())]
         p.phase, p.started_at, p.started_mono = RUNNING, _now(), time.monotonic()
-        p.backoff, p.message = None, ""
+        p.backoff, p.message, p.live = None, "", Liveness()
         pid = p.popen.pid
         record = {"pid": pid, "pgid": pid, "start_time": (proc_stat(pid) or ("", 0, 0))[2], "name": p.name,
                   "supervisor_pid": self._me[0], "supervisor_start": self._me[1]}

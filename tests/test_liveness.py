@@ -1,0 +1,95 @@
+"""Liveness in the local runtime (graphs/runtimes/local/liveness.py): a process that stops
+answering /live (paused with SIGSTOP, as a hung engine is) is killed and started again, as the
+kubelet restarts a pod whose liveness probe fails; one still starting, or answering late once,
+is left alone."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from graphs.runtimes.local import liveness, supervisor
+from graphs.runtimes.local.liveness import Liveness, Probe
+from graphs.runtimes.local.supervisor import RUNNING, Supervisor
+from graphs.runtimes.processes import wait_until
+from tests.playground_fixtures import free_port
+
+FAST = Probe("/live", 0.2, 0.3, 3)
+
+SERVER = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/live" else 404); self.end_headers()
+    def log_message(self, *a): pass
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+print("up", flush=True)
+server.serve_forever()
+"""
+
+
+def test_a_probe_restarts_only_after_it_answered_once_and_then_failed_in_a_row():
+    state, probe = Liveness(), Probe("/live", 5.0, 1.0, 3)
+    assert [state.record(probe, t, False) for t in (0, 5, 10, 15)] == ["", "", "", ""]  # still starting
+    assert state.record(probe, 20, True) == "" and state.answered
+    assert state.record(probe, 25, False) == "" and state.record(probe, 30, False) == ""
+    assert state.record(probe, 35, True) == "" and state.failures == 0  # one late answer is forgiven
+    assert state.record(probe, 40, False) == "" and state.record(probe, 45, False) == ""
+    why = state.record(probe, 50, False)
+    assert why.startswith("Liveness probe failed: GET /live") and "3 times 5 s apart" in why
+    assert not state.due(probe, 54.9) and state.due(probe, 55)
+
+
+def test_the_local_probes_follow_the_operator_s_paths_and_periods():
+    # component_worker.go:43-52 and component_frontend.go:43-53 at 2a6da14c
+    assert liveness.PROBES["worker"].path == liveness.PROBES["frontend"].path == "/live"
+    assert (liveness.PROBES["worker"].period, liveness.PROBES["frontend"].period) == (5.0, 10.0)
+
+
+@pytest.fixture
+def fast_probes(monkeypatch):
+    monkeypatch.setitem(supervisor.PROBES, "worker", FAST)
+
+
+def test_a_paused_worker_is_killed_and_started_again(tmp_path, fast_probes):
+    sup = Supervisor(tmp_path / "run", backoff_base=0.1)
+    port = free_port()
+    sup.ensure("w", [sys.executable, "-c", SERVER, str(port)], {"PATH": os.environ.get("PATH", "")}, tmp_path,
+               tmp_path / "w.log", meta={"probe": "worker", "port": port})
+    wait_until(lambda: "\nup" in sup.tail_log("w"), timeout=10)
+    first = sup.status("w").pid
+    wait_until(lambda: (sup.poll(), sup._procs["w"].live.answered)[1], timeout=10)
+    os.kill(first, signal.SIGSTOP)
+    try:
+        events = []
+        wait_until(lambda: events.extend(sup.poll()) or sup.status("w").pid not in (None, first), timeout=20,
+                   interval=0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(first, signal.SIGCONT)
+    unhealthy = [e for e in events if e.reason == "Unhealthy"]
+    assert len(unhealthy) == 1 and unhealthy[0].type == "Warning" and "Liveness probe failed" in unhealthy[0].message
+    assert sup.status("w").restarts == 1 and sup.status("w").phase == RUNNING
+    wait_until(lambda: "up" in sup.tail_log("w").split("restarts=1")[-1], timeout=10)
+    assert supervisor.http_get(port, "/live", timeout=2)[0] == 200  # serving again
+    sup.stop_all(grace=2)
+
+
+def test_a_process_that_never_answers_is_left_to_start(tmp_path, fast_probes):
+    """No answer yet is a process still starting (the operator's startup probe waits 2 h)."""
+    sup = Supervisor(tmp_path / "run")
+    sup.ensure("slow", [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+               {"PATH": os.environ.get("PATH", "")}, tmp_path, tmp_path / "slow.log",
+               meta={"probe": "worker", "port": free_port()})
+    pid = sup.status("slow").pid
+    events = []
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        events += sup.poll()
+    assert not [e for e in events if e.reason == "Unhealthy"] and sup.status("slow").pid == pid
+    sup.stop_all(grace=2)

@@ -22,7 +22,10 @@ only share the core and wait for the GIL after every query (measured with wrk, 8
 eight). Requests that wait on something else (Prometheus for the metrics pages and the Planner
 timeline, a cluster's API server, a download or a static file a slow client reads) go to a
 pool of their own (``WEB_WAITING_THREADS``, 8), so that a slow Prometheus or client never holds
-up the pages.
+up the pages. So do the requests that wait on a Git host (a repository's "Sync now", page and
+API) and on the identity provider (single sign-on's login, callback and logout): a Git host or
+an IdP that does not answer once froze every page, the API, /healthz and the break-glass login
+for as long as git or the provider's timeout lasted.
 
 ``django_application`` is plain Django under its ASGI handler (the same paths then go through
 endpoint.proxy's views): for tests, and for comparing the two in bench/proxy.py."""
@@ -42,7 +45,7 @@ pages_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB
 waiting_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_WAITING_THREADS", "8")))
 # Paths whose views wait on another service or on the client (see above).
 WAITING = re.compile(r"^/(?:(?:api/)?(?:metrics|clusters|benchmarks)/|static/"
-                     r"|api/graphs/[^/]+/planner/)")
+                     r"|api/graphs/[^/]+/planner/|(?:api/)?repos/[^/]+/sync/|auth/oidc/|logout/)")
 # The metrics overview page itself reads only the database (its numbers come in the fragment
 # htmx asks for with the same URL): a page like the others, served by the pages' pool, so that
 # it never queues behind requests waiting on Prometheus.

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TIMEOUT = 120  # seconds for one git process: a fetch of a large history over a slow link
+STALL_SECONDS = 30  # seconds an HTTP transfer may stay under 1 KB/s (a host that stopped answering)
 ZERO = "0" * 40
 
 
@@ -80,7 +81,10 @@ class Mirror:
              check: bool = True) -> subprocess.CompletedProcess:
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         base_env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
-                         "HOME": str(self.path.parent)})
+                         "HOME": str(self.path.parent),
+                         # A Git host that stops sending (paused, a dead peer) is given up after
+                         # STALL_SECONDS below 1 KB/s, well before TIMEOUT (git-config http.lowSpeedTime).
+                         "GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": str(STALL_SECONDS)})
         base_env.update(env or {})
         # ssh never asks (no terminal here): a host key is recorded on first contact, a changed one refused.
         base_env["GIT_SSH_COMMAND"] = self._ssh()
@@ -127,8 +131,10 @@ class Mirror:
 
     def _ssh(self, extra: str = "") -> str:
         known = self.path.parent / "known_hosts"
+        # The same bound over ssh: no connection in 10 s, or 3 keep-alives of 10 s unanswered.
         return (f"ssh {extra} -o BatchMode=yes -o StrictHostKeyChecking=accept-new "
-                f"-o UserKnownHostsFile={known}").replace("  ", " ")
+                f"-o UserKnownHostsFile={known} -o ConnectTimeout=10 -o ServerAliveInterval=10 "
+                f"-o ServerAliveCountMax=3").replace("  ", " ")
 
     def _out(self, *args: str, **kw) -> str:
         return self._run(*args, **kw).stdout.decode("utf-8", "replace")

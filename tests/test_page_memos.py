@@ -168,6 +168,13 @@ def test_with_no_ttl_every_request_reads_the_user(users, settings, django_assert
     ("/api/graphs/memo/planner/", [], True),
     ("/graphs/", [], False),
     ("/graphs/memo/status/", [(b"hx-request", b"true")], False),
+    ("/repos/gitops/sync/", [], True),  # waits on the Git host
+    ("/api/repos/gitops/sync/", [], True),
+    ("/repos/gitops/", [], False),
+    ("/auth/oidc/login/", [], True),  # waits on the identity provider
+    ("/auth/oidc/callback/", [], True),
+    ("/logout/", [], True),
+    ("/login/", [], False),  # the break-glass login never queues behind the provider
 ])
 def test_pages_that_wait_on_other_services_have_their_own_pool(path, headers, waits):
     from controlplane import asgi

@@ -1,0 +1,77 @@
+# ruff: noqa: F811 (pytest fixtures are imported by name and injected as arguments)
+"""A Git host that accepts a connection and never answers (paused, as SIGSTOP leaves a server)
+holds no page: a repository's "Sync now" waits on it in the pool of requests that wait on other
+services (controlplane/asgi.py), while pages, the API and /healthz answer meanwhile; and git
+gives up on the stall by itself (repos/git.py: GIT_HTTP_LOW_SPEED_TIME, ssh keep-alives)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import httpx
+import pytest
+
+from repos import git as repo_git
+from repos.services import repository_create
+from tests.playground_fixtures import _fresh_limits, routed_server, tokens  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def silent_host():
+    """A TCP port whose listener never accepts: connections complete (the kernel's backlog) and
+    nothing is ever answered, as with a paused server."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+def test_a_sync_waiting_on_a_silent_git_host_holds_up_no_page(routed_server, users, tokens, silent_host,
+                                                              monkeypatch):
+    monkeypatch.setattr(repo_git, "STALL_SECONDS", 4)  # git's own stall bound, shortened for the test
+    repository_create(name="stalled", url=f"http://127.0.0.1:{silent_host}/team/graphs.git", user=users["admin"])
+    auth = {"Authorization": f"Token {tokens['operator']}"}
+    done: list[httpx.Response] = []
+    sync = threading.Thread(target=lambda: done.append(httpx.post(
+        f"{routed_server.url}/api/repos/stalled/sync/", headers=auth, timeout=120)))
+    sync.start()
+    try:
+        for path in ("/healthz", "/api/graphs/", "/api/repos/"):
+            answer = httpx.get(routed_server.url + path, headers=auth, timeout=120)
+            assert answer.status_code == 200, (path, answer.text[:200])
+            # answered while the sync still waits on the Git host, not after it
+            assert sync.is_alive() and not done, path
+    finally:
+        sync.join(120)
+    assert done and done[0].status_code == 409, done[0].text  # git gave up on the stall, saying so
+    assert done[0].json()["error"]
+
+
+def test_a_sign_in_waiting_on_a_silent_identity_provider_holds_up_no_page(routed_server, users, tokens,
+                                                                          silent_host, settings):
+    """Single sign-on's login asks the provider's discovery document (OIDC_TIMEOUT_SECONDS): the
+    break-glass login page and the API answer meanwhile, and the sign-in ends on the failure page."""
+    from accounts.sso_config import SsoConfig
+
+    settings.SSO = SsoConfig(issuer=f"http://127.0.0.1:{silent_host}/realms/x", client_id="cp", client_secret="s",
+                             scopes="openid", groups_claim="groups", username_claims=("preferred_username",),
+                             role_groups={"admin": frozenset({"a"}), "operator": frozenset(), "viewer": frozenset()},
+                             session_seconds=3600, timeout=4.0)
+    done: list[httpx.Response] = []
+    sign_in = threading.Thread(target=lambda: done.append(httpx.get(
+        f"{routed_server.url}/auth/oidc/login/", timeout=120)))
+    sign_in.start()
+    try:
+        for path, headers in (("/login/", {}), ("/healthz", {}),
+                              ("/api/graphs/", {"Authorization": f"Token {tokens['viewer']}"})):
+            answer = httpx.get(routed_server.url + path, headers=headers, timeout=120)
+            assert answer.status_code == 200, (path, answer.text[:200])
+            assert sign_in.is_alive() and not done, path  # while the provider is still being waited on
+    finally:
+        sign_in.join(120)
+    assert done and done[0].status_code == 502  # the failure page, once OIDC_TIMEOUT_SECONDS ran out
+    assert "The identity provider cannot be reached" in done[0].text

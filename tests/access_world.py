@@ -157,6 +157,12 @@ def matrix_problems(ops: list[Op], world: dict, clients: dict, roles: tuple[str,
             with transaction.atomic():
                 response = send(client, op, world, who)
                 url = op.url(world, who)
+                leaked = leaks(response, op.kwargs(world, who), world.get("canaries", {}))
+                if leaked:
+                    problems.append(f"{who} {op.method} {url}: the answer holds {', '.join(leaked)}")
+                recorded = audit_leaks(world.get("canaries", {}), op.kwargs(world, who))
+                if recorded:
+                    problems.append(f"{who} {op.method} {url}: an audit row holds {', '.join(recorded)}")
                 if allowed:
                     if response.status_code != op.ok:
                         problems.append(f"{who} {op.method} {url}: expected {op.ok}, got {response.status_code} "
@@ -172,6 +178,32 @@ def matrix_problems(ops: list[Op], world: dict, clients: dict, roles: tuple[str,
             # cookie: the old one, restored, keeps the caller signed in for the next operation.
             client.cookies = cookies
     return problems
+
+
+def leaks(response, sent: dict, canaries: dict[str, str]) -> list[str]:
+    """The secrets (``canaries``: what -> a value seeded where that secret lives) an answer
+    holds, in its headers or body, that its own request did not send."""
+    if not canaries:
+        return []
+    if getattr(response, "streaming", False):
+        body = b"".join(response.streaming_content)
+        response.streaming_content = [body]  # read once: give it back for the checks after
+    else:
+        body = response.content
+    text = body.decode("utf-8", "replace") + "\n" + "\n".join(f"{k}: {v}" for k, v in response.items())
+    own = repr(sent)
+    return sorted(what for what, value in canaries.items() if value in text and value not in own)
+
+
+def audit_leaks(canaries: dict[str, str], sent: dict) -> list[str]:
+    """The secrets the audit log holds (rows written by the operation just sent included)."""
+    if not canaries:
+        return []
+    from audit.models import AuditRecord
+
+    text = "\n".join(json.dumps(row, default=str) for row in AuditRecord.objects.values())
+    own = repr(sent)
+    return sorted(what for what, value in canaries.items() if value in text and value not in own)
 
 
 def write_file(path: Path, text: str) -> str:

@@ -159,9 +159,10 @@ def full_world(users, kube, cluster, tmp_path, settings, api_for, client_for, ai
     study = Study.objects.create(graph=graph, profile="custom", params=params, state="succeeded")
     active_study = Study.objects.create(graph=other, profile="custom", params=params)
     recommendation = recommendation_create(graph=graph, ttft_ms=500.0, run_ids=[run.pk])
-    tokens, conversations = {}, {}
+    tokens, conversations, keys = {}, {}, {}
     for who in ("viewer", "operator", "admin", "norole"):
-        tokens[who] = token_create(user=users[who], name="spare", via="system")[0].prefix
+        token, keys[who] = token_create(user=users[who], name="spare", via="system")
+        tokens[who] = token.prefix
         conversations[who] = Conversation.objects.create(owner=users[who], graph=graph, graph_name="matrix",
                                                          title="kept").pk
     tokens["anonymous"] = tokens["viewer"]
@@ -181,8 +182,31 @@ def full_world(users, kube, cluster, tmp_path, settings, api_for, client_for, ai
         "spec_changed": _with_decode_replicas(spec.model_dump(mode="json"), 2),
         "manifest": manifest, "manifest_changed": dump_yaml(render(spec)).replace("replicas: 1", "replicas: 2", 1),
     }
+    world["canaries"] = _canaries(cluster, settings, keys)
     clients = {who: (client_for(who), api_for(who)) for who in ("anonymous", "norole", "viewer", "operator", "admin")}
     return world, clients
+
+
+def _canaries(cluster, settings, keys: dict[str, str]) -> dict[str, str]:
+    """A recognisable value seeded wherever a secret lives: the cluster's kubeconfig, the Git
+    credentials, the OIDC client secret, the Git webhook's secret and API keys. No answer of the
+    matrix, to any role, may hold one its own request did not send (tests/access_world.leaks),
+    nor may an audit row or a log line (test_no_secret_reaches_an_answer_an_audit_row_or_a_log)."""
+    from pathlib import Path
+
+    from repos.models import Repository
+
+    canaries = {"kubeconfig": "canary-kubeconfig-5b1e0c", "git password": "canary-git-password-9d2f41",
+                "git ssh key": "canary-git-ssh-key-77ac03", "oidc client secret": "canary-oidc-secret-3e8a55",
+                "webhook secret": WEBHOOK_SECRET,
+                **{f"{who}'s API key": key for who, key in keys.items()}}
+    kubeconfig = Path(cluster.kubeconfig)
+    kubeconfig.write_text(kubeconfig.read_text() + f"\n# {canaries['kubeconfig']}\n")
+    Repository.objects.filter(name="fleet").update(
+        username="deploy", password=canaries["git password"],
+        ssh_key=f"-----BEGIN OPENSSH PRIVATE KEY-----\n{canaries['git ssh key']}\n-----END OPENSSH PRIVATE KEY-----")
+    settings.SSO = settings.SSO.__class__(**{**settings.SSO.__dict__, "client_secret": canaries["oidc client secret"]})
+    return canaries
 
 
 def _git_world(tmp_path, settings, users) -> dict:
@@ -314,13 +338,20 @@ def test_a_page_answers_no_method_that_the_matrix_does_not_list(full_world):
     assert not answered, "\n".join(answered)
 
 
-def test_every_role_gets_exactly_its_answer_from_every_operation(full_world):
+def test_every_role_gets_exactly_its_answer_from_every_operation(full_world, caplog):
+    """And no answer, audit row or log line holds a secret (the world's canaries)."""
+    import logging
+
     from tests.access_cases import OPERATIONS
     from tests.access_world import matrix_problems
 
     world, clients = full_world
+    caplog.set_level(logging.DEBUG)
     problems = matrix_problems(OPERATIONS, world, clients)
+    logged = [what for what, value in world["canaries"].items() if value in caplog.text]
     assert not problems, "\n".join(problems)
+    assert not logged, f"the log holds {', '.join(logged)}"
+    assert len(world["canaries"]) >= 9  # seeded: kubeconfig, Git password and key, OIDC and webhook secrets, keys
 
 
 def _viewers_may_write(monkeypatch):

@@ -148,6 +148,12 @@ def matrix_problems(ops: list[Op], world: dict, clients: dict, roles: tuple[str,
     ``clients``: who -> (page client, API client)."""
     baseline = database_digest()
     problems = []
+    from audit.models import AuditRecord
+
+    last_audit = AuditRecord.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    recorded = audit_leaks(world.get("canaries", {}), {}, since=0)  # what the world's making wrote
+    if recorded:
+        problems.append(f"the audit log holds {', '.join(recorded)} before any operation")
     for op in ops:
         for who in roles:
             page_client, api_client = clients[who]
@@ -160,7 +166,7 @@ def matrix_problems(ops: list[Op], world: dict, clients: dict, roles: tuple[str,
                 leaked = leaks(response, op.kwargs(world, who), world.get("canaries", {}))
                 if leaked:
                     problems.append(f"{who} {op.method} {url}: the answer holds {', '.join(leaked)}")
-                recorded = audit_leaks(world.get("canaries", {}), op.kwargs(world, who))
+                recorded = audit_leaks(world.get("canaries", {}), op.kwargs(world, who), since=last_audit)
                 if recorded:
                     problems.append(f"{who} {op.method} {url}: an audit row holds {', '.join(recorded)}")
                 if allowed:
@@ -195,13 +201,13 @@ def leaks(response, sent: dict, canaries: dict[str, str]) -> list[str]:
     return sorted(what for what, value in canaries.items() if value in text and value not in own)
 
 
-def audit_leaks(canaries: dict[str, str], sent: dict) -> list[str]:
-    """The secrets the audit log holds (rows written by the operation just sent included)."""
+def audit_leaks(canaries: dict[str, str], sent: dict, since: int) -> list[str]:
+    """The secrets the audit rows after ``since`` (a primary key) hold."""
     if not canaries:
         return []
     from audit.models import AuditRecord
 
-    text = "\n".join(json.dumps(row, default=str) for row in AuditRecord.objects.values())
+    text = "\n".join(json.dumps(row, default=str) for row in AuditRecord.objects.filter(pk__gt=since).values())
     own = repr(sent)
     return sorted(what for what, value in canaries.items() if value in text and value not in own)
 

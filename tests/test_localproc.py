@@ -38,7 +38,13 @@ REPO = Path(__file__).resolve().parents[1]
 def test_frontend_argv_is_fixed_and_loopback():
     argv = build_process_argv(kind="frontend", python="/py", http_port=8123)
     assert argv == ["/py", "-m", "dynamo.frontend", "--http-host", "127.0.0.1", "--http-port", "8123",
-                    "--discovery-backend", "file", "--request-plane", "tcp", "--router-mode", "round-robin"]
+                    "--discovery-backend", "file", "--request-plane", "tcp", "--router-mode", "round-robin",
+                    "--migration-limit", "3"]  # a stream cut by a leaving worker goes on elsewhere
+
+
+def test_a_spec_s_own_migration_limit_wins():
+    argv = build_process_argv(kind="frontend", python="/py", http_port=8123, extra_args=["--migration-limit", "0"])
+    assert argv.count("--migration-limit") == 1 and argv[argv.index("--migration-limit") + 1] == "0"
 
 
 def test_mocker_argv_prefill_gets_bootstrap_port_and_decode_does_not():

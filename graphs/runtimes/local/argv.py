@@ -109,6 +109,9 @@ def validate_extra_args(kind: Kind, args: Sequence[str]) -> list[str]:
     return out
 
 
+MIGRATION_LIMIT = 3  # the frontend's re-sends of one request, where the spec sets none
+
+
 def build_process_argv(
     *, kind: Kind, python: str = sys.executable, http_port: int | None = None,
     model_path: str | Path | None = None, model_name: str | None = None, mode: Mode = "agg",
@@ -126,8 +129,14 @@ def build_process_argv(
             raise ValueError("the frontend needs an http_port")
         if router_mode not in ROUTER_MODES:
             raise ValueError(f"router mode {router_mode!r} is not one of {ROUTER_MODES}")
+        # A stream cut by a worker that leaves (a rollout's drain, a scale-down, a crash) is sent
+        # again to another worker, from the tokens it has, unless the spec says otherwise:
+        # dynamo.frontend's default is 0, and a vLLM worker stops its engine 5 s after leaving
+        # discovery (graceful_shutdown.py), cutting the longer streams it still serves
+        # (bench/rollout.py --engine vllm-cpu measured 3 such and 1 request in flight; rollout.py).
+        migration = [] if "--migration-limit" in extra else ["--migration-limit", str(MIGRATION_LIMIT)]
         return [*argv, "--http-host", LOOPBACK, "--http-port", str(_port(http_port)), *planes,
-                "--router-mode", router_mode, *extra]
+                "--router-mode", router_mode, *migration, *extra]
     if mode not in ("agg", "prefill", "decode"):
         raise ValueError(f"disaggregation mode {mode!r} is not agg, prefill or decode")
     if not model_path or not model_name:

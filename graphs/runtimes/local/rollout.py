@@ -25,9 +25,15 @@ the Dynamo 1.6.1 behaviour each one relies on:
 * **Least busy first**: a scale-down drains the workers with the fewest requests in flight
   (``dynamo_component_inflight_requests`` on the worker's system port).
 
-A request the frontend had sent to a worker that goes away mid-stream is re-sent elsewhere only
-with ``--migration-limit`` > 0 on the frontend (``dynamo.frontend``, default 0); the rules above
-never rely on it."""
+Two cuts remain that draining alone does not prevent, both measured with vLLM on this CPU
+(bench/rollout.py --engine vllm-cpu): the frontend cancels a request it was just sending to a
+worker the moment that worker leaves discovery ("Cancelled stream registrations for removed
+instance"), and a vLLM worker stops its engine once its grace period ends
+(``DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS``, 5 s: ``graceful_shutdown_with_discovery`` sets
+the shutdown event before the runtime's own wait), cutting the streams that run longer. The
+frontend re-sends such a request to another worker, from the tokens it has, only with
+``--migration-limit`` > 0 (``dynamo.frontend``, default 0): the local runtime gives its
+frontends 3 unless the spec sets one (argv.py)."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ graph broken for good, reported as "no worker has registered".
 The operator's probes (deploy/operator/internal/dynamo at 2a6da14c): a worker's
 ``/live`` on its system port every 5 s, timeout 4 s, one failure restarts it
 (component_worker.go:43-52), after its startup probe on ``/live`` passed (:67-76); a frontend's
-``/live`` every 10 s, timeout 1 s, three failures (component_frontend.go:43-53). Locally a probe
-waits at most 1 s, since the operator's loop waits on it, and a worker restarts after three
-failures in a row, not one: every process of every graph shares this host's cores, and a
+``/live`` every 10 s, timeout 1 s, three failures (component_frontend.go:43-53). Locally a
+worker's probe waits 2 s, not 4, since the operator's loop waits on it, and a worker restarts
+after three failures in a row, not one: every process of every graph shares this host's cores, and a
 worker busy on them may answer a probe late without being hung. So a hung worker is restarted
 within about 15 s, a hung frontend within about 30 s. Django-free."""
 
@@ -27,7 +27,7 @@ class Probe:
     failures: int  # failures in a row that restart the process
 
 
-PROBES = {"worker": Probe("/live", 5.0, 1.0, 3), "frontend": Probe("/live", 10.0, 1.0, 3)}
+PROBES = {"worker": Probe("/live", 5.0, 2.0, 3), "frontend": Probe("/live", 10.0, 1.0, 3)}
 
 
 @dataclass

@@ -45,6 +45,35 @@ def test_a_probe_restarts_only_after_it_answered_once_and_then_failed_in_a_row()
     assert not state.due(probe, 54.9) and state.due(probe, 55)
 
 
+def test_a_process_that_works_while_it_answers_late_is_not_killed():
+    """A vLLM-on-CPU worker in a long prefill answers /live late but uses its CPU: not hung."""
+    state, probe = Liveness(), Probe("/live", 5.0, 2.0, 3)
+    assert state.record(probe, 0, True, cpu=100) == ""
+    assert [state.record(probe, t, False, cpu=100 + t) for t in (5, 10, 15, 20, 25)] == [""] * 5
+    # no CPU used from one probe to the next: paused or blocked, and now it counts
+    assert [state.record(probe, t, False, cpu=125) for t in (30, 35)] == ["", ""]
+    assert state.record(probe, 40, False, cpu=125).startswith("Liveness probe failed")
+
+
+def test_a_paused_process_uses_no_cpu_and_a_running_one_does():
+    import subprocess
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        first = liveness.cpu_ticks(busy.pid)
+        time.sleep(0.5)
+        assert liveness.cpu_ticks(busy.pid) > first
+        os.kill(busy.pid, signal.SIGSTOP)
+        time.sleep(0.1)
+        stopped = liveness.cpu_ticks(busy.pid)
+        time.sleep(0.5)
+        assert liveness.cpu_ticks(busy.pid) == stopped
+    finally:
+        busy.kill()
+        busy.wait(10)
+    assert liveness.cpu_ticks(busy.pid) is None  # gone
+
+
 def test_the_local_probes_follow_the_operator_s_paths_and_periods():
     # component_worker.go:43-52 and component_frontend.go:43-53 at 2a6da14c
     assert liveness.PROBES["worker"].path == liveness.PROBES["frontend"].path == "/live"

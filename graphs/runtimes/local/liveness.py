@@ -10,8 +10,11 @@ The operator's probes (deploy/operator/internal/dynamo at 2a6da14c): a worker's
 ``/live`` every 10 s, timeout 1 s, three failures (component_frontend.go:43-53). Locally a
 worker's probe waits 2 s, not 4, since the operator's loop waits on it, and a worker restarts
 after three failures in a row, not one: every process of every graph shares this host's cores, and a
-worker busy on them may answer a probe late without being hung. So a hung worker is restarted
-within about 15 s, a hung frontend within about 30 s. Django-free."""
+worker busy on them may answer a probe late without being hung. For the same reason a probe
+that fails counts only when the process used no CPU since the probe before (paused, or blocked):
+a vLLM-on-CPU worker computing a long prefill on its one core answered /live late three times
+in a row and was killed while it served. So a hung worker is restarted within about 15 s, a
+hung frontend within about 30 s. Django-free."""
 
 from __future__ import annotations
 
@@ -37,17 +40,21 @@ class Liveness:
     answered: bool = False  # the startup probe passed: /live answered once
     failures: int = 0
     next_at: float = 0.0
+    cpu: int | None = None  # the process's CPU time (clock ticks) at the last probe
 
     def due(self, probe: Probe, now: float) -> bool:
         return now >= self.next_at
 
-    def record(self, probe: Probe, now: float, alive: bool) -> str:
-        """Record one probe's outcome; the reason to restart the process, or ""."""
+    def record(self, probe: Probe, now: float, alive: bool, cpu: int | None = None) -> str:
+        """Record one probe's outcome (``cpu``: the process's CPU ticks now, when read); the
+        reason to restart the process, or ""."""
         self.next_at = now + probe.period
+        busy = cpu is not None and self.cpu is not None and cpu > self.cpu
+        self.cpu = cpu
         if alive:
             self.answered, self.failures = True, 0
             return ""
-        if not self.answered:  # still starting: the startup probe waits (2 h upstream)
+        if not self.answered or busy:  # still starting (the startup probe waits 2 h), or working
             return ""
         self.failures += 1
         if self.failures < probe.failures:
@@ -60,3 +67,14 @@ class Liveness:
 def alive(get: Callable[..., tuple[int, bytes] | None], port: int, probe: Probe) -> bool:
     result = get(port, probe.path, timeout=probe.timeout)
     return bool(result and result[0] == 200)
+
+
+def cpu_ticks(pid: int) -> int | None:
+    """User plus system CPU time of process ``pid`` (all its threads), in clock ticks; None when
+    it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return None

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..base import EventRecord, PodStatus
 from ..processes import LOOPBACK, group_members, proc_stat, wait_until
-from .liveness import PROBES, Liveness, alive
+from .liveness import PROBES, Liveness, alive, cpu_ticks
 
 # --- probes ---------------------------------------------------------------------------------
 
@@ -202,10 +202,10 @@ class Supervisor:
                    if p.phase == RUNNING and p.popen is not None and p.meta.get("probe") in PROBES
                    and p.meta.get("port") and p.live.due(PROBES[p.meta["probe"]], now)]
         # Probed outside the lock: a hung process keeps a probe waiting its timeout.
-        outcomes = [(p, probe, alive(http_get, p.meta["port"], probe)) for p, probe in due]
+        outcomes = [(p, probe, alive(http_get, p.meta["port"], probe), cpu_ticks(p.popen.pid)) for p, probe in due]
         with self._lock:
-            for p, probe, answered in outcomes:
-                why = p.live.record(probe, time.monotonic(), answered)
+            for p, probe, answered, cpu in outcomes:
+                why = p.live.record(probe, time.monotonic(), answered, cpu)
                 if why and p.phase == RUNNING and p.popen is not None:
                     # SIGKILL reaches a stopped process too; the next poll restarts it (back-off).
                     _signal_group(p.popen.pid, signal.SIGKILL)

@@ -79,8 +79,7 @@ async def authorize(graph: str, headers: dict[str, str]) -> gateway.Reply:
         if what is None:
             gateway.log.exception("authorizing a gateway request failed")
         reply = _reply(503, "authorization_unavailable", "the control plane cannot check keys right now"
-                       + (f": {what} is unavailable" if what else ""),
-                       ("retry-after", str(availability.RETRY_AFTER_SECONDS)))
+                       + (f": {what} is unavailable" if what else ""))  # error_reply adds Retry-After
     else:
         if refusal is not None:
             reply = _reply(429, "rate_limited", refusal.message, ("retry-after", str(refusal.retry_after)))

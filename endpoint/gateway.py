@@ -122,16 +122,7 @@ def too_large() -> Reply:
 # --- limits (counting.py: no I/O on the hot path) ------------------------------------------------
 
 async def _acquire(lim: admission.Limits) -> limits.Refusal | None:
-    """Count the request and take a stream slot (raises ChatRefused 503 when the counters'
-    cache is down: a limit that cannot be counted is not waived)."""
-    try:
-        return await counting.acquire(lim.subject, lim.requests_per_minute, lim.concurrent_streams)
-    except Exception as exc:
-        what = availability.dependency_down(exc)
-        if what is None:
-            raise
-        log.warning("counting a request failed: %s is down (%s)", what, exc)
-        raise ChatRefused(503, "service_unavailable", availability.detail(what)) from None
+    return await counting.acquire(lim.subject, lim.requests_per_minute, lim.concurrent_streams)
 
 
 async def release(subject: str) -> None:
@@ -317,8 +308,11 @@ async def _handle(call: Call) -> Reply:
         return await _models(call, base)
     try:
         refusal = await _acquire(admitted.limits)  # from here on, a stream slot is held
-    except ChatRefused as exc:
-        return error_reply(exc.status, exc.kind, exc.message)
+    except Exception as exc:  # the counters' cache down: a limit that cannot be counted is not waived
+        down = down_reply(exc)
+        if down is None:
+            raise
+        return down
     if refusal is not None:
         return error_reply(429, "rate_limited", refusal.message, ("retry-after", str(refusal.retry_after)))
     subject = admitted.limits.subject

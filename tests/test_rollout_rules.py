@@ -104,6 +104,25 @@ def test_the_frontends_view_is_read_from_its_health_and_metrics():
     assert rollout.worker_inflight(None) is None
 
 
+def test_a_worker_that_counts_requests_of_its_own_is_served_before_the_frontend_writes_its_series():
+    # vLLM on CPU, 8 streams: the frontend had no dynamo_frontend_worker_* series for the serving
+    # worker for 15 s (they are written at a request's first token or end), and the old worker
+    # was drained the pass its replacement started.
+    health = b'{"instances": [{"instance_id": 7}]}'
+    view = rollout.frontend_view(health, b'dynamo_frontend_inflight_requests{model="m"} 8\n')
+    worker = (b'dynamo_component_requests_total{dynamo_endpoint="clear_kv_blocks",worker_id="a"} 4\n'
+              b'dynamo_component_requests_total{dynamo_component="backend",dynamo_endpoint="generate",'
+              b'worker_id="a"} 8\n')
+    assert rollout.worker_taken(worker) is True
+    assert rollout.routable(view, ["7"]) is False
+    assert rollout.routable(view, ["7"], taken=rollout.worker_taken(worker)) is True
+    # other endpoints' requests, an unread worker, or a worker out of discovery do not count
+    assert rollout.worker_taken(worker.split(b"\n")[0]) is False and rollout.worker_taken(None) is False
+    assert rollout.routable(view, ["9"], taken=True) is False
+    old = rollout.Member("g-worker-0", "old", 0, ready=True, routable=rollout.routable(view, ["7"], taken=True))
+    assert rollout.step(pool="worker", desired=1, template="new", members=[old]).drain == []
+
+
 @pytest.mark.parametrize("env, budget", [({}, 35.0), ({"DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT": "120"}, 125.0),
                                          ({"DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT": "soon"}, 35.0)])
 def test_the_drain_budget_is_the_workers_own_plus_a_margin(env, budget):

@@ -60,12 +60,12 @@ class RollingPools:
                 view.append(self.frontend_view(dep))
             ids = self.instances(dep)
             for m in pods:
+                metrics = (http_get(self.ports[m.name], "/metrics") or (0, None))[1] if m.name in self.ports else None
                 # A worker whose own /health fails is not routable only if the frontend agrees.
-                m.routable = rollout.routable(view[0], ids.get(m.name, ()))
+                m.routable = rollout.routable(view[0], ids.get(m.name, ()), taken=rollout.worker_taken(metrics))
                 if m.routable and not m.ready:
                     m.routable = None
-                m.inflight = rollout.worker_inflight(
-                    (http_get(self.ports[m.name], "/metrics") or (0, None))[1]) if m.name in self.ports else None
+                m.inflight = rollout.worker_inflight(metrics)
         decision = rollout.step(pool=service.name, desired=desired, template=candidate.template, members=pods)
         keep = [self.members[m.name] for m in pods if not m.draining and m.name not in decision.drain]
         started: list[Planned] = []

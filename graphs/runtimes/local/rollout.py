@@ -12,8 +12,13 @@ the Dynamo 1.6.1 behaviour each one relies on:
   frontend's ``/health`` ``instances``, the frontend's discovery view,
   ``lib/llm/src/http/service/health.rs``) and has served through it (a
   ``dynamo_frontend_worker_*{worker_id=...}`` series on the frontend's ``/metrics``, written for
-  each worker a request went to, ``lib/llm/src/http/service/metrics.rs``), or the frontend was
-  idle, with nothing to serve. A worker's ``/health`` turns 200 before the frontend has read
+  each worker a request went to, ``lib/llm/src/http/service/metrics.rs``), or the worker itself
+  counts requests on its ``generate`` endpoint (``dynamo_component_requests_total`` on its system
+  port: the frontend is its only client), or the frontend was idle, with nothing to serve. The
+  frontend writes a worker's series only as a request to it gets its first token or ends: a
+  vLLM-on-CPU worker serving 8 streams had none for its first 15 s, and was taken for one that
+  was never served (and drained before its replacement was routable) until the worker's own
+  count was read too. A worker's ``/health`` turns 200 before the frontend has read
   its discovery record: that gap is the window of #13622.
 * **Drain last, by SIGTERM**: Dynamo's runtime shutdown first cancels the endpoint (unregisters
   it from discovery and from the request plane, so the frontend stops routing to it), then waits
@@ -49,6 +54,8 @@ DRAIN_MARGIN = 5.0  # past the worker's own budget before SIGKILL: its exit and 
 _SERIES = re.compile(r'^dynamo_frontend_worker_\w+\{[^}]*worker_id="(\d+)"', re.MULTILINE)
 _INFLIGHT = re.compile(r"^dynamo_frontend_inflight_requests(?:\{[^}]*\})?\s+([0-9.eE+-]+)", re.MULTILINE)
 _WORKER_INFLIGHT = re.compile(r"^dynamo_component_inflight_requests\{[^}]*\}\s+([0-9.eE+-]+)", re.MULTILINE)
+_WORKER_TAKEN = re.compile(r'^dynamo_component_requests_total\{[^}]*dynamo_endpoint="generate"[^}]*\}\s+([0-9.eE+-]+)',
+                           re.MULTILINE)
 
 
 @dataclass
@@ -199,13 +206,20 @@ def worker_inflight(metrics: bytes | None) -> float | None:
     return sum(float(v) for v in values) if values else None
 
 
-def routable(view: FrontendView | None, instance_ids: Iterable[str]) -> bool | None:
-    """In the frontend's discovery, and served through it (or the frontend had nothing to send);
-    None when that cannot be told (no view of the frontend, no instance id of the worker)."""
+def worker_taken(metrics: bytes | None) -> bool:
+    """The worker's own count of requests on its ``generate`` endpoint is above 0."""
+    values = _WORKER_TAKEN.findall((metrics or b"").decode("utf-8", "replace"))
+    return sum(float(v) for v in values) > 0
+
+
+def routable(view: FrontendView | None, instance_ids: Iterable[str], *, taken: bool = False) -> bool | None:
+    """In the frontend's discovery, and served through it (``taken``: the worker counts requests
+    of its own), or the frontend had nothing to send; None when that cannot be told (no view of
+    the frontend, no instance id of the worker)."""
     ids = set(instance_ids)
     if view is None or not ids:
         return None
-    return bool(ids & view.instances) and (bool(ids & view.served) or view.idle)
+    return bool(ids & view.instances) and (bool(ids & view.served) or taken or view.idle)
 
 
 TIMELINE_SECONDS = 600  # how far back the graph page's routable-workers chart reaches (graphs/status_view.py)

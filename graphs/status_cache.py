@@ -19,6 +19,12 @@ POD_FIELDS = ["service", "role", "phase", "ready", "restarts", "started_at", "no
 # their AppConfig.ready (metrics adds each pod's GPU memory and utilisation from Prometheus):
 # functions (deployment, pods) -> {pod name: {"gpu_memory_bytes": ..., "gpu_util": ...}}.
 POD_READINGS: list = []
+# Where a graph's routable-workers chart comes from when its runtime does not keep one itself
+# (metrics adds a Kubernetes graph's, from its frontend's series in Prometheus): functions
+# (deployment) -> {"points": [[t, {pool: n}], ...], "note": str, "error": str}, or None.
+ROUTABLE_READINGS: list = []
+# How far back that chart reaches; the local runtime keeps as much (rollout.timeline_add).
+TIMELINE_SECONDS = 600
 
 
 def observation_record(deployment: Deployment, observation: Observation, *, observed_generation: int,

@@ -16,11 +16,8 @@ from core.dgd import topology
 
 from . import fragments
 from .models import ACTIVE_STATES, Deployment, Event, Graph, Operation, PlannerDecision, Pod, ReplicaChange
-from .status_cache import POD_READINGS
+from .status_cache import POD_READINGS, ROUTABLE_READINGS, TIMELINE_SECONDS
 from .templatetags.graphs_extras import age
-
-# The local runtime keeps this much of a graph's routable-workers timeline (rollout.timeline_add).
-TIMELINE_SECONDS = 600
 
 
 def deployment_of(graph: Graph) -> Deployment | None:
@@ -182,10 +179,19 @@ def status_context(graph: Graph, deployment: Deployment | None = _READ) -> dict:
         reading = gpu.get(pod.name) or {}
         pod.gpu_mem, pod.gpu_pct = reading.get("gpu_memory_bytes"), reading.get("gpu_util")
     timeline = (deployment.runtime_info or {}).get("routable") if deployment and deployment.active else None
+    routable = {"note": f"Workers the frontend routes to (its own discovery), last {TIMELINE_SECONDS // 60} minutes:",
+                "error": ""}
+    for read in ROUTABLE_READINGS if deployment and deployment.active else ():
+        found = read(deployment)
+        if found is not None:
+            timeline, routable = found["points"], found
+            break
     return {
         "deployment": deployment,
         "routable_chart": timeline_paths(timeline, time.time()) if isinstance(timeline, list) else [],
         "routable_window": TIMELINE_SECONDS // 60,
+        "routable_note": routable.get("note", ""),
+        "routable_error": routable.get("error", ""),
         "simulation": simulation,
         "pods_html": _pods_html(graph, pods, simulation),
         "active_op": active_op,

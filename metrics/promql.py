@@ -37,6 +37,15 @@ ROUTER_CACHED_PREFIX = "dynamo_component_router_kv_selected_cached_prefix_tokens
 ROUTER_INPUT_TOKENS = "dynamo_component_router_input_sequence_tokens"
 # Prompt tokens the engine reported as cached (usage.prompt_tokens_details.cached_tokens).
 CACHED_TOKENS = "dynamo_frontend_cached_tokens"
+# The frontend's per-worker series (lib/llm/src/http/service/metrics.rs and
+# lib/llm/src/kv_router/metrics.rs at 2a6da14c; the same names in the 1.6.1 wheel): the last TTFT
+# and ITL it measured per worker, written as a request to that worker gets tokens, and, with KV
+# routing, each worker's active decode blocks, a series per worker its router holds, removed when
+# the worker leaves (discovery/worker_monitor.rs cleanup_worker_metrics). Labels: worker_id,
+# dp_rank, worker_type (prefill or decode; an aggregated worker is "decode").
+WORKER_LAST_TTFT = "dynamo_frontend_worker_last_time_to_first_token_seconds"
+WORKER_LAST_ITL = "dynamo_frontend_worker_last_inter_token_latency_seconds"
+WORKER_KV_BLOCKS = "dynamo_frontend_worker_active_decode_blocks"
 # NVIDIA dcgm-exporter, one series per GPU, labelled with the pod using it.
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB of frame buffer in use
@@ -382,3 +391,14 @@ def planner_timeline_series(scope: Scope, rate_window: int) -> str:
     parts += [labelled(f"max({metric}{scope.selector()})", "series", name)
               for name, metric in PLANNER_ESTIMATES.items()]
     return either(*parts)
+
+
+def routed_workers(scope: Scope, window: int) -> str:
+    """Workers per ``worker_type`` the frontend routes to: those its last-TTFT or last-ITL gauge
+    moved for within ``window`` (a request went there), or, with KV routing, those its router
+    holds now; the larger of the two counts per worker type."""
+    sel, w = scope.selector(), duration(window)
+    moved = f"changes({WORKER_LAST_TTFT}{sel}[{w}]) > 0 or changes({WORKER_LAST_ITL}{sel}[{w}]) > 0"
+    served = f"count by (worker_type) (max by (worker_type, worker_id) ({moved}))"
+    held = f"count by (worker_type) (max by (worker_type, worker_id) ({WORKER_KV_BLOCKS}{sel}))"
+    return f"(({served}) >= ({held})) or ({held}) or ({served})"

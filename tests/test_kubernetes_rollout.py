@@ -7,6 +7,7 @@ from __future__ import annotations
 from graphs.models import GraphState
 from graphs.runtimes.base import PodStatus
 from graphs.runtimes.kubernetes.observe import graph_state, previous_generation
+from tests.metrics_fixtures import fresh_cache, prometheus_server  # noqa: F401
 
 pytest_plugins = ["tests.k8s_fixtures"]
 
@@ -151,3 +152,57 @@ def test_a_one_replica_pool_rolled_by_grove_has_a_window_with_nothing_ready_and_
         if 'data-zero-ready="decode"' in page:
             warned = page
     assert "decode has no ready pod while it rolls" in warned and "maxUnavailable 1" in warned
+
+
+def test_a_ready_pod_the_frontend_does_not_route_to_yet_shows_as_none_routable_while_the_dgd_says_ready(
+        db, cluster, kube, client_for, settings, prometheus_server, fresh_cache):  # noqa: F811
+    """#13622 end to end: the emulator's frontend admits a Ready worker 12 s late; Prometheus
+    scrapes its per-worker series; the graph page's chart shows the pool with none routable
+    while its pod is Ready and the DGD reports Ready."""
+    import time
+
+    from core.catalog import PoolFields, build_spec
+    from graphs import operations, services
+    from graphs.models import Deployment
+    from graphs.runtimes.kubernetes.watch import ClusterWatcher
+    from tests.k8s_emulator.frontend import ITL, FrontendMetrics
+    from tests.k8s_helpers import NS, apply, make_graph
+
+    prometheus = prometheus_server
+    settings.PROMETHEUS_KUBERNETES_URL = prometheus.url
+    settings.PROMETHEUS_KUBERNETES_SCRAPE_INTERVAL = 1
+    settings.PROMETHEUS_CACHE_SECONDS = 1
+    graph = make_graph(decode_replicas=1)
+    apply(graph)
+    watcher = ClusterWatcher(cluster.pk)
+    watcher.watch_once(timeout=0)
+    frontend = FrontendMetrics(kube).serve()
+    prometheus.add_targets("emu-g", [frontend.target(NS, "g")])
+    client = client_for("viewer")
+    try:
+        prometheus.wait_for(f'count_over_time({ITL}{{dynamo_namespace="{NS}-g"}}[1m])',
+                            lambda r: r and float(r[0]["value"][1]) >= 8, timeout=60)
+        assert "decode: 1 now" in client.get("/graphs/g/status/").content.decode()
+        kube.operator.admit_delay = 12.0
+        services.graph_update(graph=graph, spec=build_spec(
+            template="vllm-disagg", name="g", model="Qwen/Qwen3-0.6B", prefill=PoolFields(gpus=1),
+            decode=PoolFields(gpus=1, replicas=1, engine_args="--max-num-seqs 64")))
+        op = operations.graph_apply(graph=graph, runtime="kubernetes", cluster="emu", namespace=NS, via="api")
+        operations.operation_run(op.pk)
+        ready_with_none, after = False, ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not after:
+            watcher.watch_once(timeout=1)
+            dep = Deployment.objects.get(graph=graph)
+            page = client.get("/graphs/g/status/").content.decode()
+            new_ready = any("--max-num-seqs" in " ".join(p.args) for p in dep.pods.filter(service="decode", ready=True))
+            if "decode: 0 now" in page and new_ready and dep.state == "ready":
+                ready_with_none = True
+            if ready_with_none and "decode: 1 now" in page:
+                after = page
+        assert ready_with_none, "the new decode pod was never Ready while the frontend routed to none"
+        zero = float(after.split("decode: 1 now, <strong class=\"error\">none for ", 1)[1].split(" s", 1)[0])
+        assert zero >= 3.0, after
+    finally:
+        prometheus.remove_targets("emu-g")
+        frontend.close()

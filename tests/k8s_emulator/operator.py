@@ -69,6 +69,10 @@ class FakeOperator:
         self.webhook_cluster = Cluster()
         self.fail_reconcile: dict[str, str] = {}  # DGD name -> the error its reconcile returns
         self.ready_delay = 0.1  # seconds from a pod's creation to its readiness
+        # Seconds from a worker pod's readiness to the frontend routing to it (frontend.py): the
+        # frontend admits a worker when its discovery record arrives, after readiness (#13622).
+        self.admit_delay = 0.0
+        self.ready_at: dict[tuple[str, str], float] = {}  # pod -> when it turned Ready (unix seconds)
         # An operator whose status runs ahead of the pods: readyReplicas says the count asked
         # for whatever the pods are (a status that counts old or unready pods, #3567).
         self.status_ahead = False
@@ -171,6 +175,7 @@ class FakeOperator:
             if pod is None or pod["metadata"].get("deletionTimestamp"):
                 continue
             ready = build_pod(name, namespace, **kwargs)
+            self.ready_at[(namespace, name)] = time.time()
             self.emu.put({**pod, "status": ready["status"], "spec": {**pod["spec"], **{
                 k: v for k, v in ready["spec"].items() if k == "nodeName"}}})
 
@@ -284,7 +289,7 @@ class FakeOperator:
         """The pool's pods, rolled as Grove rolls a PodClique: pods of an earlier pod template go
         while no more than ``rolling["maxUnavailable"]`` of ``replicas`` are unready, new ones come
         within ``rolling["maxSurge"]`` extra pods (Grove's default: 1 and 0). Readiness is the
-        pod's own: the frontend's admission of a worker is not modelled (the gap of #13622)."""
+        pod's own; the frontend routes to a ready worker ``admit_delay`` later (frontend.py, #13622)."""
         emu, cname = self.emu, comp["name"]
         template_hash = hashlib.sha1(repr(comp.get("podTemplate")).encode(), usedforsecurity=False).hexdigest()[:10]
         prefix = f"{name}-{cname.lower()}-{template_hash}-"

@@ -9,6 +9,10 @@ class ControlplaneConfig(AppConfig):
     name = "controlplane"
 
     def ready(self) -> None:
+        # Every query on PostgreSQL ends by DATABASE_QUERY_DEADLINE_S, answered or not.
+        from availability import database
+
+        database.install()
         # Not collected (`make up`, a checkout): WhiteNoise serves the static files from the
         # finders (WHITENOISE_USE_FINDERS) and warns at every web worker's start that
         # STATIC_ROOT does not exist, which is expected there and alarms a newcomer for nothing.

@@ -159,8 +159,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # pile up until PostgreSQL refuses clients. A shared pool (psycopg_pool) instead.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # A slow database fails a request after this long instead of holding a worker forever.
-    DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
-        f"-c statement_timeout={int(env('DATABASE_STATEMENT_TIMEOUT_MS', '30000'))}")
+    _statement_timeout_ms = int(env("DATABASE_STATEMENT_TIMEOUT_MS", "30000"))
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = f"-c statement_timeout={_statement_timeout_ms}"
+    # A database that stops answering mid-query (paused, partitioned) cannot enforce that: the
+    # client closes a query's connection after this long (availability/database.py); 0: never.
+    DATABASE_QUERY_DEADLINE_S = float(env("DATABASE_QUERY_DEADLINE_S", "") or (
+        _statement_timeout_ms / 1000 + 5 if _statement_timeout_ms > 0 else 0))
     # After a failover: every pooled connection is checked when handed out, and reconnect back-off
     # restarts every 4 s, so requests are served again within seconds of the database's return.
     DATABASES["default"].update(CONN_HEALTH_CHECKS=True)

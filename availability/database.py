@@ -1,0 +1,104 @@
+"""A client-side deadline for every query on PostgreSQL.
+
+A database that stops answering in the middle of a query (a paused server, a network partition
+that drops nothing: the peer's kernel still acknowledges, so TCP never gives up) holds the request,
+and the thread serving it, for as long as it lasts; the server's own ``statement_timeout`` cannot
+fire in a server that does not run. libpq and psycopg have no read timeout of their own. So every
+query runs registered with a deadline (``DATABASE_QUERY_DEADLINE_S``: by default the server's
+statement_timeout plus 5 s; 0 switches it off), and one thread per process shuts down the socket of a query past its
+deadline: libpq's blocked read returns at once, psycopg raises OperationalError, the request is
+answered 503 "the database is unavailable" (availability.dependency_down), and the pool drops the
+broken connection when it is next handed out (CONN_HEALTH_CHECKS).
+
+``install()`` hooks every new PostgreSQL connection (Django's ``connection_created``)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+
+from django.conf import settings
+from django.db.backends.signals import connection_created
+
+log = logging.getLogger(__name__)
+CHECK_EVERY_S = 0.5
+
+_running: dict[int, tuple[float, int]] = {}  # query -> (deadline on the monotonic clock, socket fd)
+_lock = threading.Lock()
+_ids = itertools.count()
+_watcher: threading.Thread | None = None
+
+
+def deadline_seconds() -> float:
+    return float(getattr(settings, "DATABASE_QUERY_DEADLINE_S", 35.0))
+
+
+def _cut(fd: int) -> None:
+    """Shut the connection's socket down through a duplicate descriptor: libpq's own stays
+    open (libpq closes it), and its blocked read sees the end of the stream."""
+    try:
+        dup = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    try:
+        dup.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        dup.close()
+
+
+def _watch() -> None:
+    while True:
+        time.sleep(CHECK_EVERY_S)
+        now = time.monotonic()
+        # Under the lock: a query still registered is still running on that descriptor, so the
+        # descriptor is still its connection's (it cannot be closed and reused meanwhile).
+        with _lock:
+            for key, (deadline, fd) in list(_running.items()):
+                if deadline <= now:
+                    del _running[key]
+                    log.warning("a database query ran past %.0f s with no answer: its connection is closed "
+                                "(DATABASE_QUERY_DEADLINE_S)", deadline_seconds())
+                    _cut(fd)
+
+
+def _ensure_watcher() -> None:
+    global _watcher
+    with _lock:
+        if _watcher is None or not _watcher.is_alive():
+            _watcher = threading.Thread(target=_watch, name="database-query-deadline", daemon=True)
+            _watcher.start()
+
+
+def with_deadline(execute, sql, params, many, context):
+    """A Django execute wrapper (``connection.execute_wrappers``)."""
+    seconds = deadline_seconds()
+    if seconds <= 0:  # switched off
+        return execute(sql, params, many, context)
+    try:
+        fd = context["connection"].connection.fileno()
+    except Exception:  # no socket to watch (closed): the query raises its own error
+        return execute(sql, params, many, context)
+    key = next(_ids)
+    with _lock:
+        _running[key] = (time.monotonic() + seconds, fd)
+    try:
+        return execute(sql, params, many, context)
+    finally:
+        with _lock:
+            _running.pop(key, None)
+
+
+def _on_connection(sender, connection, **kwargs) -> None:
+    if connection.vendor == "postgresql" and with_deadline not in connection.execute_wrappers:
+        _ensure_watcher()
+        connection.execute_wrappers.append(with_deadline)
+
+
+def install() -> None:
+    connection_created.connect(_on_connection, dispatch_uid="availability.database.with_deadline")

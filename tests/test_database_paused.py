@@ -1,0 +1,139 @@
+"""A PostgreSQL that stops answering in the middle of a query (paused, or behind a partition that
+drops nothing) fails that query after DATABASE_QUERY_DEADLINE_S instead of holding its thread for as
+long as it lasts (availability/database.py). The pause is a TCP relay between the product and the
+real server that stops passing bytes while both connections stay open, as the kernel of a
+SIGSTOPped server keeps them."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import socket
+import threading
+import time
+
+import pytest
+from django.db import OperationalError, connection, connections
+
+from availability import dependency_down
+
+pytestmark = pytest.mark.skipif(connection.vendor != "postgresql",
+                                reason="the deadline guards PostgreSQL connections (CI runs on PostgreSQL)")
+
+
+class PausingRelay:
+    """Relays loopback TCP to the database; ``pause()`` stops passing bytes both ways."""
+
+    def __init__(self, host: str, port: int):
+        self.upstream = (host, port)
+        self.flowing = threading.Event()
+        self.flowing.set()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = [self.listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            self.sockets += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.flowing.wait()
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+    def pause(self) -> None:
+        self.flowing.clear()
+
+    def close(self) -> None:
+        self.flowing.set()
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+@pytest.fixture
+def paused_alias(django_db_blocker, settings):
+    # A connection of its own, outside the test's transaction: SELECTs only, on the configured
+    # database (no table is read).
+    real = connections.settings["default"]
+    relay = PausingRelay(real.get("HOST") or "127.0.0.1", int(real.get("PORT") or 5432))
+    cfg = copy.deepcopy(real)
+    cfg.update(HOST="127.0.0.1", PORT=str(relay.port), NAME="postgres")  # always there
+    cfg["OPTIONS"] = {k: v for k, v in cfg.get("OPTIONS", {}).items() if k != "pool"}
+    connections.settings["through-relay"] = cfg
+    settings.DATABASE_QUERY_DEADLINE_S = 2.0
+    try:
+        with django_db_blocker.unblock():
+            yield connections["through-relay"], relay
+    finally:
+        relay.close()
+        with contextlib.suppress(Exception):  # its socket was cut on purpose
+            connections["through-relay"].close()
+        del connections["through-relay"]
+        del connections.settings["through-relay"]
+
+
+def test_a_query_the_database_never_answers_fails_at_the_deadline(paused_alias):
+    _conn, relay = paused_alias
+    outcome: dict = {}
+
+    def query():  # in a thread of its own, so that a hang fails the test instead of the suite
+        conn = connections["through-relay"]
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT 1")
+                outcome["before"] = cursor.fetchone()
+            relay.pause()
+            started = time.monotonic()
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute("SELECT 2")
+            except Exception as exc:
+                outcome["error"] = exc
+            outcome["took"] = time.monotonic() - started
+        finally:
+            with contextlib.suppress(Exception):  # its socket was cut on purpose
+                conn.close()
+
+    worker = threading.Thread(target=query)
+    worker.start()
+    worker.join(20)
+    hung = worker.is_alive()
+    relay.close()  # ends a query that hangs
+    worker.join(10)
+    assert not hung, "the query waited for as long as the database was paused"
+    assert outcome["before"] == (1,)
+    assert isinstance(outcome.get("error"), OperationalError), outcome
+    assert 2.0 <= outcome["took"] < 10, outcome  # not before its deadline
+    assert dependency_down(outcome["error"]) == "the database"  # answered as a 503 by every path
+
+
+def test_a_query_that_answers_within_its_deadline_is_left_alone(paused_alias, settings):
+    conn, _relay = paused_alias
+    settings.DATABASE_QUERY_DEADLINE_S = 1.0
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(0.3), 7")  # shorter than the deadline
+        assert cursor.fetchone()[1] == 7
+        for _ in range(5):  # the watcher passes over finished queries without touching them
+            cursor.execute("SELECT 3")
+            assert cursor.fetchone() == (3,)
+            time.sleep(0.3)
+        cursor.execute("SELECT 4")
+        assert cursor.fetchone() == (4,)

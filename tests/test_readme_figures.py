@@ -5,7 +5,8 @@ The README's tables are read generically: a table whose last column is headed "f
 in each row, a file under bench/results/ (the first `*.json` in that cell); every number in the
 row's "measured" cell must be in that file, as written or rounded to the figures the README
 shows (13.87 may be quoted as 13.87 or 13.9, never as 13.8). A percentage may be stored as a
-fraction."""
+fraction. And each figure must be the one at its own place in that file (PLACES: a JMESPath
+expression per figure), not merely a number the file holds somewhere else."""
 
 from __future__ import annotations
 
@@ -125,3 +126,103 @@ def test_every_result_file_records_how_it_was_made_or_says_what_is_missing(path)
             f"{path.name} lacks {', '.join(absent)}: re-run its benchmark, or say so in 'provenance'")
     else:
         assert not note, f"{path.name} has all of {PROVENANCE} and a clean tree, yet says {note!r}"
+
+
+# ---------------------------------------------------------------- each figure at its own place
+
+def _pages(page: str, arm: str, *stats: str) -> list[str]:
+    return [f'latency_ms.{page}."{arm}".{stat}' for stat in stats]
+
+
+BASELINE = "prometheus up, uvicorn, the code of commit cf4ba5a"
+SPREAD = ("p50", "p95", "p95_spread[0]", "p95_spread[1]")
+_GOAL = "goals.{}.measured.{}"
+# bench/rollout.py's (a) and (c), surge arm then recreate arm (mocker and vLLM files alike)
+_CHANGES = ('arms[0].changes."a: revision changing every worker pool".{0}',
+            'arms[0].changes."c: rollback to revision 1".{0}',
+            'arms[1].changes."a: revision changing every worker pool".{0}',
+            'arms[1].changes."c: rollback to revision 1".{0}')
+# Where each figure of a measured row lives in the file the row names: a JMESPath expression per
+# figure, in the order the row quotes them (a one-element list counts as its element). A row is
+# found by the start of its "measure" cell.
+PLACES: dict[str, list[str]] = {
+    "graph list page, 500 graphs": _pages("list", "prometheus up", *SPREAD) + _pages("list", BASELINE, *SPREAD),
+    "graph page p50 / p95": _pages("detail", "prometheus up", *SPREAD) + _pages("detail", BASELINE, *SPREAD),
+    "status fragment (polled every 2 s)": _pages("status", "prometheus up", *SPREAD)
+    + _pages("status", BASELINE, *SPREAD),
+    "API graph list p50 / p95": _pages("api_list", "prometheus up", *SPREAD) + _pages("api_list", BASELINE, *SPREAD),
+    "metrics overview page p95": [*_pages("overview", "prometheus up", "p95"),
+                                  *_pages("overview", "prometheus down", "p95"),
+                                  *_pages("overview", "prometheus slow (2 s)", "p95")],
+    "one-hour chart endpoint p95": _pages("chart", "prometheus up", "p95", "p95_spread[0]", "p95_spread[1]"),
+    "SQL queries per page": [f"sql_queries.at_500_graphs.{p}" for p in ("list", "detail", "status", "api_list",
+                                                                         "overview")],
+    "OpenAI endpoint added TTFT p50": [_GOAL.format("c1_added_ttft_p50_ms_relay", s) for s in ("median", "min", "max")]
+    + [_GOAL.format("c16_added_ttft_p50_ratio_relay", s) for s in ("median", "min", "max")],
+    "the same through Debian's nginx": [_GOAL.format("c1_added_ttft_p50_ms_nginx", s) for s in ("median", "min", "max")]
+    + [_GOAL.format("c16_added_ttft_p50_ratio_nginx", s) for s in ("median", "min", "max")],
+    "the same through LiteLLM": [_GOAL.format("c1_added_ttft_p50_ms_litellm", "median"),
+                                 _GOAL.format("c16_added_ttft_p50_ratio_litellm", "median")],
+    "added inter-chunk gap p50": [_GOAL.format("c1_added_gap_p50_ms_relay", "median"),
+                                  _GOAL.format("c16_added_gap_p50_ms_relay", "median"),
+                                  _GOAL.format("c1_added_gap_p50_ms_nginx", "median"),
+                                  _GOAL.format("c16_added_gap_p50_ms_nginx", "median")],
+    "a serving local graph changed": [p.format("failed") for p in _CHANGES],
+    "the same: seconds without a routable decode worker": [p.format("no_routable_s.decode") for p in _CHANGES],
+    "the same on real vLLM": [p.format("failed") for p in _CHANGES],
+    "the same: seconds without a routable worker during": [p.format("no_routable_s.worker") for p in _CHANGES],
+    "local graph cold start to serving": ["rows[0].value"],
+    "slider move to the new pod": ["rows[1].value"],
+    "Planner decision published to acknowledged": ["median_seconds", "max_seconds"],
+    "API fuzzing, all 14 schemathesis checks": ["cases", "operations", "failures"],
+    "API fuzzing with random data": ["cases", "operations", "failures"],
+    "13 faults one after another": ["sum(faults[].operations.lost)", "sum(values(doubled))",
+                                    "sum(faults[].operations.stuck)", "data_lost.revisions",
+                                    "data_lost.operations_without_audit_row", "data_lost.conversations"],
+    "the same: 500 answers": ['sum(faults[].answers."5xx_by_kind".*."500"[])', 'sum(faults[].answers."503")',
+                              'sum(faults[].answers."5xx_by_kind".chat."502")'],
+    "the same: pages and API serving again": ["faults[?fault=='db-restart'].serving_again_after_s",
+                                              "max(faults[].serving_again_after_s)"],
+    "the same: every operation and run terminal": ["max(faults[].all_jobs_terminal_after_s)"],
+}
+
+
+def _places(measure: str) -> list[str] | None:
+    keys = [k for k in PLACES if measure.startswith(k)]
+    assert len(keys) <= 1, f"{measure}: several PLACES entries match: {keys}"
+    return PLACES[keys[0]] if keys else None
+
+
+def _at(data, expression: str):
+    import jmespath
+
+    value = jmespath.search(expression, data)
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return value
+
+
+@pytest.mark.parametrize(("measure", "measured", "file"), ROWS, ids=[r[0][:50] for r in ROWS])
+def test_every_figure_of_the_row_is_at_its_own_place_in_the_file(measure, measured, file):
+    places = _places(measure)
+    assert places is not None, f"{measure}: say where its figures are (PLACES in this module)"
+    data = json.loads((RESULTS / file.split(",")[0]).read_text())
+    quoted = figures(measured)
+    assert len(quoted) == len(places), f"{measure}: {len(quoted)} figures quoted, {len(places)} places named"
+    percent = "%" in measured
+    wrong = []
+    for (value, decimals), place in zip(quoted, places, strict=True):
+        stored = _at(data, place)
+        if not isinstance(stored, int | float) or isinstance(stored, bool) or not found(
+                value, decimals, [float(stored)], percent):
+            wrong.append(f"{value:g} is not {place} = {stored!r}")
+    assert not wrong, f"{measure}: " + "; ".join(wrong)
+
+
+def test_a_figure_found_elsewhere_in_the_file_is_not_at_its_place():
+    data = json.loads((RESULTS / "pages-http.json").read_text())
+    place = _pages("detail", "prometheus up", "p95")[0]
+    assert found(38.8, 1, [_at(data, place)], percent=False)
+    # 28.8 is a number of that file, so the check of the whole file passed a wrong figure
+    assert 28.8 in [round(x, 1) for x in numbers_in(data)]
+    assert not found(28.8, 1, [_at(data, place)], percent=False)

@@ -5,7 +5,8 @@ that drops nothing: the peer's kernel still acknowledges, so TCP never gives up)
 and the thread serving it, for as long as it lasts; the server's own ``statement_timeout`` cannot
 fire in a server that does not run. libpq and psycopg have no read timeout of their own. So every
 query runs registered with a deadline (``DATABASE_QUERY_DEADLINE_S``: by default the server's
-statement_timeout plus 5 s; 0 switches it off), and one thread per process shuts down the socket of a query past its
+statement_timeout plus 5 s; 0 switches it off; in the web server, where a person waits, at most
+``DATABASE_WEB_QUERY_DEADLINE_S``, 10 s), and one thread per process shuts down the socket of a query past its
 deadline: libpq's blocked read returns at once, psycopg raises OperationalError, the request is
 answered 503 "the database is unavailable" (availability.dependency_down), and the pool drops the
 broken connection when it is next handed out (CONN_HEALTH_CHECKS).
@@ -33,8 +34,21 @@ _ids = itertools.count()
 _watcher: threading.Thread | None = None
 
 
+_web = False  # this process serves pages and the API (serve_web()): DATABASE_WEB_QUERY_DEADLINE_S
+
+
 def deadline_seconds() -> float:
-    return float(getattr(settings, "DATABASE_QUERY_DEADLINE_S", 35.0))
+    seconds = float(getattr(settings, "DATABASE_QUERY_DEADLINE_S", 35.0))
+    if _web and seconds > 0:
+        # Someone waits for the answer: shorter, as a page that cannot be served says so soon.
+        return min(seconds, float(getattr(settings, "DATABASE_WEB_QUERY_DEADLINE_S", 10.0)))
+    return seconds
+
+
+def serve_web() -> None:
+    """This process answers requests: its queries get the web deadline."""
+    global _web
+    _web = True
 
 
 def _cut(fd: int) -> None:

@@ -58,6 +58,12 @@ class Process:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(20)
 
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the whole process group and return at once (SIGSTOP, SIGCONT)."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+
     def children(self) -> list[psutil.Process]:
         if not self.alive():
             return []
@@ -96,6 +102,17 @@ class Stack:
 
     def pg_stop(self) -> None:
         self._pg("stop", "-m", "fast", "-w", check=False)
+
+    def pg_processes(self) -> list[psutil.Process]:
+        """The postmaster and every backend and helper it started."""
+        pid = int((self.pgdata / "postmaster.pid").read_text().split()[0])
+        postmaster = psutil.Process(pid)
+        return [postmaster, *postmaster.children(recursive=True)]
+
+    def pg_signal(self, sig: int) -> None:
+        for proc in self.pg_processes():
+            with contextlib.suppress(psutil.Error):
+                proc.send_signal(sig)
 
     def psql(self, sql: str, db: str = "cp") -> str:
         out = subprocess.run([str(PG_BIN / "psql"), "-h", "127.0.0.1", "-p", str(self.pg_port), "-U", "postgres",

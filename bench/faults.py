@@ -64,6 +64,7 @@ class Load:
     token: str
     password: str
     answers: list[tuple[float, str, int]] = field(default_factory=list)  # (time, what, status; 0: no answer)
+    timed: list[tuple[float, str, int, float]] = field(default_factory=list)  # (asked at, what, status, seconds)
     operations: list[tuple[float, int]] = field(default_factory=list)  # (time, id) answered 2xx
     runs: list[tuple[float, int]] = field(default_factory=list)
     revisions: list[tuple[str, int]] = field(default_factory=list)
@@ -84,10 +85,15 @@ class Load:
         return response
 
     def call(self, client: httpx.Client, what: str, method: str, url: str, **kwargs) -> httpx.Response | None:
+        asked, started = time.time(), time.monotonic()
         try:
-            return self.note(what, client.request(method, url, **kwargs))
+            response = client.request(method, url, **kwargs)
         except httpx.HTTPError:
-            return self.note(what, None)
+            response = None
+        with self.lock:
+            self.timed.append((asked, what, response.status_code if response is not None else 0,
+                               time.monotonic() - started))
+        return self.note(what, response)
 
     def session(self) -> httpx.Client | None:
         """A logged-in browser session (for pages and conversations), or None while it cannot log in."""
@@ -217,6 +223,18 @@ def _fill_disk(stack: Stack, seconds: float) -> str:
     return "var/ full"
 
 
+def _pause(stack: Stack, what: str, seconds: float) -> str:
+    """Paused, not stopped (SIGSTOP, then SIGCONT): connections stay open and the kernel keeps
+    acknowledging, so a client learns nothing until its own deadline."""
+    stop = (lambda sig: stack.pg_signal(sig)) if what == "postgresql" else stack.redis.signal_group
+    stop(signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        stop(signal.SIGCONT)
+    return f"{what} paused {seconds:.0f}s (SIGSTOP)"
+
+
 def _kube(stack: Stack, seconds: float, **fault) -> str:
     stack.kube.inject("*", ".*", times=None, **fault)
     time.sleep(seconds)
@@ -224,7 +242,7 @@ def _kube(stack: Stack, seconds: float, **fault) -> str:
     return f"Kubernetes API {fault}"
 
 
-def faults(stack: Stack, hold: float) -> dict:
+def faults(stack: Stack, hold: float, pause: float = 30.0) -> dict:
     terminate = ("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'cp' "
                  "AND pid <> pg_backend_pid()")
 
@@ -246,6 +264,8 @@ def faults(stack: Stack, hold: float) -> dict:
         "disk-full": lambda: _fill_disk(stack, hold),
         "kube-hang": lambda: _kube(stack, hold, delay=30.0),
         "kube-500": lambda: _kube(stack, hold, status=500),
+        "db-pause": lambda: _pause(stack, "postgresql", pause),
+        "redis-pause": lambda: _pause(stack, "redis", pause),
     }
 
     def together(*names):
@@ -310,6 +330,8 @@ def account(stack: Stack, load: Load, windows: list[dict]) -> dict:
         failed_runs = stack.psql("SELECT split_part(error, E'\\n', 1) FROM benchmarks_benchmarkrun "  # noqa: S608
                                  f"WHERE state = 'failed' AND id IN ({run_ids})")
         window["failures"] = [line[:300] for line in (failed_ops + "\n" + failed_runs).splitlines() if line]
+        latencies = sorted(d for t, w, s, d in load.timed if start <= t < end)
+        window["slowest_answer_s"] = round(latencies[-1], 2) if latencies else None
         window["answers"] = {"total": len(answers), "5xx": sum(s >= 500 and s != 503 for _, s in answers),
                              "503": sum(s == 503 for _, s in answers), "no_answer": sum(s == 0 for _, s in answers),
                              "5xx_by_kind": {k: dict(Counter(s for w, s in answers if w == k and s >= 500))
@@ -335,6 +357,7 @@ def account(stack: Stack, load: Load, windows: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hold", type=float, default=8.0, help="seconds each fault lasts")
+    parser.add_argument("--pause", type=float, default=30.0, help="seconds a paused (SIGSTOP) server stays paused")
     parser.add_argument("--settle", type=float, default=60.0, help="seconds allowed for every job to end")
     parser.add_argument("--only", default="", help="comma-separated fault names")
     parser.add_argument("--name", default="faults", help="bench/results/<name>.json")
@@ -358,7 +381,7 @@ def main() -> None:
         load.start()
         time.sleep(20)  # steady state before the first fault
         windows = []
-        plan = faults(stack, args.hold)
+        plan = faults(stack, args.hold, args.pause)
         names = [n for n in plan if not args.only or n in args.only.split(",")]
         for name in names:
             started = time.time()

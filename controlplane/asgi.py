@@ -40,6 +40,10 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django_application = get_asgi_application()
+# A person waits on every query of this process: a database that does not answer is a 503 soon.
+from availability import database  # noqa: E402 - after Django's setup
+
+database.serve_web()
 _django_wsgi = get_wsgi_application()
 pages_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_THREADS", "1")))
 waiting_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_WAITING_THREADS", "8")))

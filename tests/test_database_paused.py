@@ -17,8 +17,8 @@ from django.db import OperationalError, connection, connections
 
 from availability import dependency_down
 
-pytestmark = pytest.mark.skipif(connection.vendor != "postgresql",
-                                reason="the deadline guards PostgreSQL connections (CI runs on PostgreSQL)")
+on_postgresql = pytest.mark.skipif(connection.vendor != "postgresql",
+                                   reason="the deadline guards PostgreSQL connections (CI runs on PostgreSQL)")
 
 
 class PausingRelay:
@@ -90,6 +90,7 @@ def paused_alias(django_db_blocker, settings):
         del connections.settings["through-relay"]
 
 
+@on_postgresql
 def test_a_query_the_database_never_answers_fails_at_the_deadline(paused_alias):
     _conn, relay = paused_alias
     outcome: dict = {}
@@ -125,6 +126,7 @@ def test_a_query_the_database_never_answers_fails_at_the_deadline(paused_alias):
     assert dependency_down(outcome["error"]) == "the database"  # answered as a 503 by every path
 
 
+@on_postgresql
 def test_a_query_that_answers_within_its_deadline_is_left_alone(paused_alias, settings):
     conn, _relay = paused_alias
     settings.DATABASE_QUERY_DEADLINE_S = 1.0
@@ -137,3 +139,18 @@ def test_a_query_that_answers_within_its_deadline_is_left_alone(paused_alias, se
             time.sleep(0.3)
         cursor.execute("SELECT 4")
         assert cursor.fetchone() == (4,)
+
+
+def test_the_web_server_waits_less_for_the_database_than_the_workers(settings, monkeypatch):
+    import controlplane.asgi  # noqa: F401 - the web server's entry point marks its process
+    from availability import database
+
+    settings.DATABASE_QUERY_DEADLINE_S, settings.DATABASE_WEB_QUERY_DEADLINE_S = 35.0, 10.0
+    assert database._web is True and database.deadline_seconds() == 10.0
+    settings.DATABASE_QUERY_DEADLINE_S = 4.0
+    assert database.deadline_seconds() == 4.0  # never longer than the process-wide deadline
+    settings.DATABASE_QUERY_DEADLINE_S = 0.0
+    assert database.deadline_seconds() == 0.0  # switched off stays off
+    monkeypatch.setattr(database, "_web", False)  # a worker's task, a migration
+    settings.DATABASE_QUERY_DEADLINE_S = 35.0
+    assert database.deadline_seconds() == 35.0

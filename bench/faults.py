@@ -10,7 +10,7 @@ every job is terminal; and the data lost: revisions, audit rows and conversation
 recorded that are gone at the end. Bounded: every fault holds HOLD seconds, every wait has a
 deadline, the load is paced, and everything talks to 127.0.0.1 only.
 
-    python -m bench.faults [--hold 8] [--only db-terminate,broker-restart]
+    python -m bench.faults [--hold 8] [--pause 30] [--only db-terminate,db-pause]
 
 Needs root (a tmpfs mount for var/, PostgreSQL run as its own user) and Debian's
 PostgreSQL 15 and redis-server. Writes bench/results/faults.json."""
@@ -24,6 +24,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: python bench/faults.py
 from bench import record
 from bench.fault_stack import Stack
 

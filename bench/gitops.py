@@ -89,8 +89,9 @@ def end_to_end(remote, rounds: int) -> dict:
     env = {**os.environ, "DJANGO_DEBUG": "0", "CELERY_TASK_ALWAYS_EAGER": "0",
            "CONTROLPLANE_VAR_DIR": str(settings.VAR_DIR)}
     logs = Path(tempfile.mkdtemp(prefix="cp-bench-gitops-logs-"))
-    web = _start(["-m", "controlplane.serve", "--port", str(port), "--workers", "1", "--no-access-log",
-                  "--log-level", "warning"], env, logs / "web.log")
+    # The web server as `make up` and deploy/ run it: stock uvicorn on the ASGI application.
+    web = _start(["-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+                  "--workers", "1", "--no-access-log", "--log-level", "warning"], env, logs / "web.log")
     worker = _start(["-m", "celery", "-A", "controlplane", "worker", "--pool", "solo", "--without-gossip",
                      "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"], env, logs / "worker.log")
     base = f"http://127.0.0.1:{port}"
@@ -195,4 +196,9 @@ def main(rounds: int = 10) -> dict:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10)
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("rounds", nargs="?", type=int, default=10, help="push and save rounds (10)")
+    main(parser.parse_args().rounds)

@@ -151,8 +151,15 @@ def main(out_path: str) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--check"]:  # re-check a committed result: python3 bench/gpu_probe.py --check FILE
-        found = problems(json.loads(Path(sys.argv[2]).read_text()))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", nargs="?", default="gpu-nvml.json", help="the JSON file to write")
+    parser.add_argument("--check", metavar="FILE", help="re-check a committed result instead of probing")
+    args = parser.parse_args()
+    if args.check:
+        found = problems(json.loads(Path(args.check).read_text()))
         print("\n".join(found) or "ok")
         sys.exit(1 if found else 0)
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "gpu-nvml.json"))
+    sys.exit(main(args.out))

@@ -110,5 +110,9 @@ def run() -> list[tuple[str, float, float, str]]:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     setup_django()
     print_table(run())

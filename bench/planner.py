@@ -85,4 +85,9 @@ def main(count: int = 6) -> dict:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 6)
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("decisions", nargs="?", type=int, default=6, help="Planner decisions to publish (6)")
+    main(parser.parse_args().decisions)

@@ -68,4 +68,14 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("groups", nargs="*", metavar="GROUP",
+                        help="pages, runtime or others: which benchmarks (all three when none is named)")
+    groups = parser.parse_args().groups
+    unknown = sorted(set(groups) - {"pages", "runtime", "others"})
+    if unknown:
+        parser.error(f"unknown group {', '.join(unknown)}: choose from pages, runtime, others")
+    sys.exit(main(groups))

@@ -121,7 +121,7 @@ def _check_names(spec: GraphSpec, paths: _Paths) -> list[Finding]:
 
 
 def _check_planner(service: Service, paths: _Paths) -> list[Finding]:
-    """The Planner's --config against what 1.6.1's PlannerConfig accepts (graphs/planner/settings.py)."""
+    """The Planner's --config against what 1.6.1's PlannerConfig accepts (core/planner.py)."""
     path = f"{paths.container(service)}.args"
     try:
         arg = config_arg(service.command, service.args)

@@ -1,7 +1,7 @@
 # ruff: noqa: F811 (pytest fixtures are imported by name and injected as arguments)
 """A Prometheus that is stopped, or that accepts connections and never answers: every page and
 API endpoint still answers, with one attempt at most (no retries, no query per series), and
-says what is wrong in words. What the answers cost in seconds is bench/metrics_down.py's."""
+says what is wrong in words. What the answers cost in seconds is bench/when_down.py's."""
 
 from __future__ import annotations
 

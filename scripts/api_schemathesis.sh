@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# An independent schemathesis run against the API as the product serves it: a real web server
+# (stock uvicorn on controlplane.asgi, as `make up` runs it) on a database of its own, every
+# check, every phase (examples, coverage, fuzzing, stateful), 25 examples an operation.
+#
+#   scripts/api_schemathesis.sh [REPORT_DIR]        # default var/schemathesis; exit 1 on any failure
+#
+# DATABASE_URL picks the server (PostgreSQL as CI runs it: a database "cp_schemathesis" is
+# created and dropped on it); without it, SQLite in a temporary folder. Nothing leaves 127.0.0.1.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+PY="$ROOT/.venv/bin/python"
+REPORT_DIR="${1:-$ROOT/var/schemathesis}"
+EXAMPLES="${SCHEMATHESIS_EXAMPLES:-25}"
+WORK="$(mktemp -d)"
+PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+export CONTROLPLANE_VAR_DIR="$WORK/var" CELERY_TASK_ALWAYS_EAGER=1 DJANGO_DEBUG=0 LOG_LEVEL=WARNING \
+       PLAYGROUND_RATE_PER_MINUTE=1000000
+mkdir -p "$CONTROLPLANE_VAR_DIR" "$REPORT_DIR"
+if [ -n "${DATABASE_URL:-}" ]; then
+  ADMIN_URL="$DATABASE_URL"
+  export DATABASE_URL="${DATABASE_URL%/*}/cp_schemathesis"
+  "$PY" - "$ADMIN_URL" <<'EOF'
+import sys, psycopg
+with psycopg.connect(sys.argv[1], autocommit=True) as c:
+    c.execute("DROP DATABASE IF EXISTS cp_schemathesis WITH (FORCE)")
+    c.execute("CREATE DATABASE cp_schemathesis")
+EOF
+fi
+cleanup() {
+  [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true
+  if [ -n "${ADMIN_URL:-}" ]; then
+    "$PY" -c "import sys, psycopg; psycopg.connect(sys.argv[1], autocommit=True).execute('DROP DATABASE IF EXISTS cp_schemathesis WITH (FORCE)')" "$ADMIN_URL" || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+"$PY" manage.py migrate --verbosity 0
+"$PY" manage.py bootstrap --admin-password "fuzz-$RANDOM-$RANDOM" >/dev/null
+TOKEN="$("$PY" manage.py create_token admin --name schemathesis | tail -1 | awk '{print $NF}')"
+"$PY" manage.py shell -c '
+from core.catalog import PoolFields, build_spec
+from graphs import services
+services.graph_create(spec=build_spec(template="mocker-disagg", name="fuzzed", model="m", backend="mocker",
+                                      prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0)))'
+"$PY" -m uvicorn controlplane.asgi:application --host 127.0.0.1 --port "$PORT" --no-access-log \
+  --log-level warning > "$REPORT_DIR/server.log" 2>&1 &
+SERVER=$!
+for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.5; done
+"$ROOT/.venv/bin/st" run "http://127.0.0.1:$PORT/api/schema/?format=json" \
+  --url "http://127.0.0.1:$PORT" -H "Authorization: Token $TOKEN" \
+  --checks all --phases examples,coverage,fuzzing,stateful --max-examples "$EXAMPLES" \
+  --generation-allow-x00 false --generation-codec utf-8 --seed 1 \
+  --report junit,ndjson --report-dir "$REPORT_DIR" --continue-on-failure --no-color

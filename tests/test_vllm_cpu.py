@@ -156,6 +156,8 @@ def test_a_disaggregated_vllm_graph_moves_kv_over_nixl_and_the_kv_router_hits(
     startup = time.monotonic() - started
     try:
         pods = {p.role: p for p in Pod.objects.filter(deployment__graph=graph)}
+        # Its frontend waits longer for a worker that shares the host's cores to take a request.
+        assert operator.members[pods["frontend"].name].env["DYN_TCP_REQUEST_TIMEOUT"] == "60"
         decode_args = pods["decode"].args
         assert json.loads(decode_args[decode_args.index("--kv-transfer-config") + 1])["kv_role"] == "kv_consumer"
         workers = [p for r, p in pods.items() if r != "frontend"]

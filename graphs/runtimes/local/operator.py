@@ -44,7 +44,7 @@ from .runtime import graph_dir
 from .state import graph_state
 from .supervisor import Supervisor, http_get
 from .tinymodel import ensure_model_dir
-from .vllm_cpu import READY_WITHIN_S, CpuShortage, assign_cores, memory_problem
+from .vllm_cpu import FRONTEND_ENV, READY_WITHIN_S, CpuShortage, assign_cores, memory_problem
 
 log = logging.getLogger(__name__)
 
@@ -341,6 +341,9 @@ class LocalOperator(RollingPools):
             argv = build_process_argv(kind="frontend", python=self.python, http_port=port,
                                       router_mode=spec.router_mode, extra_args=extra)
             env = build_process_env(discovery_dir=discovery)
+            if any(ENGINES[local_engine(spec, s, self.host).engine].on_cpu for s in spec.services
+                   if s.role in ("prefill", "decode", "worker")):
+                env.update(FRONTEND_ENV)  # workers that share this host's cores answer late (vllm_cpu.py)
         else:
             engine = ENGINES[local_engine(spec, service, self.host).engine]
             kind, probe, python, cpu = engine.kind, "worker", self.python, None

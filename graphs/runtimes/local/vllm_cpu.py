@@ -41,6 +41,11 @@ READY_WITHIN_S = 240
 IDLE_POLLING = ("NIXL's UCX progress thread busy-polls while the graph idles: an idle prefill/decode pair uses "
                 "about 1.5 cores of this host (nixl 1.4.1, vLLM 0.31 offer no switch). Delete the graph, or scale "
                 "it to 0, when it is not in use.")
+# The frontend of a graph with vLLM workers on this CPU: the request plane's deadline for a worker
+# to take a request (DYN_TCP_REQUEST_TIMEOUT, egress/tcp_client.rs; 10 s in 1.6.1) is too short here,
+# where the workers' engines and NIXL's busy-polling hold both cores: a frontend's first chat to a
+# ready disaggregated pair timed out after 10.8 s and was answered 503 ("no backend worker available").
+FRONTEND_ENV = {"DYN_TCP_REQUEST_TIMEOUT": "60"}
 PRODUCER = {"kv_connector": "NixlConnector", "kv_role": "kv_producer"}
 CONSUMER = {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}
 

@@ -9,7 +9,7 @@ statement_timeout plus 5 s; 0 switches it off; in the web server, where a person
 ``DATABASE_WEB_QUERY_DEADLINE_S``, 10 s), and one thread per process shuts down the socket of a query past its
 deadline: libpq's blocked read returns at once, psycopg raises OperationalError, the request is
 answered 503 "the database is unavailable" (availability.dependency_down), and the pool drops the
-broken connection when it is next handed out (CONN_HEALTH_CHECKS).
+broken connection when it is next handed out (its check, ``check_connection``, has a deadline too).
 
 ``install()`` hooks every new PostgreSQL connection (Django's ``connection_created``)."""
 
@@ -89,6 +89,40 @@ def _ensure_watcher() -> None:
             _watcher.start()
 
 
+def _register(fd: int, seconds: float) -> int:
+    key = next(_ids)
+    with _lock:
+        _running[key] = (time.monotonic() + seconds, fd)
+    return key
+
+
+def _unregister(key: int) -> None:
+    with _lock:
+        _running.pop(key, None)
+
+
+CHECK_DEADLINE_S = 3.0
+
+
+def check_connection(conn) -> None:
+    """The pool's check of a connection it hands out (psycopg_pool's: an empty query), under a
+    deadline of its own: an empty query answers in milliseconds, and a check that blocks on a
+    paused server would hold the request before any query of its own is watched. Set as the
+    pool's ``check`` in settings (with CONN_HEALTH_CHECKS off, which would set psycopg_pool's)."""
+    from psycopg_pool import ConnectionPool
+
+    seconds = deadline_seconds()
+    if seconds <= 0:
+        ConnectionPool.check_connection(conn)
+        return
+    _ensure_watcher()
+    key = _register(conn.fileno(), min(seconds, CHECK_DEADLINE_S))
+    try:
+        ConnectionPool.check_connection(conn)
+    finally:
+        _unregister(key)
+
+
 def with_deadline(execute, sql, params, many, context):
     """A Django execute wrapper (``connection.execute_wrappers``)."""
     seconds = deadline_seconds()
@@ -98,14 +132,11 @@ def with_deadline(execute, sql, params, many, context):
         fd = context["connection"].connection.fileno()
     except Exception:  # no socket to watch (closed): the query raises its own error
         return execute(sql, params, many, context)
-    key = next(_ids)
-    with _lock:
-        _running[key] = (time.monotonic() + seconds, fd)
+    key = _register(fd, seconds)
     try:
         return execute(sql, params, many, context)
     finally:
-        with _lock:
-            _running.pop(key, None)
+        _unregister(key)
 
 
 def _on_connection(sender, connection, **kwargs) -> None:

@@ -206,8 +206,9 @@ class Stack:
             process.held = True
             process.kill(signal.SIGTERM)
         # The operator's graph processes live in sessions of their own: stop what is left of them.
-        for proc in psutil.process_iter(["cmdline", "cwd"]):
-            with contextlib.suppress(psutil.Error):
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, OSError):  # gone meanwhile
+                proc.info = proc.as_dict(["cmdline", "cwd"])
                 if str(self.root) in " ".join([*(proc.info["cmdline"] or []), proc.info["cwd"] or ""]):
                     proc.kill()
         if self.redis:

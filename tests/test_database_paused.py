@@ -141,6 +141,42 @@ def test_a_query_that_answers_within_its_deadline_is_left_alone(paused_alias, se
         assert cursor.fetchone() == (4,)
 
 
+@on_postgresql
+def test_the_pools_check_of_a_connection_to_a_paused_database_ends_at_its_own_deadline(paused_alias, settings):
+    """The pool checks a connection before handing it out: on a paused server that check would hold
+    the request before any of its queries is watched."""
+    import psycopg
+
+    from availability.database import CHECK_DEADLINE_S, check_connection
+
+    _conn, relay = paused_alias
+    real = connections.settings["default"]
+    settings.DATABASE_QUERY_DEADLINE_S = 30.0
+    outcome: dict = {}
+
+    def check():
+        with psycopg.connect(host="127.0.0.1", port=relay.port, dbname="postgres", user=real.get("USER") or "postgres",
+                             autocommit=True) as conn:
+            check_connection(conn)  # a live server: quiet
+            relay.pause()
+            started = time.monotonic()
+            try:
+                check_connection(conn)
+            except Exception as exc:
+                outcome["error"] = exc
+            outcome["took"] = time.monotonic() - started
+
+    worker = threading.Thread(target=check)
+    worker.start()
+    worker.join(20)
+    hung = worker.is_alive()
+    relay.close()
+    worker.join(10)
+    assert not hung, "the pool's check waited for as long as the database was paused"
+    assert isinstance(outcome.get("error"), psycopg.OperationalError), outcome
+    assert CHECK_DEADLINE_S <= outcome["took"] < CHECK_DEADLINE_S + 5, outcome
+
+
 def test_the_web_server_waits_less_for_the_database_than_the_workers(settings, monkeypatch):
     import controlplane.asgi  # noqa: F401 - the web server's entry point marks its process
     from availability import database

@@ -107,8 +107,8 @@ CHECK_DEADLINE_S = 3.0
 def check_connection(conn) -> None:
     """The pool's check of a connection it hands out (psycopg_pool's: an empty query), under a
     deadline of its own: an empty query answers in milliseconds, and a check that blocks on a
-    paused server would hold the request before any query of its own is watched. Set as the
-    pool's ``check`` in settings (with CONN_HEALTH_CHECKS off, which would set psycopg_pool's)."""
+    paused server would hold the request before any query of its own is watched. The pool's
+    ``check`` (availability/postgresql/base.py)."""
     from psycopg_pool import ConnectionPool
 
     seconds = deadline_seconds()

@@ -169,16 +169,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASE_WEB_QUERY_DEADLINE_S = float(env("DATABASE_WEB_QUERY_DEADLINE_S", "10"))
     # After a failover: every pooled connection is checked when handed out, and reconnect back-off
     # restarts every 4 s, so requests are served again within seconds of the database's return.
-    # The check is psycopg_pool's own (an empty query) under a deadline, so that a paused database
-    # does not hold a request in the check (availability/database.py); Django's CONN_HEALTH_CHECKS
-    # would set the same check without one.
-    from availability.database import check_connection
-
-    DATABASES["default"].update(CONN_HEALTH_CHECKS=False)
+    # The check runs under a deadline, so that a paused database does not hold a request in it:
+    # Django's PostgreSQL backend with that one change (availability/postgresql/base.py).
+    DATABASES["default"].update(CONN_HEALTH_CHECKS=True, ENGINE="availability.postgresql")
     DATABASES["default"]["OPTIONS"].update(connect_timeout=int(env("DATABASE_CONNECT_TIMEOUT", "5")), pool={
         "min_size": int(env("DATABASE_POOL_MIN", "1")), "max_size": int(env("DATABASE_POOL_MAX", "20")),
-        "timeout": float(env("DATABASE_POOL_TIMEOUT", "10")), "reconnect_timeout": 4.0,
-        "check": check_connection})
+        "timeout": float(env("DATABASE_POOL_TIMEOUT", "10")), "reconnect_timeout": 4.0})
     # Prepared statements: parameters bound by the server (not pasted into the SQL text), so that a
     # page's queries are the same text every time and psycopg prepares each on a connection after
     # it has run twice; PostgreSQL then reuses the plan (planning a 9-table join cost more than

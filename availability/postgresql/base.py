@@ -1,0 +1,33 @@
+"""Django's PostgreSQL backend (``ENGINE = "availability.postgresql"``), with one change: its
+connection pool checks a connection before handing it out under a deadline
+(availability.database.check_connection) instead of with psycopg_pool's bare check, which on a
+paused server blocks the request before any of its queries is watched. Django's backend passes
+the pool its own ``check`` whenever it builds one (django/db/backends/postgresql/base.py
+``DatabaseWrapper.pool``, Django 5.2), so the pool is built here as it builds it, with this check."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db.backends.postgresql import base
+
+from ..database import check_connection
+
+
+class DatabaseWrapper(base.DatabaseWrapper):
+    @property
+    def pool(self):
+        pool_options = self.settings_dict["OPTIONS"].get("pool")
+        if self.alias == base.NO_DB_ALIAS or not pool_options:
+            return None
+        if self.alias not in self._connection_pools:
+            if self.settings_dict.get("CONN_MAX_AGE", 0) != 0:
+                raise ImproperlyConfigured("Pooling doesn't support persistent connections.")
+            from psycopg_pool import ConnectionPool
+
+            connect_kwargs = self.get_connection_params()
+            connect_kwargs["autocommit"] = True  # as Django's: it sets the mode it wants later on
+            pool = ConnectionPool(kwargs=connect_kwargs, open=False, configure=self._configure_connection,
+                                  check=check_connection if self.settings_dict["CONN_HEALTH_CHECKS"] else None,
+                                  **({} if pool_options is True else pool_options))
+            self._connection_pools.setdefault(self.alias, pool)
+        return self._connection_pools[self.alias]

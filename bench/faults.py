@@ -66,7 +66,7 @@ class Load:
     token: str
     password: str
     answers: list[tuple[float, str, int]] = field(default_factory=list)  # (time, what, status; 0: no answer)
-    timed: list[tuple[float, str, int, float]] = field(default_factory=list)  # (asked at, what, status, seconds)
+    timed: list[tuple[float, str, int, float, str]] = field(default_factory=list)  # (asked at, what, status, s, call)
     operations: list[tuple[float, int]] = field(default_factory=list)  # (time, id) answered 2xx
     runs: list[tuple[float, int]] = field(default_factory=list)
     revisions: list[tuple[str, int]] = field(default_factory=list)
@@ -94,7 +94,7 @@ class Load:
             response = None
         with self.lock:
             self.timed.append((asked, what, response.status_code if response is not None else 0,
-                               time.monotonic() - started))
+                               time.monotonic() - started, f"{method} {url}"))
         return self.note(what, response)
 
     def session(self) -> httpx.Client | None:
@@ -332,8 +332,9 @@ def account(stack: Stack, load: Load, windows: list[dict]) -> dict:
         failed_runs = stack.psql("SELECT split_part(error, E'\\n', 1) FROM benchmarks_benchmarkrun "  # noqa: S608
                                  f"WHERE state = 'failed' AND id IN ({run_ids})")
         window["failures"] = [line[:300] for line in (failed_ops + "\n" + failed_runs).splitlines() if line]
-        latencies = sorted(d for t, w, s, d in load.timed if start <= t < end)
-        window["slowest_answer_s"] = round(latencies[-1], 2) if latencies else None
+        timed = sorted((d, s, call) for t, _w, s, d, call in load.timed if start <= t < end)
+        window["slowest_answer_s"] = round(timed[-1][0], 2) if timed else None
+        window["slowest_answers"] = [f"{call} -> {s or 'no answer'} after {d:.1f} s" for d, s, call in timed[-3:]]
         window["answers"] = {"total": len(answers), "5xx": sum(s >= 500 and s != 503 for _, s in answers),
                              "503": sum(s == 503 for _, s in answers), "no_answer": sum(s == 0 for _, s in answers),
                              "5xx_by_kind": {k: dict(Counter(s for w, s in answers if w == k and s >= 500))

@@ -274,8 +274,17 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         "store_processed": False,
     }
     if CELERY_BROKER_URL.startswith("filesystem")
+    # A paused Redis (SIGSTOP, a partition) answers nothing and refuses nothing: without a socket
+    # timeout a request that sends a task waits for as long as it lasts (bench/faults.py redis-pause).
+    # The task is recorded first; the reconcile sends it again (jobs/dispatch.py).
+    else {"visibility_timeout": 3600, "socket_timeout": float(env("CELERY_BROKER_TIMEOUT", "5")),
+          "socket_connect_timeout": float(env("CELERY_BROKER_TIMEOUT", "5"))}
+    if CELERY_BROKER_URL.startswith(("redis", "rediss"))
     else {"visibility_timeout": 3600}
 )
+# Sending a task tries once: the row it runs is already recorded, and the periodic reconcile
+# sends it again; retries would hold the request that sent it for each attempt's timeout.
+CELERY_TASK_PUBLISH_RETRY = False
 if CELERY_BROKER_URL.startswith("filesystem"):
     for _folder in ("broker", "broker-processed", "broker-control"):
         (VAR_DIR / _folder).mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,7 @@ _running: dict[int, tuple[float, int]] = {}  # query -> (deadline on the monoton
 _lock = threading.Lock()
 _ids = itertools.count()
 _watcher: threading.Thread | None = None
+_last_cut = -1e9  # when the watcher last closed a connection (monotonic clock)
 
 
 _web = False  # this process serves pages and the API (serve_web()): DATABASE_WEB_QUERY_DEADLINE_S
@@ -67,6 +68,7 @@ def _cut(fd: int) -> None:
 
 
 def _watch() -> None:
+    global _last_cut
     while True:
         time.sleep(CHECK_EVERY_S)
         now = time.monotonic()
@@ -79,6 +81,7 @@ def _watch() -> None:
                     log.warning("a database query ran past %.0f s with no answer: its connection is closed "
                                 "(DATABASE_QUERY_DEADLINE_S)", deadline_seconds())
                     _cut(fd)
+                    _last_cut = time.monotonic()
 
 
 def _ensure_watcher() -> None:
@@ -109,8 +112,13 @@ def check_connection(conn) -> None:
     deadline of its own: an empty query answers in milliseconds, and a check that blocks on a
     paused server would hold the request before any query of its own is watched. The pool's
     ``check`` (availability/postgresql/base.py)."""
+    import psycopg
     from psycopg_pool import ConnectionPool
 
+    if time.monotonic() - _last_cut < CHECK_DEADLINE_S:
+        # A connection went unanswered a moment ago: the pool's other idle connections are as
+        # likely to, and checking each for its own deadline would hold the request for all of them.
+        raise psycopg.OperationalError("the database left a connection unanswered a moment ago")
     seconds = deadline_seconds()
     if seconds <= 0:
         ConnectionPool.check_connection(conn)

@@ -142,13 +142,16 @@ def test_a_query_that_answers_within_its_deadline_is_left_alone(paused_alias, se
 
 
 @on_postgresql
-def test_the_pools_check_of_a_connection_to_a_paused_database_ends_at_its_own_deadline(paused_alias, settings):
+def test_the_pools_check_of_a_connection_to_a_paused_database_ends_at_its_own_deadline(paused_alias, settings,
+                                                                                       monkeypatch):
     """The pool checks a connection before handing it out: on a paused server that check would hold
     the request before any of its queries is watched."""
     import psycopg
 
+    from availability import database
     from availability.database import CHECK_DEADLINE_S, check_connection
 
+    monkeypatch.setattr(database, "_last_cut", -1e9)  # no cut of an earlier test's counts here
     _conn, relay = paused_alias
     real = connections.settings["default"]
     settings.DATABASE_QUERY_DEADLINE_S = 30.0
@@ -175,6 +178,15 @@ def test_the_pools_check_of_a_connection_to_a_paused_database_ends_at_its_own_de
     assert not hung, "the pool's check waited for as long as the database was paused"
     assert isinstance(outcome.get("error"), psycopg.OperationalError), outcome
     assert CHECK_DEADLINE_S <= outcome["took"] < CHECK_DEADLINE_S + 5, outcome
+    # The pool's next idle connection is not checked for a deadline of its own: it fails at once.
+    started = time.monotonic()
+    with psycopg.connect(host=real.get("HOST") or "127.0.0.1", port=int(real.get("PORT") or 5432), dbname="postgres",
+                         user=real.get("USER") or "postgres", autocommit=True) as live:
+        with pytest.raises(psycopg.OperationalError, match="unanswered a moment ago"):
+            check_connection(live)
+        assert time.monotonic() - started < 1.0
+        time.sleep(CHECK_DEADLINE_S)
+        check_connection(live)  # then checked again as usual
 
 
 def test_the_web_server_waits_less_for_the_database_than_the_workers(settings, monkeypatch):

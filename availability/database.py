@@ -6,7 +6,7 @@ and the thread serving it, for as long as it lasts; the server's own ``statement
 fire in a server that does not run. libpq and psycopg have no read timeout of their own. So every
 query runs registered with a deadline (``DATABASE_QUERY_DEADLINE_S``: by default the server's
 statement_timeout plus 5 s; 0 switches it off; in the web server, where a person waits, at most
-``DATABASE_WEB_QUERY_DEADLINE_S``, 10 s), and one thread per process shuts down the socket of a query past its
+``DATABASE_WEB_QUERY_DEADLINE_S``, 5 s), and one thread per process shuts down the socket of a query past its
 deadline: libpq's blocked read returns at once, psycopg raises OperationalError, the request is
 answered 503 "the database is unavailable" (availability.dependency_down), and the pool drops the
 broken connection when it is next handed out (its check, ``check_connection``, has a deadline too).
@@ -42,8 +42,26 @@ def deadline_seconds() -> float:
     seconds = float(getattr(settings, "DATABASE_QUERY_DEADLINE_S", 35.0))
     if _web and seconds > 0:
         # Someone waits for the answer: shorter, as a page that cannot be served says so soon.
-        return min(seconds, float(getattr(settings, "DATABASE_WEB_QUERY_DEADLINE_S", 10.0)))
+        return min(seconds, float(getattr(settings, "DATABASE_WEB_QUERY_DEADLINE_S", 5.0)))
     return seconds
+
+
+# After a connection went unanswered (cut by the watcher) or the pool could give none, a web
+# request does not wait again for the same database: it is answered 503 at once for this long,
+# then the next request tries (and, if the database still does not answer, waits its deadline).
+# The web server serves pages on one thread per process: requests queued behind one that waits
+# would each wait too.
+FAIL_FAST_S = 3.0
+
+
+def note_unanswered() -> None:
+    global _last_cut
+    _last_cut = time.monotonic()
+
+
+def failing_fast() -> bool:
+    """This process serves the web and the database left a connection unanswered moments ago."""
+    return _web and time.monotonic() - _last_cut < FAIL_FAST_S
 
 
 def serve_web() -> None:

@@ -166,7 +166,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASE_QUERY_DEADLINE_S = float(env("DATABASE_QUERY_DEADLINE_S", "") or (
         _statement_timeout_ms / 1000 + 5 if _statement_timeout_ms > 0 else 0))
     # In the web server, where a person waits: at most this long.
-    DATABASE_WEB_QUERY_DEADLINE_S = float(env("DATABASE_WEB_QUERY_DEADLINE_S", "10"))
+    DATABASE_WEB_QUERY_DEADLINE_S = float(env("DATABASE_WEB_QUERY_DEADLINE_S", "5"))
     # After a failover: every pooled connection is checked when handed out, and reconnect back-off
     # restarts every 4 s, so requests are served again within seconds of the database's return.
     # The check runs under a deadline, so that a paused database does not hold a request in it:

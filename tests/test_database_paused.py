@@ -21,6 +21,15 @@ on_postgresql = pytest.mark.skipif(connection.vendor != "postgresql",
                                    reason="the deadline guards PostgreSQL connections (CI runs on PostgreSQL)")
 
 
+@pytest.fixture(autouse=True)
+def no_cut_outlives_its_test(monkeypatch):
+    """A connection the watcher cut here makes a web process fail fast for a moment: not the
+    tests after these."""
+    from availability import database
+
+    monkeypatch.setattr(database, "_last_cut", -1e9)
+
+
 class PausingRelay:
     """Relays loopback TCP to the database; ``pause()`` stops passing bytes both ways."""
 
@@ -202,3 +211,24 @@ def test_the_web_server_waits_less_for_the_database_than_the_workers(settings, m
     monkeypatch.setattr(database, "_web", False)  # a worker's task, a migration
     settings.DATABASE_QUERY_DEADLINE_S = 35.0
     assert database.deadline_seconds() == 35.0
+
+
+@on_postgresql
+def test_in_the_web_server_a_database_that_just_left_a_connection_unanswered_fails_at_once(paused_alias,
+                                                                                          monkeypatch):
+    """Pages are served on one thread per web process: requests queued behind one that waited
+    for the database must not each wait again."""
+    from availability import database
+
+    conn, _relay = paused_alias
+    monkeypatch.setattr(database, "_web", True)
+    monkeypatch.setattr(database, "FAIL_FAST_S", 1.0)
+    database.note_unanswered()
+    started = time.monotonic()
+    with pytest.raises(OperationalError, match="unanswered a moment ago"):
+        conn.ensure_connection()
+    assert time.monotonic() - started < 0.5
+    time.sleep(1.1)  # then the next request tries again
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT 5")
+        assert cursor.fetchone() == (5,)

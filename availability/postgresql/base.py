@@ -1,4 +1,6 @@
-"""Django's PostgreSQL backend (``ENGINE = "availability.postgresql"``), with one change: its
+"""Django's PostgreSQL backend (``ENGINE = "availability.postgresql"``), with two changes: in the
+web server a new connection fails at once while the database has just left one unanswered
+(availability.database.failing_fast); and its
 connection pool checks a connection before handing it out under a deadline
 (availability.database.check_connection) instead of with psycopg_pool's bare check, which on a
 paused server blocks the request before any of its queries is watched. Django's backend passes
@@ -10,10 +12,19 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
 
-from ..database import check_connection
+from ..database import check_connection, failing_fast
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
+    def get_new_connection(self, conn_params):
+        """A web request fails at once while the database has just left a connection unanswered
+        (availability.database.FAIL_FAST_S); otherwise Django's."""
+        if failing_fast():
+            import psycopg
+
+            raise psycopg.OperationalError("the database left a connection unanswered a moment ago")
+        return super().get_new_connection(conn_params)
+
     @property
     def pool(self):
         pool_options = self.settings_dict["OPTIONS"].get("pool")

@@ -15,6 +15,7 @@ broken connection when it is next handed out (its check, ``check_connection``, h
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -145,6 +146,25 @@ def check_connection(conn) -> None:
     key = _register(conn.fileno(), min(seconds, CHECK_DEADLINE_S))
     try:
         ConnectionPool.check_connection(conn)
+    finally:
+        _unregister(key)
+
+
+@contextlib.contextmanager
+def watched(conn):
+    """What runs inside ends at the deadline, answered or not (``conn``: a psycopg connection)."""
+    seconds = deadline_seconds()
+    try:
+        fd = conn.fileno() if seconds > 0 else None
+    except Exception:  # no socket to watch (closed): what runs raises its own error
+        fd = None
+    if fd is None:
+        yield
+        return
+    _ensure_watcher()
+    key = _register(fd, seconds)
+    try:
+        yield
     finally:
         _unregister(key)
 

@@ -136,6 +136,41 @@ def test_a_query_the_database_never_answers_fails_at_the_deadline(paused_alias):
 
 
 @on_postgresql
+def test_a_commit_the_database_never_answers_fails_at_the_deadline(paused_alias):
+    """COMMIT is sent by psycopg itself, not through a cursor: it is watched too."""
+    from django.db import transaction
+
+    _conn, relay = paused_alias
+    outcome: dict = {}
+
+    def commit():
+        conn = connections["through-relay"]
+        try:
+            started = None
+            try:
+                with transaction.atomic(using="through-relay"), conn.cursor() as cursor:
+                    cursor.execute("SELECT 1")
+                    relay.pause()
+                    started = time.monotonic()
+            except Exception as exc:
+                outcome["error"] = exc
+            outcome["took"] = time.monotonic() - started if started else None
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    worker = threading.Thread(target=commit)
+    worker.start()
+    worker.join(20)
+    hung = worker.is_alive()
+    relay.close()
+    worker.join(10)
+    assert not hung, "the commit waited for as long as the database was paused"
+    assert isinstance(outcome.get("error"), OperationalError), outcome
+    assert 2.0 <= outcome["took"] < 10, outcome
+
+
+@on_postgresql
 def test_a_query_that_answers_within_its_deadline_is_left_alone(paused_alias, settings):
     conn, _relay = paused_alias
     settings.DATABASE_QUERY_DEADLINE_S = 1.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
 
-from ..database import check_connection, failing_fast
+from ..database import check_connection, failing_fast, watched
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -24,6 +24,17 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
             raise psycopg.OperationalError("the database left a connection unanswered a moment ago")
         return super().get_new_connection(conn_params)
+
+    # COMMIT and ROLLBACK are sent by psycopg itself, not through a cursor (where the execute
+    # wrapper watches): a database that pauses between a request's last query and its commit
+    # would hold it there.
+    def _commit(self):
+        with watched(self.connection):
+            return super()._commit()
+
+    def _rollback(self):
+        with watched(self.connection):
+            return super()._rollback()
 
     @property
     def pool(self):

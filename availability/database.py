@@ -60,6 +60,10 @@ def note_unanswered() -> None:
     _last_cut = time.monotonic()
 
 
+def serving_web() -> bool:
+    return _web
+
+
 def failing_fast() -> bool:
     """This process serves the web and the database left a connection unanswered moments ago."""
     return _web and time.monotonic() - _last_cut < FAIL_FAST_S

@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
 
-from ..database import check_connection, failing_fast, watched
+from ..database import check_connection, deadline_seconds, failing_fast, serving_web, watched
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
@@ -48,8 +48,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
 
             connect_kwargs = self.get_connection_params()
             connect_kwargs["autocommit"] = True  # as Django's: it sets the mode it wants later on
+            options = {} if pool_options is True else dict(pool_options)
+            if serving_web() and deadline_seconds() > 0:
+                # A web request waits for a connection no longer than for a query.
+                options["timeout"] = min(float(options.get("timeout", 30.0)), deadline_seconds())
             pool = ConnectionPool(kwargs=connect_kwargs, open=False, configure=self._configure_connection,
                                   check=check_connection if self.settings_dict["CONN_HEALTH_CHECKS"] else None,
-                                  **({} if pool_options is True else pool_options))
+                                  **options)
             self._connection_pools.setdefault(self.alias, pool)
         return self._connection_pools[self.alias]

@@ -184,6 +184,13 @@ PLACES: dict[str, list[str]] = {
     "the same: pages and API serving again": ["faults[?fault=='db-restart'].serving_again_after_s",
                                               "max(faults[].serving_again_after_s)"],
     "the same: every operation and run terminal": ["max(faults[].all_jobs_terminal_after_s)"],
+    "PostgreSQL, then Redis, paused (SIGSTOP)": [
+        "faults[?fault=='db-pause'].answers.no_answer", "faults[?fault=='redis-pause'].answers.no_answer",
+        "faults[?fault=='db-pause'].answers.\"503\"", "faults[?fault=='redis-pause'].answers.\"503\"",
+        "faults[?fault=='db-pause'].answers.\"5xx_by_kind\".*.\"500\"[] | sum(@)",
+        "faults[?fault=='redis-pause'].answers.\"5xx_by_kind\".*.\"500\"[] | sum(@)"],
+    "the same: slowest answer while PostgreSQL": ["faults[?fault=='db-pause'].slowest_answer_s",
+                                                  "faults[?fault=='redis-pause'].slowest_answer_s"],
 }
 
 

@@ -75,6 +75,24 @@ def _undeploy(operator, graph):
     assert groups and all(not group_members(g) for g in groups if g)
 
 
+# A disaggregated vLLM-on-CPU pair (NIXL over UCX on loopback, both cores held) now and then
+# stalls: the decode worker takes a request and nothing follows, and its discovery records lapse
+# (twice in CI on this 2-core host: a first chat after the graph turned ready answered 503 by the
+# frontend, and a repeat chat that never finished). These tests send a stalled chat once more, or
+# start the pair again once, and say so in their output; a second stall fails them.
+STALLED = (502, 503, 504)
+
+
+def _chat(client, **kwargs):
+    try:
+        return client.chat.completions.create(**kwargs)
+    except (openai.APITimeoutError, openai.APIStatusError) as exc:
+        if isinstance(exc, openai.APIStatusError) and exc.status_code not in STALLED:
+            raise
+        print(f"a chat stalled ({exc}); sent once more")
+        return client.chat.completions.create(**kwargs)
+
+
 def _sdk(server, token, graph):
     return openai.OpenAI(base_url=f"{server.url}/api/playground/{graph}/v1", api_key=token, max_retries=0,
                          timeout=120)
@@ -168,10 +186,27 @@ def test_a_disaggregated_vllm_graph_moves_kv_over_nixl_and_the_kv_router_hits(
         assert "busy-polls" in page and LABEL in page
 
         client = _sdk(routed_server, tokens["operator"], graph.name)
-        replies = [client.chat.completions.create(
-            model="Qwen/Qwen3-0.6B", messages=[{"role": "user", "content": PROMPT}], max_tokens=8,
-            extra_body={"ignore_eos": True, "nvext": {"extra_fields": ["worker_id", "timing"]}}) for _ in range(3)]
-        assert all(r.usage.completion_tokens == 8 for r in replies)
+
+        def three_chats():
+            try:
+                replies = [_chat(client, model="Qwen/Qwen3-0.6B", messages=[{"role": "user", "content": PROMPT}],
+                                 max_tokens=8, extra_body={"ignore_eos": True,
+                                                           "nvext": {"extra_fields": ["worker_id", "timing"]}})
+                           for _ in range(3)]
+            except openai.APIError as exc:
+                print(f"the chats failed ({exc})")
+                return None
+            return replies if all(r.usage.completion_tokens == 8 for r in replies) else None
+
+        replies = three_chats()
+        if replies is None:  # a worker that stalled (see STALLED) stays so: the graph starts again, once
+            print("a stalled disaggregated pair: deployed again, the chats sent once more")
+            _undeploy(operator, graph)
+            op = operations.graph_apply(graph=graph, via="api")
+            _converge(operator, graph, lambda dep, pods: dep.state == "ready" and all(
+                p.nixl_backend.startswith("UCX") for p in pods.values() if p.role != "frontend"))
+            replies = three_chats()
+        assert replies is not None, "the disaggregated pair stalled twice"
         timing = [r.model_extra["nvext"]["timing"] for r in replies]
         assert all(t["prefill_time_ms"] > 0 and t["kv_transfer_estimated_latency_ms"] > 0 for t in timing), timing
         # The KV router sent the repeats to the prefill worker holding the prefix: whole 128-token blocks.
@@ -202,8 +237,12 @@ def test_up_with_the_vllm_cpu_engine_applies_the_disaggregated_vllm_example(engi
     assert "applying the example graph 'vllm-cpu-disagg' (frontend with the KV router" in text
     assert "starting, " in text and "of up to 240 s" in text  # progress, not silence, while engines start
     assert "applying the example graph 'demo'" not in text
-    reply = httpx.post(f"{endpoint}/v1/chat/completions", timeout=120, json={
-        "model": "Qwen/Qwen3-0.6B", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8})
+    chat = {"model": "Qwen/Qwen3-0.6B", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8}
+    reply = httpx.post(f"{endpoint}/v1/chat/completions", timeout=120, json=chat)
+    if reply.status_code in STALLED:  # see STALLED: after a pause a stalled worker is often back
+        print(f"the first chat stalled ({reply.status_code} {reply.text[:200]}); sent once more in 20 s")
+        time.sleep(20)
+        reply = httpx.post(f"{endpoint}/v1/chat/completions", timeout=120, json=chat)
     assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] >= 1, reply.text[:500]
     up.stop()  # an idle pair busy-polls: stopped at once, its engines with it
     with pytest.raises(httpx.HTTPError):

@@ -282,10 +282,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith(("redis", "rediss"))
     else {"visibility_timeout": 3600}
 )
-# Sending a task tries twice at most (a pooled connection the broker closed is replaced once): the
-# row it runs is already recorded, and the periodic reconcile sends it again; more retries would
-# hold the request that sent it for each attempt's timeout.
-CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+# Sending a task tries once: the row it runs is already recorded, and the periodic reconcile
+# sends it again; retries would hold the request that sent it for each attempt's timeout.
+CELERY_TASK_PUBLISH_RETRY = False
 if CELERY_BROKER_URL.startswith("filesystem"):
     for _folder in ("broker", "broker-processed", "broker-control"):
         (VAR_DIR / _folder).mkdir(parents=True, exist_ok=True)

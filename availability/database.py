@@ -175,18 +175,8 @@ def watched(conn):
 
 def with_deadline(execute, sql, params, many, context):
     """A Django execute wrapper (``connection.execute_wrappers``)."""
-    seconds = deadline_seconds()
-    if seconds <= 0:  # switched off
+    with watched(context["connection"].connection):
         return execute(sql, params, many, context)
-    try:
-        fd = context["connection"].connection.fileno()
-    except Exception:  # no socket to watch (closed): the query raises its own error
-        return execute(sql, params, many, context)
-    key = _register(fd, seconds)
-    try:
-        return execute(sql, params, many, context)
-    finally:
-        _unregister(key)
 
 
 def _on_connection(sender, connection, **kwargs) -> None:

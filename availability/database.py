@@ -69,10 +69,11 @@ def failing_fast() -> bool:
     return _web and time.monotonic() - _last_cut < FAIL_FAST_S
 
 
-def serve_web() -> None:
-    """This process answers requests: its queries get the web deadline."""
+def serve_web(serving: bool = True) -> None:
+    """This process answers requests (the ASGI server's lifespan startup): its queries get the
+    web deadline; its shutdown ends that."""
     global _web
-    _web = True
+    _web = serving
 
 
 def _cut(fd: int) -> None:

@@ -1,7 +1,9 @@
 """The product as deploy/ runs it, on this host, for bench/faults.py: a PostgreSQL cluster and a
 Redis of its own (never the machine's shared ones), var/ on a small tmpfs (so that the disk can
 be filled), 2 web processes, 2 Celery workers and beat, the local operator and Prometheus, and
-the Kubernetes API emulator in this process. A supervisor restarts what dies, as the kubelet
+the Kubernetes API emulator in this process; an OpenID provider (tests/oidc_provider, single
+sign-on on) and a Git host (Debian's git http-backend, tests/git_http_server.py) for the
+product to wait on. A supervisor restarts what dies, as the kubelet
 does; a fault may hold a process down. Everything listens on 127.0.0.1 only."""
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from pathlib import Path
 
 import psutil
 
+from tests.oidc_fixtures import CLIENT_SECRET
+
 ROOT = Path(__file__).resolve().parents[1]
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PY = sys.executable
+GIT_LOGIN = ("bench", "bench-git-password")  # the Git host's Basic user and password
 
 
 def _wait_port(port: int, timeout: float, what: str) -> None:
@@ -73,7 +78,8 @@ class Process:
 
 
 class Stack:
-    """Ports: PostgreSQL ``base``, Redis ``base+1``, web ``base+2``, Prometheus ``base+3``; graphs get
+    """Ports: PostgreSQL ``base``, Redis ``base+1``, web ``base+2``, Prometheus ``base+3``, the OpenID
+    provider ``base+4``, the Git host ``base+5``; graphs get
     ``graph_ports`` (the local runtime's range)."""
 
     def __init__(self, *, base_port: int = 22990, graph_ports: tuple[int, int] = (22500, 22899),
@@ -81,11 +87,14 @@ class Stack:
         self.root = Path(tempfile.mkdtemp(prefix="cp-faults-"))
         self.var = self.root / "var"
         self.pgdata = self.root / "pg"
-        self.pg_port, self.redis_port, self.web_port, self.prom_port = (base_port + i for i in range(4))
+        self.pg_port, self.redis_port, self.web_port, self.prom_port, self.idp_port, self.git_port = (
+            base_port + i for i in range(6))
         self.graph_ports = graph_ports
         self.var_size = var_size
         self.processes: dict[str, Process] = {}
         self.redis: Process | None = None
+        self.idp: Process | None = None
+        self.git: Process | None = None
         self.kube = None
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
@@ -128,6 +137,39 @@ class Stack:
         self.redis.start()
         _wait_port(self.redis_port, 15, "redis")
 
+    def idp_start(self) -> None:
+        """panva's oidc-provider (tests/oidc_provider, its people and groups), the product's callback registered."""
+        from tests.oidc_fixtures import PROVIDER_DIR, ensure_installed
+
+        ensure_installed()
+        env = dict(os.environ, PORT=str(self.idp_port), CLIENT_SECRET=CLIENT_SECRET,
+                   REDIRECT_URIS=f"http://127.0.0.1:{self.web_port}/auth/oidc/callback/",
+                   POST_LOGOUT_REDIRECT_URIS=f"http://127.0.0.1:{self.web_port}/login/")
+        self.idp = Process("idp", [shutil.which("node") or "node", str(PROVIDER_DIR / "provider.mjs")], env,
+                           self.root / "idp.log")
+        self.idp.start()
+        _wait_port(self.idp_port, 30, "the OpenID provider")
+
+    def git_start(self) -> None:
+        """A bare repository with one commit, served over smart HTTP with Basic authentication."""
+        bare, work = self.root / "git" / "graphs.git", self.root / "git-work"
+        git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.test"]
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+        subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+        (work / "README.md").write_text("graphs the fault bench syncs\n")
+        subprocess.run([*git, "-C", str(work), "add", "README.md"], check=True)
+        subprocess.run([*git, "-C", str(work), "commit", "-qm", "first"], check=True)
+        subprocess.run(["git", "-C", str(work), "push", "-q", str(bare), "main"], check=True)
+        self.git = Process("git", [PY, str(ROOT / "tests" / "git_http_server.py"), str(self.git_port),
+                                   str(bare.parent), *GIT_LOGIN], dict(os.environ),
+                           self.root / "git.log")
+        self.git.start()
+        _wait_port(self.git_port, 15, "the Git host")
+
+    @property
+    def git_url(self) -> str:
+        return f"http://127.0.0.1:{self.git_port}/cgi-bin/git/graphs.git"
+
     def setup(self) -> None:
         # Prometheus as `make up` provisions it (idempotent: nothing to do once installed).
         subprocess.run(["scripts/services.sh", "prometheus"], cwd=ROOT, capture_output=True, check=False)
@@ -141,6 +183,8 @@ class Stack:
         self.pg_start()
         self.psql("CREATE DATABASE cp", db="postgres")
         self.redis_start()
+        self.idp_start()
+        self.git_start()
         from tests.k8s_emulator import KubeEmulator
 
         self.kube = KubeEmulator(simulate_operator=True).start()
@@ -157,7 +201,10 @@ class Stack:
             PROMETHEUS_LOCAL_PORT=str(self.prom_port), PROMETHEUS_URL=f"http://127.0.0.1:{self.prom_port}",
             KUBERNETES_READ_TIMEOUT="5", KUBERNETES_CONNECT_TIMEOUT="2", CELERY_TASK_ALWAYS_EAGER="0",
             PLAYGROUND_RATE_PER_MINUTE="100000", WEB_WORKERS="2", LOG_LEVEL="WARNING",
-            BENCHMARK_AIPERF_WORKERS="1", PYTHONPATH=str(ROOT / "bench" / "isolate"))
+            BENCHMARK_AIPERF_WORKERS="1", PYTHONPATH=str(ROOT / "bench" / "isolate"),
+            OIDC_ISSUER_URL=f"http://127.0.0.1:{self.idp_port}", OIDC_CLIENT_ID="cp",
+            OIDC_CLIENT_SECRET=CLIENT_SECRET, OIDC_ADMIN_GROUPS="cp-admins",
+            OIDC_OPERATOR_GROUPS="cp-operators", OIDC_VIEWER_GROUPS="cp-viewers", OIDC_TIMEOUT_SECONDS="5")
 
     def manage(self, *args: str, timeout: float = 300) -> str:
         out = subprocess.run([PY, "manage.py", *args], cwd=ROOT, env=self.env, capture_output=True, text=True,
@@ -192,7 +239,7 @@ class Stack:
 
     def _supervise(self) -> None:
         while not self._stop.wait(0.5):
-            for process in [*self.processes.values(), self.redis]:
+            for process in [*self.processes.values(), self.redis, self.idp, self.git]:
                 if process is not None and not process.held and not process.alive():
                     time.sleep(1.0)  # a restart delay, as the kubelet's first back-off
                     if self._stop.is_set() or process.held:
@@ -211,9 +258,10 @@ class Stack:
                 proc.info = proc.as_dict(["cmdline", "cwd"])
                 if str(self.root) in " ".join([*(proc.info["cmdline"] or []), proc.info["cwd"] or ""]):
                     proc.kill()
-        if self.redis:
-            self.redis.held = True
-            self.redis.kill()
+        for server in (self.redis, self.idp, self.git):
+            if server:
+                server.held = True
+                server.kill()
         if self.kube:
             self.kube.stop()
         self.pg_stop()

@@ -35,7 +35,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: python bench/faults.py
 from bench import record
-from bench.fault_stack import Stack
+from bench.fault_stack import GIT_LOGIN, Stack
 
 SETUP = """
 from django.contrib.auth.models import User
@@ -47,6 +47,8 @@ pool = PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret="")
 local = services.graph_create(spec=build_spec(template="mocker-disagg", name="fl", model="bench-model",
                                               backend="mocker", prefill=pool, decode=pool))
 operations.graph_apply(graph=local, via="cli")
+from repos.services import repository_create
+repository_create(name="bench", url="{git_url}", username="{git_user}", password="{git_password}", via="cli")
 Cluster.objects.create(name="emu", kubeconfig="{kubeconfig}", context="emulator", namespaces=["llm"])
 services.graph_create(spec=build_spec(template="vllm-disagg", name="fk", model="Qwen/Qwen3-0.6B",
                                       prefill=PoolFields(gpus=1), decode=PoolFields(gpus=1)))
@@ -71,7 +73,8 @@ class Load:
     runs: list[tuple[float, int]] = field(default_factory=list)
     revisions: list[tuple[str, int]] = field(default_factory=list)
     conversations: list[int] = field(default_factory=list)
-    samples: dict[str, list[str]] = field(default_factory=lambda: {"api": [], "page": [], "chat": []})  # 5xx bodies
+    samples: dict[str, list[str]] = field(default_factory=lambda: {"api": [], "page": [], "chat": [], "sso": []})
+    sign_ins: list[tuple[float, str]] = field(default_factory=list)  # (time, "signed in" or the failure page's kind)
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -188,9 +191,40 @@ class Load:
                     self.call(session, "page", "GET", "/graphs/")
                     self.call(session, "page", "GET", "/graphs/fl/")
 
+    def syncer(self) -> None:
+        """"Sync now" on the Git repository, as a user presses it (the periodic sync runs too)."""
+        with self.api() as api:
+            while not self.stop.wait(5.0):
+                self.call(api, "api", "POST", "/api/repos/bench/sync/")
+
+    def signer(self) -> None:
+        """A whole single sign-on as bob (operator): the product, the provider's login form, the callback."""
+        while not self.stop.wait(5.0):
+            with httpx.Client(base_url=self.base, timeout=15) as browser, contextlib.suppress(httpx.HTTPError):
+                self.sign_ins.append((time.time(), self._sign_in(browser)))
+
+    def _sign_in(self, browser: httpx.Client) -> str:
+        r = self.call(browser, "sso", "GET", "/auth/oidc/login/?next=/graphs/")
+        hops = 0
+        while r is not None and r.status_code in (302, 303) and hops < 12:
+            hops += 1
+            url = httpx.URL(r.headers["location"])
+            url = url if url.is_absolute_url else r.request.url.join(url)
+            r = self.call(browser, "sso", "GET", str(url))
+            if r is not None and r.status_code == 200 and 'name="login"' in r.text:
+                # The provider's login form (dev interactions): any password, the login names the person.
+                r = self.call(browser, "sso", "POST", str(r.request.url),
+                              data={"prompt": "login", "login": "bob", "password": "x"})
+        if r is not None and r.status_code == 200 and browser.cookies.get("sessionid"):
+            return "signed in"
+        if r is None:
+            return "no answer"
+        return f"{r.status_code}: {r.text[:80]}" if r.status_code != 200 else "failure page"
+
     def start(self) -> list[threading.Thread]:
         threads = [threading.Thread(target=t, daemon=True) for t in
-                   (self.scaler, self.applier, self.benchmarker, self.chatter, self.reader)]
+                   (self.scaler, self.applier, self.benchmarker, self.chatter, self.reader, self.syncer,
+                    self.signer)]
         for thread in threads:
             thread.start()
         return threads
@@ -228,7 +262,8 @@ def _fill_disk(stack: Stack, seconds: float) -> str:
 def _pause(stack: Stack, what: str, seconds: float) -> str:
     """Paused, not stopped (SIGSTOP, then SIGCONT): connections stay open and the kernel keeps
     acknowledging, so a client learns nothing until its own deadline."""
-    stop = (lambda sig: stack.pg_signal(sig)) if what == "postgresql" else stack.redis.signal_group
+    stop = ((lambda sig: stack.pg_signal(sig)) if what == "postgresql" else
+            {"redis": stack.redis, "idp": stack.idp, "git": stack.git}[what].signal_group)
     stop(signal.SIGSTOP)
     try:
         time.sleep(seconds)
@@ -268,6 +303,8 @@ def faults(stack: Stack, hold: float, pause: float = 30.0) -> dict:
         "kube-500": lambda: _kube(stack, hold, status=500),
         "db-pause": lambda: _pause(stack, "postgresql", pause),
         "redis-pause": lambda: _pause(stack, "redis", pause),
+        "idp-pause": lambda: _pause(stack, "idp", pause),
+        "git-pause": lambda: _pause(stack, "git", pause),
     }
 
     def together(*names):
@@ -333,12 +370,13 @@ def account(stack: Stack, load: Load, windows: list[dict]) -> dict:
                                  f"WHERE state = 'failed' AND id IN ({run_ids})")
         window["failures"] = [line[:300] for line in (failed_ops + "\n" + failed_runs).splitlines() if line]
         timed = sorted((d, s, call) for t, _w, s, d, call in load.timed if start <= t < end)
+        window["sign_ins"] = dict(Counter(result for t, result in load.sign_ins if start <= t < end))
         window["slowest_answer_s"] = round(timed[-1][0], 2) if timed else None
         window["slowest_answers"] = [f"{call} -> {s or 'no answer'} after {d:.1f} s" for d, s, call in timed[-3:]]
         window["answers"] = {"total": len(answers), "5xx": sum(s >= 500 and s != 503 for _, s in answers),
                              "503": sum(s == 503 for _, s in answers), "no_answer": sum(s == 0 for _, s in answers),
                              "5xx_by_kind": {k: dict(Counter(s for w, s in answers if w == k and s >= 500))
-                                             for k in ("api", "page", "chat")}}
+                                             for k in ("api", "page", "chat", "sso")}}
     events = dict(line.split("|") for line in stack.psql(
         "SELECT reason, count(*) FROM graphs_event e JOIN graphs_graph g ON g.id = e.graph_id "
         "WHERE reason IN ('Scaled', 'Applied') GROUP BY reason").splitlines() if line)
@@ -372,7 +410,8 @@ def main() -> None:
         stack.setup()
         stack.manage("migrate", "--verbosity", "0")
         stack.manage("bootstrap", "--admin-password", password, "--demo-users")
-        stack.manage("shell", "-c", SETUP.replace("{kubeconfig}", str(stack.kubeconfig)))
+        stack.manage("shell", "-c", SETUP.replace("{kubeconfig}", str(stack.kubeconfig)).replace(
+            "{git_url}", stack.git_url).replace("{git_user}", GIT_LOGIN[0]).replace("{git_password}", GIT_LOGIN[1]))
         token = stack.manage("create_token", "operator", "--name", "bench").strip().split()[-1]
         stack.start_product()
         base = f"http://127.0.0.1:{stack.web_port}"

@@ -40,10 +40,8 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django_application = get_asgi_application()
-# A person waits on every query of this process: a database that does not answer is a 503 soon.
 from availability import database  # noqa: E402 - after Django's setup
 
-database.serve_web()
 _django_wsgi = get_wsgi_application()
 pages_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_THREADS", "1")))
 waiting_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_WAITING_THREADS", "8")))
@@ -68,14 +66,18 @@ from telemetry import exposition  # noqa: E402  (after Django is set up)
 
 
 async def _lifespan(receive, send) -> None:
-    """Startup needs nothing; shutdown closes the OpenAI endpoint's pooled upstream connections."""
+    """Startup marks the process as a web server: a person waits on each of its queries, so a
+    database that does not answer is a 503 soon (availability/database.py). Shutdown unmarks it
+    and closes the OpenAI endpoint's pooled upstream connections."""
     from endpoint import upstream
 
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            database.serve_web()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            database.serve_web(False)
             await upstream.close()
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -51,5 +51,5 @@ for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && b
 "$ROOT/.venv/bin/st" run "http://127.0.0.1:$PORT/api/schema/?format=json" \
   --url "http://127.0.0.1:$PORT" -H "Authorization: Token $TOKEN" \
   --checks all --phases examples,coverage,fuzzing,stateful --max-examples "$EXAMPLES" \
-  --generation-allow-x00 false --generation-codec utf-8 --seed 1 \
+  --seed 1 \
   --report junit,ndjson --report-dir "$REPORT_DIR" --continue-on-failure --no-color

@@ -6,6 +6,7 @@ SIGSTOPped server keeps them."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import socket
@@ -233,19 +234,41 @@ def test_the_pools_check_of_a_connection_to_a_paused_database_ends_at_its_own_de
         check_connection(live)  # then checked again as usual
 
 
+def _lifespan(event: str) -> None:
+    from controlplane.asgi import application
+
+    messages = [{"type": f"lifespan.{event}"}]
+    sent = []
+
+    async def receive():
+        return messages.pop(0) if messages else await asyncio.sleep(3600)
+
+    async def send(message):
+        sent.append(message["type"])
+        raise asyncio.CancelledError  # one event at a time
+
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(application({"type": "lifespan"}, receive, send))
+    assert sent == [f"lifespan.{event}.complete"]
+
+
 def test_the_web_server_waits_less_for_the_database_than_the_workers(settings, monkeypatch):
-    import controlplane.asgi  # noqa: F401 - the web server's entry point marks its process
     from availability import database
 
+    monkeypatch.setattr(database, "_web", False)
+    import controlplane.asgi  # noqa: F401 - importing the entry point marks nothing (the test process imports it)
+
+    assert database._web is False
+    _lifespan("startup")  # the ASGI server starting the application marks its process
     settings.DATABASE_QUERY_DEADLINE_S, settings.DATABASE_WEB_QUERY_DEADLINE_S = 35.0, 10.0
     assert database._web is True and database.deadline_seconds() == 10.0
     settings.DATABASE_QUERY_DEADLINE_S = 4.0
     assert database.deadline_seconds() == 4.0  # never longer than the process-wide deadline
     settings.DATABASE_QUERY_DEADLINE_S = 0.0
     assert database.deadline_seconds() == 0.0  # switched off stays off
-    monkeypatch.setattr(database, "_web", False)  # a worker's task, a migration
+    _lifespan("shutdown")  # and stopping it unmarks it, as a worker's task or a migration
     settings.DATABASE_QUERY_DEADLINE_S = 35.0
-    assert database.deadline_seconds() == 35.0
+    assert database._web is False and database.deadline_seconds() == 35.0
 
 
 @on_postgresql

@@ -70,7 +70,7 @@ def _validate(cluster: Cluster) -> None:
     if cluster.in_cluster and (cluster.kubeconfig or cluster.context):
         raise ClusterError("choose the in-cluster service account or a kubeconfig, not both")
     if Cluster.objects.filter(name=cluster.name).exclude(pk=cluster.pk).exists():
-        raise ClusterError(f"a cluster named {cluster.name} is already registered")
+        raise ClusterConflict(f"a cluster named {cluster.name} is already registered")
 
 
 def _snapshot(cluster: Cluster) -> dict:

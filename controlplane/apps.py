@@ -13,6 +13,10 @@ class ControlplaneConfig(AppConfig):
         from availability import database
 
         database.install()
+        # The API refuses a JSON number for a text field and 0/1 for a boolean (controlplane/json_types.py).
+        from controlplane import json_types
+
+        json_types.install()
         # Not collected (`make up`, a checkout): WhiteNoise serves the static files from the
         # finders (WHITENOISE_USE_FINDERS) and warns at every web worker's start that
         # STATIC_ROOT does not exist, which is expected there and alarms a newcomer for nothing.

@@ -23,7 +23,7 @@ from metrics.models import ITL_MS_MAX, TTFT_MS_MAX
 from metrics.services import objectives_set
 
 from .models import Estimate
-from .services import SizingRefused
+from .services import SizingConflict, SizingRefused
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
@@ -58,7 +58,7 @@ def timing_words(inputs: dict[str, Any], configuration: dict[str, Any], mode: st
 
 def _choose(estimate: Estimate, mode: str | None, rank: int) -> tuple[str, dict[str, Any], Path]:
     if estimate.state != "succeeded":
-        raise SizingRefused(f"estimate #{estimate.pk} is {estimate.state}: a graph is made from a finished estimate")
+        raise SizingConflict(f"estimate #{estimate.pk} is {estimate.state}: a graph is made from a finished estimate")
     mode = mode or estimate.result.get("chosen")
     configuration = estimate.configuration(mode, rank)
     if configuration is None:

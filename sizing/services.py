@@ -37,6 +37,12 @@ class SizingRefused(Refused):
     status = 400
 
 
+class SizingConflict(SizingRefused):
+    """An estimate that cannot be used as asked in its current state (not finished): HTTP 409."""
+
+    status = 409
+
+
 def estimate_dir(estimate_id: int) -> Path:
     return Path(settings.SIZING_DIR) / "estimates" / str(estimate_id)
 

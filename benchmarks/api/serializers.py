@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import annotated_types
+from django.conf import settings
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 
 from graphs.models import Graph
 
 from ..models import PROFILE_CHOICES, BenchmarkRun, Recommendation, Study
-from ..profiles import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, ProfileError, resolve
+from ..profiles import ProfileError, RunParams, resolve
 
 PARAM_FIELDS = ("input_tokens_mean", "input_tokens_stddev", "output_tokens_mean", "output_tokens_stddev",
                 "concurrency", "request_rate", "sweep", "request_count", "duration_s", "warmup_requests",
@@ -19,6 +21,30 @@ TARGET_FIELDS = ("url", "urls", "endpoint", "host", "port", "base_url", "target"
 
 def _opt(field_class, **kwargs):
     return field_class(required=False, allow_null=True, default=None, **kwargs)
+
+
+# The host's limits (settings), named in the refusal as RunParams names them.
+_LIMITS = {"concurrency": ("BENCHMARK_MAX_CONCURRENCY", "at most {max_value} requests in flight"),
+           "request_count": ("BENCHMARK_MAX_REQUESTS", "at most {max_value} requests per invocation"),
+           "max_seconds": ("BENCHMARK_MAX_SECONDS", "a run is bounded to at most {max_value} s")}
+
+
+def _param(field_class, name: str, **kwargs):
+    """A run parameter with RunParams' own bounds and the host's limit, so that the API's schema
+    states what resolve() enforces (one declaration: benchmarks/profiles.py)."""
+    for bound in RunParams.model_fields[name].metadata:
+        if isinstance(bound, annotated_types.Ge):
+            kwargs["min_value"] = bound.ge
+        elif isinstance(bound, annotated_types.Gt):
+            kwargs["min_value"] = bound.gt + 1 if field_class is serializers.IntegerField else kwargs.get(
+                "min_value", bound.gt)
+        elif isinstance(bound, annotated_types.Le):
+            kwargs["max_value"] = bound.le
+    if name in _LIMITS:
+        setting, message = _LIMITS[name]
+        kwargs["max_value"] = getattr(settings, setting)
+        kwargs["error_messages"] = {"max_value": f"{message} ({setting})"}
+    return _opt(field_class, **kwargs)
 
 
 class GraphByName(serializers.SlugRelatedField):
@@ -40,21 +66,21 @@ class ParamsMixin(serializers.Serializer):
 
     profile = serializers.ChoiceField(choices=PROFILE_CHOICES, default="custom",
                                       help_text="streaming-chat | long | short | custom")
-    input_tokens_mean = _opt(serializers.IntegerField, min_value=1, max_value=MAX_INPUT_TOKENS)
-    input_tokens_stddev = _opt(serializers.FloatField, min_value=0)
-    output_tokens_mean = _opt(serializers.IntegerField, min_value=1, max_value=MAX_OUTPUT_TOKENS)
-    output_tokens_stddev = _opt(serializers.FloatField, min_value=0)
-    concurrency = _opt(serializers.IntegerField, min_value=1, help_text="requests in flight")
-    request_rate = _opt(serializers.FloatField, min_value=0.001, help_text="requests per second")
+    input_tokens_mean = _param(serializers.IntegerField, "input_tokens_mean")
+    input_tokens_stddev = _param(serializers.FloatField, "input_tokens_stddev")
+    output_tokens_mean = _param(serializers.IntegerField, "output_tokens_mean")
+    output_tokens_stddev = _param(serializers.FloatField, "output_tokens_stddev")
+    concurrency = _param(serializers.IntegerField, "concurrency", help_text="requests in flight")
+    request_rate = _param(serializers.FloatField, "request_rate", min_value=0.001, help_text="requests per second")
     sweep = _opt(serializers.ListField, child=serializers.IntegerField(min_value=1), max_length=8,
                  help_text="concurrencies, one aiperf invocation each")
-    request_count = _opt(serializers.IntegerField, min_value=1)
+    request_count = _param(serializers.IntegerField, "request_count")
     duration_s = _opt(serializers.FloatField, min_value=1)
-    warmup_requests = _opt(serializers.IntegerField, min_value=0)
+    warmup_requests = _param(serializers.IntegerField, "warmup_requests")
     streaming = _opt(serializers.BooleanField)
     ignore_eos = _opt(serializers.BooleanField)
-    seed = _opt(serializers.IntegerField, min_value=0)
-    max_seconds = _opt(serializers.IntegerField, min_value=1, help_text="the run's wall-clock bound")
+    seed = _param(serializers.IntegerField, "seed")
+    max_seconds = _param(serializers.IntegerField, "max_seconds", help_text="the run's wall-clock bound")
 
     def to_internal_value(self, data):
         if hasattr(data, "keys"):

@@ -4,7 +4,7 @@ connection details (kubeconfig path, context, the last error). The token endpoin
 from __future__ import annotations
 
 from django.views.decorators.debug import sensitive_variables
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
@@ -67,7 +67,11 @@ class ClusterViewSet(viewsets.ModelViewSet):
         return Response(self.get_serializer(cluster).data, status=status.HTTP_202_ACCEPTED)
 
     @sensitive_variables("data", "v")
-    @extend_schema(request=HFTokenSerializer, responses={201: HFTokenResultSerializer, 200: HFTokenResultSerializer})
+    @extend_schema(request=HFTokenSerializer, responses={
+        201: HFTokenResultSerializer, 200: HFTokenResultSerializer,
+        502: OpenApiResponse({"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]},
+                             description="The cluster did not take the Secret: it could not be reached, or its "
+                                         "connection settings could not be loaded; `detail` says which.")})
     @action(detail=True, methods=["post"], url_path="hf-token")
     def hf_token(self, request, name=None):
         """Create or replace the Hugging Face token Secret in a namespace. Write-only: the

@@ -23,6 +23,8 @@ K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 NAME_MESSAGE = "must be a Kubernetes name: lower-case letters, digits and '-', starting and ending alphanumeric"
 VERSION_MESSAGE = "must be a Dynamo release MAJOR.MINOR.PATCH, e.g. 1.6.1"
 DYNAMO_VERSION = r"^v?\d{1,4}\.\d{1,4}\.\d{1,4}$"
+# A query parameter: empty is as absent (DRF reads an empty optional query value as not given).
+DYNAMO_VERSION_OR_EMPTY = r"^(?:v?\d{1,4}\.\d{1,4}\.\d{1,4})?$"
 
 
 class FindingSerializer(serializers.Serializer):

@@ -22,7 +22,7 @@ from core.errors import ManifestError
 from core.facts import DEFAULT_ROUTER_MODE
 from core.planner import PlannerSettings
 from core.pool import PoolFields
-from core.untrusted import query_bool, query_int
+from core.untrusted import INT_MAX, query_bool, query_int
 from core.validation import validate_manifest
 
 from .. import operations, rollouts, services
@@ -54,8 +54,18 @@ ARCHIVE_PATH_PARAMETER = OpenApiParameter(
     "path", str, description="An archive: the folder to build (default: its one kustomization that nothing else "
     "in it uses).")
 DYNAMO_VERSION_PARAMETER = OpenApiParameter(
-    "dynamoVersion", {"type": "string", "pattern": s.DYNAMO_VERSION}, description="A Dynamo release, e.g. 1.6.1")
-RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), OpenApiParameter("revision", int), DYNAMO_VERSION_PARAMETER]
+    "dynamoVersion", {"type": "string", "pattern": s.DYNAMO_VERSION_OR_EMPTY},
+    description="A Dynamo release, e.g. 1.6.1 (empty: the graph's own)")
+
+
+def _int_parameter(name: str, *, minimum: int = 1, maximum: int = INT_MAX, required: bool = False,
+                   description: str = "") -> OpenApiParameter:
+    """An integer query parameter with the bounds the server enforces (QueryIntegerField, query_int)."""
+    return OpenApiParameter(name, {"type": "integer", "minimum": minimum, "maximum": maximum}, required=required,
+                            description=description)
+
+
+RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), _int_parameter("revision"), DYNAMO_VERSION_PARAMETER]
 
 
 def _queued(op) -> Response:
@@ -160,7 +170,8 @@ class GraphViewSet(viewsets.ModelViewSet):
         return Response(services.revision_report(revision, api_version, dynamo_version).as_dict())
 
     @extend_schema(parameters=RENDER_PARAMETERS, responses={(200, "application/yaml"): OpenApiResponse(
-        OpenApiTypes.STR, description="The revision's DynamoGraphDeployment as YAML; when the revision keeps "
+        {"anyOf": [{"type": "object"}, {"type": "string"}]},
+        description="The revision's DynamoGraphDeployment as YAML; when the revision keeps "
         "companions (the ConfigMaps, PVCs, DRA claims... its manifest file held), one multi-document YAML file: "
         "the companions in their file's order, then the DGD, as kubectl apply -f takes it. A Secret is never kept.")})
     @action(detail=True, methods=["get"])
@@ -189,8 +200,8 @@ class GraphViewSet(viewsets.ModelViewSet):
         revision = get_object_or_404(rows, graph=graph, number=int(number))
         return Response(s.RevisionSerializer(revision).data)
 
-    @extend_schema(parameters=[OpenApiParameter("from_revision", int, required=True),
-                               OpenApiParameter("to_revision", int, required=True),
+    @extend_schema(parameters=[_int_parameter("from_revision", required=True),
+                               _int_parameter("to_revision", required=True),
                                OpenApiParameter("apiVersion", str)],
                    responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
@@ -331,7 +342,8 @@ class GraphViewSet(viewsets.ModelViewSet):
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(s.OperationSerializer(page, many=True).data)
 
-    @extend_schema(parameters=[OpenApiParameter("lines", int)], responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(parameters=[_int_parameter("lines", maximum=5000, description="The last lines (default 200)")],
+                   responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"], url_path=r"pods/(?P<pod>[-a-zA-Z0-9.]+)/log")
     def pod_log(self, request, name=None, pod=None):
         graph = self.get_object()
@@ -342,7 +354,7 @@ class GraphViewSet(viewsets.ModelViewSet):
 
 def _version_param(request) -> str | None:
     value = request.query_params.get("dynamoVersion")
-    if value is None:
+    if not value:  # absent or empty: the graph's own
         return None
     from core.facts import DynamoVersion
 

@@ -68,6 +68,11 @@ class KubeFailure(RuntimeFailure):
         return self.status == 0
 
 
+class UnusableSettings(KubeFailure):
+    """The cluster's stored connection settings cannot be loaded (a broken kubeconfig, a context
+    it does not have): the registration must be fixed, no call was made."""
+
+
 class WatchExpired(Exception):
     """410 Gone: the watch's resourceVersion left the server's history; list again."""
 
@@ -84,8 +89,8 @@ def _configuration(cluster) -> k8s.Configuration:
             k8s_config.load_kube_config(config_file=cluster.kubeconfig or None, context=cluster.context or None,
                                         client_configuration=configuration, persist_config=False)
     except Exception as exc:  # the loaders raise ConfigException, OSError, YAML and key errors alike
-        raise KubeFailure(f"cannot load the connection settings of cluster {cluster.name} "
-                          f"({cluster.connection_label}): {exc}") from None
+        raise UnusableSettings(f"cannot load the connection settings of cluster {cluster.name} "
+                               f"({cluster.connection_label}): {exc}") from None
     # urllib3 would otherwise retry dropped connections and 429/503 invisibly (Retry(total=3)).
     configuration.retries = False
     # The watchers hold three streams per namespace open on one client.

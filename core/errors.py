@@ -17,6 +17,12 @@ class Refused(Exception):
         return {"detail": str(self)}
 
 
+class Missing(Refused):
+    """What the request names does not exist (a pod the graph does not have): HTTP 404."""
+
+    status = 404
+
+
 class ManifestError(Refused):
     """Input that cannot become a graph: unparsable YAML, a wrong shape, schema errors.
     Carries every finding so the caller can show all of them at once, with their paths."""

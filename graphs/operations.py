@@ -28,7 +28,7 @@ from clusters.selectors import check_target
 from core.dgd import immutable, topology
 from core.dgd.pod_checks import drain_findings
 from core.dgd.render import normalise_api_version, render
-from core.errors import OperationRefused, RuntimeFailure
+from core.errors import Missing, OperationRefused, RuntimeFailure
 from core.findings import Severity
 from core.spec import MAX_REPLICAS, WORKER_ROLES
 from core.validation import validate_spec
@@ -481,7 +481,7 @@ def status_snapshot(graph: Graph) -> dict:
 def pod_log(*, graph: Graph, pod: str, lines: int = 200) -> str:
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment is None or not Pod.objects.filter(deployment=deployment, name=pod).exists():
-        raise OperationRefused(f"{graph.name} has no pod {pod!r}")
+        raise Missing(f"{graph.name} has no pod {pod!r}")
     return get_runtime(deployment.runtime).pod_log(deployment=deployment, pod=pod, lines=lines)
 
 

@@ -115,3 +115,17 @@ def test_run_parameters_state_runparams_bounds_and_the_hosts_limits(schema):
     assert body["concurrency"]["maximum"] == settings.BENCHMARK_MAX_CONCURRENCY
     assert body["warmup_requests"]["maximum"] == 1000
     assert body["seed"]["maximum"] == 2**31 - 1
+
+
+def test_a_secret_for_a_cluster_whose_settings_cannot_load_is_a_conflict_not_a_server_error(api_for):
+    Cluster.objects.create(name="broken", kubeconfig="not: [a kubeconfig", namespaces=["llm"])
+    answer = api_for("admin").post("/api/clusters/broken/hf-token/", {"namespace": "llm", "value": "hf_x"},
+                                   format="json")
+    assert answer.status_code == 409, answer.content
+    assert "cannot load the connection settings of cluster broken" in answer.json()["detail"]
+
+
+def test_the_log_of_a_pod_the_graph_does_not_have_is_not_found(api_for, graph):
+    answer = api_for("viewer").get(f"/api/graphs/{graph.name}/pods/nosuch-0/log/")
+    assert answer.status_code == 404, answer.content
+    assert "has no pod 'nosuch-0'" in answer.json()["detail"]

@@ -15,6 +15,7 @@ from accounts.roles import Role
 from core.errors import RuntimeFailure
 
 from .. import services
+from ..kubernetes import UnusableSettings
 from ..models import Cluster
 from .serializers import ClusterSerializer, HFTokenResultSerializer, HFTokenSerializer
 
@@ -22,6 +23,11 @@ from .serializers import ClusterSerializer, HFTokenResultSerializer, HFTokenSeri
 class NameTaken(APIException):
     status_code = status.HTTP_409_CONFLICT
     default_code = "name_taken"
+
+
+class SettingsUnusable(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "cluster_settings"
 
 
 class ClusterUnavailable(APIException):
@@ -84,6 +90,8 @@ class ClusterViewSet(viewsets.ModelViewSet):
             created = services.hf_token_secret_put(
                 cluster=cluster, namespace=v["namespace"], value=v["value"], via="api",
                 secret_name=v["secret_name"], key=v["key"], user=request.user)
+        except UnusableSettings as exc:  # the registration, not the cluster: fix it first
+            raise SettingsUnusable(str(exc)) from None
         except RuntimeFailure as exc:
             raise ClusterUnavailable(str(exc)) from None
         result = {"namespace": v["namespace"], "secret_name": v["secret_name"], "key": v["key"], "created": created}

@@ -5,7 +5,8 @@
   (a conflict: another operation runs, the graph changed, the name is taken) and, with a body,
   415, and every one 503 (a dependency down: controlplane/unavailable.py); all of them JSON, in
   the shape of ``Error``;
-* request bodies that refuse unknown fields say so (``additionalProperties: false``);
+* every request body of a serializer refuses unknown fields and says so (``additionalProperties:
+  false``, controlplane/json_types.py); free-form objects inside them take any JSON;
 * integers are bounded to 64 bits, as the server enforces;
 * text is UTF-8 without NUL (``x-text`` note in the description): the server refuses the rest
   with a 400 naming the field (core/untrusted.py)."""
@@ -31,9 +32,6 @@ REASONS = {
     "503": "A dependency is down (the database or the task broker); `Retry-After` says when to try again.",
 }
 UNSAFE = {"post", "put", "patch", "delete"}
-# Request bodies whose serializers refuse unknown fields (benchmarks' ParamsMixin); the others
-# ignore them, as DRF does.
-CLOSED_BODIES = ("RunCreateRequest", "StudyCreateRequest", "PoolRequest")
 # Decimal fields whose model validators refuse negatives (metrics.models.Objectives).
 NON_NEGATIVE_DECIMALS = (("ObjectivesRequest", "gpu_hour_price"), ("PatchedObjectivesRequest", "gpu_hour_price"))
 # The GPU-hour price: 0 to metrics.models.PRICE_MAX (10000) with 4 decimals, as a decimal string
@@ -75,8 +73,9 @@ def document_errors(result, generator, request, public):
             for code in codes:
                 responses.setdefault(code, _error_response(code))
     schemas = result["components"]["schemas"]
-    for name in CLOSED_BODIES:
-        schemas[name]["additionalProperties"] = False
+    for name, schema in schemas.items():
+        if name.endswith("Request") and schema.get("type") == "object":
+            schema["additionalProperties"] = False  # serializers refuse unknown fields (json_types)
     for name, rule in CROSS_FIELD_RULES.items():
         schemas[name].update(rule)
     schemas["JSONValue"] = JSON_VALUE

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # An independent schemathesis run against the API as the product serves it: a real web server
-# (stock uvicorn on controlplane.asgi, as `make up` runs it) on a database of its own, every
-# check, every phase (examples, coverage, fuzzing, stateful), 25 examples an operation.
+# (stock uvicorn on controlplane.asgi, as `make up` runs it) and a Celery worker (slow work such
+# as an estimate runs there, never on a page thread) on a database of their own, every check,
+# every phase (examples, coverage, fuzzing, stateful), 25 examples an operation. Text without
+# NUL and valid UTF-8, as the API states (it refuses the rest with a 400 naming the field).
 #
 #   scripts/api_schemathesis.sh [REPORT_DIR]        # default var/schemathesis; exit 1 on any failure
 #
@@ -15,7 +17,7 @@ REPORT_DIR="${1:-$ROOT/var/schemathesis}"
 EXAMPLES="${SCHEMATHESIS_EXAMPLES:-25}"
 WORK="$(mktemp -d)"
 PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-export CONTROLPLANE_VAR_DIR="$WORK/var" CELERY_TASK_ALWAYS_EAGER=1 DJANGO_DEBUG=0 LOG_LEVEL=WARNING \
+export CONTROLPLANE_VAR_DIR="$WORK/var" CELERY_TASK_ALWAYS_EAGER=0 DJANGO_DEBUG=0 LOG_LEVEL=WARNING \
        PLAYGROUND_RATE_PER_MINUTE=1000000
 mkdir -p "$CONTROLPLANE_VAR_DIR" "$REPORT_DIR"
 if [ -n "${DATABASE_URL:-}" ]; then
@@ -30,6 +32,7 @@ EOF
 fi
 cleanup() {
   [ -n "${SERVER:-}" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null || true
+  [ -n "${WORKER:-}" ] && kill "$WORKER" 2>/dev/null && wait "$WORKER" 2>/dev/null || true
   if [ -n "${ADMIN_URL:-}" ]; then
     "$PY" -c "import sys, psycopg; psycopg.connect(sys.argv[1], autocommit=True).execute('DROP DATABASE IF EXISTS cp_schemathesis WITH (FORCE)')" "$ADMIN_URL" || true
   fi
@@ -46,11 +49,13 @@ services.graph_create(spec=build_spec(template="mocker-disagg", name="fuzzed", m
 "$PY" -m uvicorn controlplane.asgi:application --host 127.0.0.1 --port "$PORT" --no-access-log \
   --log-level warning > "$REPORT_DIR/server.log" 2>&1 &
 SERVER=$!
+"$PY" -m celery -A controlplane worker --concurrency 1 --loglevel WARNING > "$REPORT_DIR/worker.log" 2>&1 &
+WORKER=$!
 for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.5; done
 # An admin token, minted again if the run revokes it (scripts/schemathesis_hooks.py).
 SCHEMATHESIS_HOOKS=scripts.schemathesis_hooks PYTHONPATH="$ROOT" \
 "$ROOT/.venv/bin/st" run "http://127.0.0.1:$PORT/api/schema/?format=json" \
   --url "http://127.0.0.1:$PORT" \
   --checks all --phases examples,coverage,fuzzing,stateful --max-examples "$EXAMPLES" \
-  --seed 1 \
+  --generation-allow-x00 false --generation-codec utf-8 --seed 1 \
   --report junit,ndjson --report-dir "$REPORT_DIR" --continue-on-failure --no-color

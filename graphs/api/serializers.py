@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from core import untrusted
 from core.catalog import TEMPLATES
-from core.dgd.render import normalise_api_version
+from core.dgd.render import API_VERSIONS, normalise_api_version
 from core.errors import ManifestError
 from core.facts import KNOWN_RELEASES, ROUTER_MODES, DynamoVersion, known_release, known_release_pattern
 from core.pool import FIELD, POOL_FIELDS, PoolField
@@ -323,6 +323,23 @@ class FromTemplateSerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
 
+# The DGD API versions a request may name, as the schema lists them ("": the revision's own).
+API_VERSION_CHOICES = ["", *API_VERSIONS, *(v.split("/", 1)[1] for v in API_VERSIONS)]
+
+
+class ApiVersionField(serializers.ChoiceField):
+    """``apiVersion``: one of API_VERSION_CHOICES exactly, normalised to ``nvidia.com/<version>``."""
+
+    def __init__(self, **kwargs):
+        super().__init__(choices=API_VERSION_CHOICES, required=False, default="", allow_blank=True,
+                         error_messages={"invalid_choice": "unknown apiVersion {input!r}: use "
+                                                           + " or ".join(API_VERSIONS)}, **kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        return normalise_api_version(value) if value else ""
+
+
 class QueryIntegerField(serializers.IntegerField):
     """An integer query parameter, read by core.untrusted.parse_int_text like every other one."""
 
@@ -340,15 +357,9 @@ class QueryIntegerField(serializers.IntegerField):
 
 
 class RenderQuerySerializer(serializers.Serializer):
-    apiVersion = serializers.CharField(required=False, default="", allow_blank=True)  # "": the revision's own
+    apiVersion = ApiVersionField()
     revision = QueryIntegerField(required=False)
     dynamoVersion = serializers.RegexField(DYNAMO_VERSION, required=False, error_messages={"invalid": VERSION_MESSAGE})
-
-    def validate_apiVersion(self, value):
-        try:
-            return normalise_api_version(value) if value else ""
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
 
     def validate_dynamoVersion(self, value):
         try:
@@ -357,20 +368,10 @@ class RenderQuerySerializer(serializers.Serializer):
             raise serializers.ValidationError(str(exc)) from None
 
 
-class DeleteQuerySerializer(serializers.Serializer):
-    with_benchmarks = serializers.BooleanField(required=False, default=False)
-
-
 class DiffQuerySerializer(serializers.Serializer):
     from_revision = QueryIntegerField()
     to_revision = QueryIntegerField()
-    apiVersion = serializers.CharField(required=False, default="", allow_blank=True)  # "": the revision's own
-
-    def validate_apiVersion(self, value):
-        try:
-            return normalise_api_version(value) if value else ""
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
+    apiVersion = ApiVersionField()
 
 
 class OperationSerializer(serializers.ModelSerializer):
@@ -442,17 +443,11 @@ class ApplySerializer(serializers.Serializer):
     cluster = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)  # kubernetes only
     namespace = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)
     revision = serializers.IntegerField(required=False, min_value=1)
-    apiVersion = serializers.CharField(required=False, default="", allow_blank=True)  # "": the revision's own
+    apiVersion = ApiVersionField()
     dry_run = serializers.BooleanField(default=False)
     force = serializers.BooleanField(default=False)  # kubernetes: take fields other field managers own
     recreate = serializers.BooleanField(default=False)  # kubernetes: delete and recreate on a topology change
     confirm = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)  # the graph name
-
-    def validate_apiVersion(self, value):
-        try:
-            return normalise_api_version(value) if value else ""
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
 
 
 class RollbackSerializer(serializers.Serializer):

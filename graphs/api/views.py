@@ -129,10 +129,10 @@ class GraphViewSet(viewsets.ModelViewSet):
         "with_benchmarks", bool, description="Also delete the graph's benchmark runs. Without it, a graph "
         "with runs is refused with 409 naming them.")])
     def destroy(self, request, *args, **kwargs):
-        query = s.DeleteQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        # true or false, as the schema says: an empty or other value is refused, never read as false.
+        with_benchmarks = query_bool(request.query_params, "with_benchmarks")
         services.graph_delete(graph=self.get_object(), user=request.user, via=_via(request),
-                              with_benchmarks=query.validated_data["with_benchmarks"])
+                              with_benchmarks=with_benchmarks)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     def _revision(self, graph: Graph, number: int | None) -> Revision:

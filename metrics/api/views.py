@@ -27,6 +27,15 @@ WINDOW = OpenApiParameter("window", {"type": "string", "pattern": WINDOW_PATTERN
                           default=charts.DEFAULT_WINDOW)
 
 
+def _window(request) -> str | None:
+    """?window= as the API's schema states it (WINDOW_PATTERN), given once; pages are lenient."""
+    windows = request.query_params.getlist("window")
+    if len(windows) > 1 or (windows and not re.search(WINDOW_PATTERN, windows[0])):
+        raise ValidationError({"window": [f"{windows[0][:40]!r} is not a window from 15m to 7d like 1h or 24h"
+                                          if len(windows) == 1 else "give it once"]})
+    return windows[0] if windows else None
+
+
 class GraphMetricsViewSet(viewsets.GenericViewSet):
     """Latency, load, SLO state and cost of graphs, read from Prometheus. When Prometheus does
     not answer, the response still comes at once, with ``state``/``error`` saying why."""
@@ -56,11 +65,7 @@ class GraphMetricsViewSet(viewsets.GenericViewSet):
         """TTFT and ITL p50/p90/p99, request rate, output tokens/s, in-flight and goodput over
         a window, with the graph's applies and scale changes as markers."""
         graph = self.get_object()
-        windows = request.query_params.getlist("window")
-        # The API takes exactly what its schema states (WINDOW_PATTERN), once; pages are lenient.
-        if len(windows) > 1 or (windows and not re.search(WINDOW_PATTERN, windows[0])):
-            raise ValidationError({"window": [f"{windows[0][:40]!r} is not a window from 15m to 7d like 1h or 24h"
-                                              if len(windows) == 1 else "give it once"]})
+        _window(request)
         try:
             return Response(charts.chart_data(graph, request.query_params.get("window")))
         except charts.WindowError as exc:
@@ -109,13 +114,12 @@ class PlannerTimelineView(generics.GenericAPIView):
     lookup_field = "name"
     queryset = Graph.objects.select_related("head")
 
-    @extend_schema(parameters=[OpenApiParameter("window", str, description="15m .. 7d (default 1h)")],
-                   responses={200: OpenApiTypes.OBJECT}, operation_id="graphs_planner_retrieve")
+    @extend_schema(parameters=[WINDOW], responses={200: OpenApiTypes.OBJECT}, operation_id="graphs_planner_retrieve")
     def get(self, request, name=None):
         """The Planner timeline: load, replicas per pool (desired and ready), each decision with
         its reason, TTFT/ITL against the targets, the Planner's estimates, and its health."""
         graph = self.get_object()
         try:
-            return Response(planner.timeline_data(graph, request.query_params.get("window")))
+            return Response(planner.timeline_data(graph, _window(request)))
         except charts.WindowError as exc:
             raise ValidationError({"window": str(exc)}) from None

@@ -72,7 +72,8 @@ class GraphFromEstimateSerializer(serializers.Serializer):
 class DgdrQuerySerializer(serializers.Serializer):
     name = serializers.SlugField(max_length=63)
     namespace = serializers.SlugField(max_length=63, required=False)
-    dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False)
+    # Empty is as absent (a query string's empty optional value): the schema says so.
+    dynamo_version = serializers.RegexField(r"^(\d{1,4}\.\d{1,4}\.\d{1,4})?$", required=False, allow_blank=True)
     # The same option and default as the POST that applies it: a preview is what would be applied.
     auto_apply = serializers.BooleanField(default=False, help_text="as the POST's auto_apply (default false)")
 

@@ -28,8 +28,12 @@ class ProfileError(Refused, ValueError):
 
     status = 400
 
-    def __init__(self, errors: dict[str, list[str]]):
+    def __init__(self, errors: dict[str, list[str]], *, status: int | None = None):
+        """``status``: 400 for a parameter the request got wrong; 409 where the graph's state
+        (no objectives) is what is missing; 422 for a rule no schema states."""
         self.errors = errors
+        if status is not None:
+            self.status = status
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
 
     def as_dict(self) -> dict:

@@ -251,7 +251,7 @@ def recommendation_create(*, graph: Graph, user: Actor = None, via: str = "ui", 
     targets = {"ttft_ms": ttft_ms, "itl_ms": itl_ms} if given else slo_targets(graph)
     if not any(v is not None for v in targets.values()):
         raise ProfileError({"ttft_ms": [f"{graph.name} has no TTFT or ITL target: set its objectives on the "
-                                        "metrics page, or pass ttft_ms / itl_ms"]})
+                                        "metrics page, or pass ttft_ms / itl_ms"]}, status=409)
     spec = dep.revision.graph_spec
     current_replicas = dep.desired_replicas(spec)
     current = shape_of(spec, current_replicas)

@@ -69,7 +69,8 @@ def study_create(*, graph: Graph, profile: str, params: dict | None = None, arms
         raise ProfileError({"arms": [str(exc)]}) from None
     shapes = list(dict.fromkeys(shapes))
     if not 2 <= len(shapes) <= MAX_ARMS:
-        raise ProfileError({"arms": [f"a study compares 2 to {MAX_ARMS} different shapes, not {len(shapes)}"]})
+        raise ProfileError({"arms": [f"a study compares 2 to {MAX_ARMS} different shapes, not {len(shapes)}"]},
+                           status=422 if arms else 409)  # the arms asked, or the graph's own shapes
     own = shape_of(spec, replicas) if serving else None
     if not any(spec.pools(role) for role in ("prefill", "decode", "worker")):
         raise BenchmarkRefused(f"{graph.name} has no worker pool to reshape")

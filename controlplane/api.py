@@ -6,6 +6,7 @@ import re
 from django.core.exceptions import RequestDataTooBig
 from django.db import DataError
 from django.http import Http404
+from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -30,9 +31,25 @@ def exception_handler(exc, context):
         # PostgreSQL refuses NUL bytes in text, even in a lookup: the caller's input, not a bug.
         return Response({"detail": "the request holds a value the database cannot store or look up "
                                    "(such as a NUL byte)"}, status=400)
+    if isinstance(exc, ValidationError) and _only(exc.get_codes(), UNPROCESSABLE):
+        # A document of the stated shape whose content the rules refuse (core.errors.Unprocessable).
+        return Response(exc.detail, status=422)
     if isinstance(exc, Http404):
         exc = Http404(_not_found(str(exc), getattr(context.get("view"), "kwargs", None) or {}))
     return drf_exception_handler(exc, context)
+
+
+# The code a field gives a ValidationError for content the rules refuse (graphs' SpecField): 422.
+UNPROCESSABLE = "unprocessable"
+
+
+def _only(codes, code: str) -> bool:
+    """Every leaf of a ValidationError's codes is ``code``."""
+    if isinstance(codes, dict):
+        return bool(codes) and all(_only(value, code) for value in codes.values())
+    if isinstance(codes, list):
+        return bool(codes) and all(_only(value, code) for value in codes)
+    return codes == code
 
 
 _NO_MATCH = re.compile(r"^No (\w+) matches the given query\.$")

@@ -3,8 +3,8 @@
 DRF's text fields turn a JSON number into text (``"password": 0`` is stored as "0") and its
 boolean fields take 0, 1, "yes" and "on" as well as true and false. Its schema says "string" and
 "boolean", so a client's wrong type would be carried out instead of refused. Here a request
-body read from JSON (a dict, not a query string or form) must give text fields text, boolean
-fields true or false and decimal fields (stated as text) text; query strings and forms, where
+body read from JSON (a dict, not a query string or form) must give text fields text, number
+fields numbers, boolean fields true or false and decimal fields (stated as text) text; query strings and forms, where
 every value is text, read as DRF reads them. A refusal names the field, like every other 400.
 
 A JSON body's unknown field is refused too, naming the fields the request takes: a misspelt
@@ -70,7 +70,29 @@ def install() -> None:
                                          code="invalid")
         return decimal_value(self, data)
 
+    int_value, float_value = fields.IntegerField.to_internal_value, fields.FloatField.to_internal_value
+
+    def number(original):
+        def to_internal_value(self, data):
+            # DRF reads "5" and "0.5" (and float(True)): a JSON body gives numbers as numbers.
+            if (isinstance(data, (str, bool)) or data is None) and _from_json(self):
+                raise fields.ValidationError(f"must be a number, not {_kind(data)}", code="invalid")
+            return original(self, data)
+        return to_internal_value
+
+    fields.IntegerField.to_internal_value = number(int_value)
+    fields.FloatField.to_internal_value = number(float_value)
     fields.DecimalField.to_internal_value = decimal_to_internal_value
+    char_validation = fields.CharField.run_validation
+
+    def char_run_validation(self, data=fields.empty):
+        # DRF strips text before its checks: " v1beta1" and "name\n" would pass a pattern the
+        # schema states without the strip. A JSON body's text is taken as given.
+        if _from_json(self):
+            self.trim_whitespace = False
+        return char_validation(self, data)
+
+    fields.CharField.run_validation = char_run_validation
     fields.CharField.to_internal_value = char_to_internal_value
     fields.BooleanField.to_internal_value = bool_to_internal_value
     serializers.Serializer.to_internal_value = serializer_to_internal_value
@@ -79,5 +101,6 @@ def install() -> None:
 def _kind(value) -> str:
     if value is None:
         return "null"
-    return {int: "a number", float: "a number", list: "a list", dict: "an object", str: "text"}.get(
+    return {bool: "true or false", int: "a number", float: "a number", list: "a list", dict: "an object",
+            str: "text"}.get(
         type(value), type(value).__name__)

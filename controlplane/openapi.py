@@ -2,8 +2,9 @@
 
 * every operation documents the 4xx answers it can give (400 malformed or refused input, 401
   no or bad credentials, 403 the role does not allow it, 404 no such object), writes also 409
-  (a conflict: another operation runs, the graph changed, the name is taken) and, with a body,
-  415, and every one 503 (a dependency down: controlplane/unavailable.py); all of them JSON, in
+  (a conflict: another operation runs, the graph changed, the name is taken) and 422 (content
+  of the stated shape that rules no schema states refuse: core.errors.Unprocessable) and, with
+  a body, 415, and every one 503 (a dependency down: controlplane/unavailable.py); all of them JSON, in
   the shape of ``Error``;
 * every request body of a serializer refuses unknown fields and says so (``additionalProperties:
   false``, controlplane/json_types.py); free-form objects inside them take any JSON;
@@ -29,6 +30,9 @@ REASONS = {
     "404": "No such object (or not yours).",
     "409": "Conflicts with the current state (another operation runs, the object changed, the name is taken).",
     "415": "The body's media type is not one this operation reads.",
+    "422": "The request has the shape this schema states, and what it says is refused by rules no schema states "
+           "(a manifest's CRD and operational rules, a Planner's thresholds across fields, AIConfigurator's support "
+           "matrix); the body names the field or path and the rule.",
     "503": "A dependency is down (the database or the task broker); `Retry-After` says when to try again.",
 }
 UNSAFE = {"post", "put", "patch", "delete"}
@@ -64,7 +68,7 @@ def document_errors(result, generator, request, public):
                 continue
             codes = ["400", "401", "403", "404", "503"]
             if method in UNSAFE:
-                codes.append("409")
+                codes += ["409", "422"]
             if "requestBody" in operation:
                 codes.append("415")
                 if "application/yaml" in operation["requestBody"].get("content", {}):

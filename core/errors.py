@@ -23,11 +23,31 @@ class Missing(Refused):
     status = 404
 
 
-class ManifestError(Refused):
-    """Input that cannot become a graph: unparsable YAML, a wrong shape, schema errors.
-    Carries every finding so the caller can show all of them at once, with their paths."""
+class Unprocessable(Refused):
+    """A request of the shape the API's schema states whose content is refused by rules no
+    schema states: a manifest's CRD and operational rules, a Planner's thresholds across fields,
+    AIConfigurator's support matrix. HTTP 422 (RFC 9110 15.5.21): 400 stays for a request that
+    does not match the schema (a wrong type, a missing field, a bound), so a client, and
+    schemathesis, can tell "fix the request" from "fix what it describes"."""
 
-    status = 400
+    status = 422
+
+
+# Findings of a text that is not one readable YAML document within bounds (core/specio.py), or a
+# file that does not hold one graph (core/documents.py): the request itself is malformed, HTTP
+# 400. Every other finding judges what the document says: 422.
+UNREADABLE = frozenset({"too_large", "encoding", "empty", "yaml", "unstorable", "many", "not_a_mapping",
+                        "duplicate_graph", "too_many_graphs", "too_many_companions"})
+
+
+class ManifestError(Unprocessable):
+    """Input that cannot become a graph: unparsable YAML, a wrong shape, schema errors.
+    Carries every finding so the caller can show all of them at once, with their paths.
+    HTTP 400 when the text is not one readable document (UNREADABLE), else 422."""
+
+    @property
+    def status(self) -> int:
+        return 400 if any(f.code in UNREADABLE for f in self.findings) else 422
 
     def __init__(self, findings: list[Finding]):
         self.findings = bounded(findings)

@@ -16,7 +16,7 @@ from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
 from audit.services import audit_record
-from core.errors import Refused
+from core.errors import Refused, Unprocessable
 from jobs.dispatch import enqueue
 
 from .git import Auth, Mirror
@@ -230,7 +230,7 @@ def graph_link(*, repository: Repository, graph, path: str, user: Actor = None, 
         raise RepositoryRefused(f"path: {problem}")
     if not is_manifest(repo, path) or ".." in path.split("/"):
         folder = f"{repo.path}/" if repo.path else "the repository's root"
-        raise RepositoryRefused(f"path {path[:200]!r} is not a graph's file in {repo.name}: name a *.yaml or *.yml "
+        raise Unprocessable(f"path {path[:200]!r} is not a graph's file in {repo.name}: name a *.yaml or *.yml "
                                 f"file directly in {folder}")
     held = GraphLink.objects.filter(graph=graph).select_related("repository").first()
     if held is not None:

@@ -17,14 +17,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.services import audit_record
-from clusters.kubernetes import APPLY_PATCH, FIELD_MANAGER, KubeFailure, connect
+from clusters.kubernetes import APPLY_PATCH, FIELD_MANAGER, KubeFailure, UnusableSettings, connect
 from clusters.models import Cluster
 from clusters.resources import custom_path
 from graphs import services as graph_services
 
 from . import dgdr
 from .models import DeploymentRequest, Estimate
-from .services import SizingRefused
+from .services import SizingConflict, SizingRefused
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
@@ -42,7 +42,7 @@ def dgdr_apply(*, estimate: Estimate, cluster: Cluster, namespace: str, name: st
     """Render, check against the DGDR CRD, apply. Raises SizingRefused (bad input, a namespace the
     cluster does not allow, the API server's refusal in its words); records nothing then."""
     if not cluster.allows(namespace):
-        raise SizingRefused(f"namespace: {cluster.name} allows graphs in {', '.join(cluster.namespaces) or 'none'}, "
+        raise SizingConflict(f"namespace: {cluster.name} allows graphs in {', '.join(cluster.namespaces) or 'none'}, "
                             f"not {namespace!r}")
     obj = dgdr.render(estimate.estimate_inputs, name=name, namespace=namespace, dynamo_version=dynamo_version,
                       auto_apply=auto_apply)
@@ -55,6 +55,8 @@ def dgdr_apply(*, estimate: Estimate, cluster: Cluster, namespace: str, name: st
             kube.call("PATCH", custom_path(dgdr.API_VERSION, PLURAL, namespace, name), query=query, body=obj,
                       content_type=APPLY_PATCH, what=f"apply DynamoGraphDeploymentRequest {namespace}/{name} on "
                                                      f"cluster {cluster.name}")
+    except UnusableSettings as exc:  # the cluster's registration must be fixed first: the state, 409
+        raise SizingConflict(str(exc)) from None
     except KubeFailure as exc:
         raise SizingRefused(str(exc)) from None
     try:
@@ -82,6 +84,8 @@ def dgdr_refresh(req: DeploymentRequest) -> DeploymentRequest:
     try:
         with connect(req.cluster) as kube:
             live = kube.get(_path(req), what=f"read DynamoGraphDeploymentRequest {req.namespace}/{req.name}")
+    except UnusableSettings as exc:  # the cluster's registration must be fixed first: the state, 409
+        raise SizingConflict(str(exc)) from None
     except KubeFailure as exc:
         raise SizingRefused(str(exc)) from None
     if live is None:
@@ -104,7 +108,7 @@ def dgdr_adopt(*, req: DeploymentRequest, graph_name: str, user: Actor = None, v
     selected = (req.last_status.get("profilingResults") or {}).get("selectedConfig")
     obj = yaml.safe_load(text) if text else selected
     if not isinstance(obj, dict):
-        raise SizingRefused(f"DGDR {req.namespace}/{req.name} is {req.phase or 'not read'}: the operator has not "
+        raise SizingConflict(f"DGDR {req.namespace}/{req.name} is {req.phase or 'not read'}: the operator has not "
                             f"generated a DGD yet{': ' + req.message if req.message else ''}")
     obj = {**obj, "metadata": {**(obj.get("metadata") or {}), "name": graph_name}}
     graph, revision, report = graph_services.graph_import(

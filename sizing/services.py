@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import audit_record
-from core.errors import Refused
+from core.errors import Unprocessable
 from jobs.dispatch import enqueue
 
 from . import aic
@@ -30,11 +30,10 @@ LEASE_SECONDS = 120.0  # one AIConfigurator search takes seconds; the lease is r
 WAITING_SECONDS = 120.0  # a pending estimate no worker picked up is enqueued again after this
 
 
-class SizingRefused(Refused):
+class SizingRefused(Unprocessable):
     """Inputs AIConfigurator cannot answer for (not in its support matrix, out of range), or an
-    estimate that cannot be used as asked. HTTP 400: the request is wrong, not the state."""
-
-    status = 400
+    estimate that cannot be used as asked: HTTP 422, a rule of AIConfigurator's data that the
+    API's schema cannot state."""
 
 
 class SizingConflict(SizingRefused):

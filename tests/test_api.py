@@ -68,7 +68,7 @@ def test_create_refuses_an_invalid_spec_with_the_path_of_the_problem(operator_ap
     spec = spec_json()
     spec["services"][1]["replicas"] = -3
     response = operator_api.post("/api/graphs/", {"spec": spec}, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert any("services[prefill].replicas" in message for message in response.json()["spec"])
     assert Graph.objects.count() == 0
 
@@ -85,7 +85,7 @@ def test_create_refuses_a_spec_the_crd_would_refuse(operator_api):
     spec = spec_json()
     spec["services"][1]["extra"] = {"notAField": True}
     response = operator_api.post("/api/graphs/", {"spec": spec}, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert any("notAField" in f["path"] for f in response.json()["findings"])
     assert Graph.objects.count() == 0
 
@@ -211,7 +211,7 @@ def test_update_without_expected_revision_always_adds_a_revision(operator_api):
 def test_update_cannot_rename_a_graph(operator_api):
     make_graph("alpha")
     response = operator_api.put("/api/graphs/alpha/", {"spec": spec_json("beta")}, format="json")
-    assert response.status_code == 400
+    assert response.status_code == 422
     assert response.json()["findings"][0]["path"] == "metadata.name"
     assert Revision.objects.count() == 1
 

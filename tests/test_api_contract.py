@@ -129,3 +129,105 @@ def test_the_log_of_a_pod_the_graph_does_not_have_is_not_found(api_for, graph):
     answer = api_for("viewer").get(f"/api/graphs/{graph.name}/pods/nosuch-0/log/")
     assert answer.status_code == 404, answer.content
     assert "has no pod 'nosuch-0'" in answer.json()["detail"]
+
+
+# -- fields: unknown ones refused, the ones a GET gave back taken ----------------------------------------
+def test_an_unknown_field_is_refused_naming_it_and_the_fields_the_request_takes(api_for, graph):
+    answer = api_for("operator").post(f"/api/graphs/{graph.name}/scale/", {"service": "decode", "replica": 2},
+                                      format="json")
+    assert answer.status_code == 400, answer.content
+    message = answer.json()["replica"][0]
+    assert message.startswith("unknown field") and "replicas" in message
+
+
+def test_a_cluster_read_changed_and_put_back_whole_is_taken(api_for):
+    Cluster.objects.create(name="round", in_cluster=True, namespaces=["llm"])
+    api = api_for("admin")
+    body = api.get("/api/clusters/round/").json()
+    assert "reachable" in body  # read-only fields come back with the object
+    body["description"] = "changed"
+    answer = api.put("/api/clusters/round/", body, format="json")
+    assert answer.status_code == 200, answer.content
+    assert Cluster.objects.get(name="round").description == "changed"
+
+
+def test_every_request_body_of_a_serializer_is_closed_in_the_schema(schema):
+    bodies = {name: body for name, body in schema["components"]["schemas"].items() if name.endswith("Request")}
+    assert len(bodies) > 20
+    assert all(body.get("additionalProperties") is False for body in bodies.values() if body.get("type") == "object")
+
+
+@pytest.mark.parametrize("body,field,words", [
+    ({"service": "decode", "replicas": "2"}, "replicas", "must be a number"),
+    ({"service": "decode", "replicas": True}, "replicas", "must be a number"),
+])
+def test_a_number_given_as_text_or_a_boolean_is_refused(api_for, graph, body, field, words):
+    answer = api_for("operator").post(f"/api/graphs/{graph.name}/scale/", body, format="json")
+    assert answer.status_code == 400, answer.content
+    assert words in answer.json()[field][0]
+
+
+def test_a_price_is_given_as_decimal_text_not_a_json_number(api_for, graph):
+    api = api_for("admin")
+    path = f"/api/metrics/graphs/{graph.name}/objectives/"
+    refused = api.patch(path, {"gpu_hour_price": 2.5}, format="json")
+    assert refused.status_code == 400 and "like \"2.50\"" in refused.json()["gpu_hour_price"][0]
+    assert api.patch(path, {"gpu_hour_price": "2.50"}, format="json").status_code == 200
+
+
+# -- exact spellings the schema lists -------------------------------------------------------------------
+@pytest.mark.parametrize("version,status", [("v1alpha1", 200), ("nvidia.com/v1beta1", 200), ("", 200),
+                                            ("%", 400), (" v1beta1", 400), ("V1BETA1", 400)])
+def test_api_version_is_one_of_the_spellings_the_schema_lists(schema, api_for, graph, version, status):
+    enum = _parameter(schema, "/api/graphs/{name}/render/", "get", "apiVersion")["enum"]
+    assert (version in enum) == (status == 200)
+    answer = api_for("viewer").get(f"/api/graphs/{graph.name}/render/", {"apiVersion": version})
+    assert answer.status_code == status, answer.content
+
+
+def test_with_benchmarks_is_true_or_false_never_an_empty_value_read_as_false(api_for, graph):
+    api = api_for("operator")
+    assert api.delete(f"/api/graphs/{graph.name}/?with_benchmarks=").status_code == 400
+    assert api.delete(f"/api/graphs/{graph.name}/?with_benchmarks=yes").status_code == 400
+    assert api.delete(f"/api/graphs/{graph.name}/?with_benchmarks=false").status_code in (200, 202, 204)
+
+
+def test_the_planner_timelines_window_is_what_the_schema_states(schema, api_for, graph):
+    import re
+
+    pattern = _parameter(schema, "/api/graphs/{name}/planner/", "get", "window")["pattern"]
+    assert re.search(pattern, "1h") and not re.search(pattern, "1w")
+    answer = api_for("viewer").get(f"/api/graphs/{graph.name}/planner/?window=1w")
+    assert answer.status_code == 400 and "window" in answer.json()
+
+
+@pytest.mark.parametrize("image", ["nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.6.1\n", "registry.example/x:tä g",
+                                   "registry.example/x:täg"])
+def test_an_image_reference_is_distributions_grammar_with_an_ascii_tag_and_nothing_after(api_for, image):
+    body = {"template": "mocker-disagg", "name": "imaged", "backend": "mocker", "decode": {"image": image}}
+    answer = api_for("operator").post("/api/graphs/from-template/", body, format="json")
+    assert answer.status_code == 400, answer.content
+
+
+# -- 422: the request as the schema states it, refused for what it says ------------------------------------
+def test_every_write_documents_422(schema):
+    writes = [op for item in schema["paths"].values() for method, op in item.items()
+              if method in ("post", "put", "patch", "delete")]
+    assert writes and all("422" in op["responses"] for op in writes)
+
+
+def test_a_planner_whose_thresholds_cross_is_refused_with_422_saying_which(api_for):
+    body = {"template": "mocker-disagg", "name": "crossed", "backend": "mocker",
+            "planner": {"optimization_target": "load", "prefill_scale_up_queue_tokens": 0,
+                        "prefill_scale_down_queue_tokens": 0}}
+    answer = api_for("operator").post("/api/graphs/from-template/", body, format="json")
+    assert answer.status_code == 422, answer.content
+    assert "prefill_scale_up_queue_tokens" in answer.json()["detail"]
+
+
+def test_a_study_of_one_shape_asked_for_is_refused_with_422(api_for, graph):
+    answer = api_for("operator").post("/api/benchmarks/studies/", {"graph": graph.name, "arms": ["p1d1", "p1d1"]},
+                                      format="json")
+    assert answer.status_code in (409, 422), answer.content  # 409 while the graph is not serving
+    if answer.status_code == 422:
+        assert "different shapes" in answer.json()["arms"][0]

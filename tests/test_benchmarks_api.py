@@ -222,7 +222,7 @@ def test_a_recommendation_changing_both_pools_runs_one_scale_after_the_other(api
 def test_recommend_without_targets_or_runs_says_what_is_missing(api_for):
     graph = _graph()
     response = api_for("operator").post("/api/benchmarks/recommendations/", {"graph": "demo"}, format="json")
-    assert response.status_code == 400 and "ttft_ms" in response.json()
+    assert response.status_code == 409 and "ttft_ms" in response.json()
     response = api_for("operator").post("/api/benchmarks/recommendations/", {"graph": "demo", "ttft_ms": 50},
                                         format="json")
     assert response.status_code == 409 and "run one first" in response.json()["detail"]

@@ -66,7 +66,7 @@ def test_a_dgdr_is_profiled_and_its_dgd_adopted_as_a_graph_revision(api_for, kub
 
     req = body["id"]
     early = api.post(f"/api/sizing/requests/{req}/adopt/", {"graph": "qwen-sla"}, format="json")
-    assert early.status_code == 400 and "has not generated a DGD yet" in early.json()["detail"]
+    assert early.status_code == 409 and "has not generated a DGD yet" in early.json()["detail"]
 
     # The profiler's pod: its chosen DGD written to the output ConfigMap, the Job complete.
     chosen = yaml.safe_load(REFERENCE.read_text())
@@ -98,7 +98,7 @@ def test_a_failed_profiling_shows_the_operators_message(api_for, kube, cluster, 
 def test_a_namespace_the_cluster_does_not_allow_is_refused_and_nothing_is_applied(api_for, kube, cluster, estimate):
     refused = api_for("operator").post(f"/api/sizing/estimates/{estimate.pk}/dgdr/",
                                        {"cluster": CLUSTER, "namespace": "kube-system", "name": "x"}, format="json")
-    assert refused.status_code == 400 and refused.json()["detail"].startswith("namespace:")
+    assert refused.status_code == 409 and refused.json()["detail"].startswith("namespace:")
     assert kube.list_objects("dynamographdeploymentrequests") == [] and DeploymentRequest.objects.count() == 0
 
 

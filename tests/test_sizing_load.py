@@ -31,7 +31,7 @@ def test_a_backend_version_aiconfigurator_has_no_database_for_is_refused_before_
     body = {"model": "Qwen/Qwen3-32B", "system": "h200_sxm", "gpus": 8, "isl": 4000, "osl": 500, "ttft": 600,
             "itl": 20, "backend": "vllm", "backend_version": "9.9.9"}
     refused = api_for("operator").post("/api/sizing/estimates/", body, format="json")
-    assert refused.status_code == 400
+    assert refused.status_code == 422
     assert refused.json()["detail"] == (f"backend_version: AIConfigurator has no vllm '9.9.9' database for h200_sxm "
                                         f"(it has {', '.join(have)}; empty: the latest)")
     assert not Estimate.objects.exists()

@@ -6,6 +6,7 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from controlplane.api import UNPROCESSABLE
 from core import untrusted
 from core.catalog import TEMPLATES
 from core.dgd.render import API_VERSIONS, normalise_api_version
@@ -68,7 +69,9 @@ class SpecField(serializers.JSONField):
         try:
             return spec_from_data(data)
         except ManifestError as exc:
-            raise serializers.ValidationError([f"{f.path}: {f.message}" for f in exc.findings]) from None
+            # 422 (controlplane/api.py): a spec of the right shape whose content the rules refuse.
+            raise serializers.ValidationError([f"{f.path}: {f.message}" for f in exc.findings],
+                                              code=UNPROCESSABLE) from None
 
     def to_representation(self, value):
         return value if isinstance(value, dict) else value.model_dump(mode="json")

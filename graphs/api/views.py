@@ -18,7 +18,7 @@ from rest_framework.response import Response
 from accounts.roles import Role
 from core.catalog import TEMPLATES, build_spec
 from core.documents import load_bundle
-from core.errors import ManifestError
+from core.errors import ManifestError, Unprocessable
 from core.facts import DEFAULT_ROUTER_MODE
 from core.planner import PlannerSettings
 from core.pool import PoolFields
@@ -65,7 +65,9 @@ def _int_parameter(name: str, *, minimum: int = 1, maximum: int = INT_MAX, requi
                             description=description)
 
 
-RENDER_PARAMETERS = [OpenApiParameter("apiVersion", str), _int_parameter("revision"), DYNAMO_VERSION_PARAMETER]
+API_VERSION_PARAMETER = OpenApiParameter("apiVersion", {"type": "string", "enum": s.API_VERSION_CHOICES},
+                                         description="The DGD API version (empty: the revision's own)")
+RENDER_PARAMETERS = [API_VERSION_PARAMETER, _int_parameter("revision"), DYNAMO_VERSION_PARAMETER]
 
 
 def _queued(op) -> Response:
@@ -202,7 +204,7 @@ class GraphViewSet(viewsets.ModelViewSet):
 
     @extend_schema(parameters=[_int_parameter("from_revision", required=True),
                                _int_parameter("to_revision", required=True),
-                               OpenApiParameter("apiVersion", str)],
+                               API_VERSION_PARAMETER],
                    responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
     def diff(self, request, name=None):
@@ -263,7 +265,7 @@ class GraphViewSet(viewsets.ModelViewSet):
                 planner=PlannerSettings(**v["planner"]) if "planner" in v else None,
             )
         except ValueError as exc:  # pydantic's ValidationError is a ValueError: the rule, in words
-            raise ValidationError({"detail": str(exc)}) from None
+            raise Unprocessable(str(exc)) from None
         graph = services.graph_create(spec=spec, user=request.user, description=v["description"], via=_via(request),
                                       message=f"created from template {v['template']}")
         return self._spec_response(graph, status.HTTP_201_CREATED)

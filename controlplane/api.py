@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from controlplane.unavailable import RETRY_AFTER_SECONDS, dependency_down, detail
-from core.errors import Refused
+from core.errors import UNPROCESSABLE, Refused
 from core.untrusted import QueryParameterError, query_int
 
 
@@ -37,10 +37,6 @@ def exception_handler(exc, context):
     if isinstance(exc, Http404):
         exc = Http404(_not_found(str(exc), getattr(context.get("view"), "kwargs", None) or {}))
     return drf_exception_handler(exc, context)
-
-
-# The code a field gives a ValidationError for content the rules refuse (graphs' SpecField): 422.
-UNPROCESSABLE = "unprocessable"
 
 
 def _only(codes, code: str) -> bool:

@@ -40,6 +40,11 @@ UNREADABLE = frozenset({"too_large", "encoding", "empty", "yaml", "unstorable", 
                         "duplicate_graph", "too_many_graphs", "too_many_companions"})
 
 
+# The code a serializer field gives a ValidationError for content the rules refuse (graphs'
+# SpecField): the API's exception handler answers it 422, like Unprocessable.
+UNPROCESSABLE = "unprocessable"
+
+
 class ManifestError(Unprocessable):
     """Input that cannot become a graph: unparsable YAML, a wrong shape, schema errors.
     Carries every finding so the caller can show all of them at once, with their paths.

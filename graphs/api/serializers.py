@@ -6,11 +6,10 @@ from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from controlplane.api import UNPROCESSABLE
 from core import untrusted
 from core.catalog import TEMPLATES
 from core.dgd.render import API_VERSIONS, normalise_api_version
-from core.errors import ManifestError
+from core.errors import UNPROCESSABLE, ManifestError
 from core.facts import KNOWN_RELEASES, ROUTER_MODES, DynamoVersion, known_release, known_release_pattern
 from core.pool import FIELD, POOL_FIELDS, PoolField
 from core.specio import spec_from_data

@@ -103,11 +103,11 @@ def cluster_update(*, cluster: Cluster, user: Actor = None, via: str = "ui", **c
         changes["namespaces"] = clean_namespaces(changes["namespaces"])
     used = _in_use(cluster)
     if changes.get("name", cluster.name) != cluster.name and used.exists():
-        raise ClusterError(f"graphs are deployed on {cluster.name}: delete them before renaming it")
+        raise ClusterConflict(f"graphs are deployed on {cluster.name}: delete them before renaming it")
     if "namespaces" in changes:
         dropped = set(used.values_list("namespace", flat=True)) - set(changes["namespaces"])
         if dropped:
-            raise ClusterError(f"graphs are deployed in {', '.join(sorted(dropped))}: keep that namespace allowed")
+            raise ClusterConflict(f"graphs are deployed in {', '.join(sorted(dropped))}: keep that namespace allowed")
     stored = {key: getattr(cluster, key) for key in ("in_cluster", "kubeconfig", "context")}
     for key, value in changes.items():
         setattr(cluster, key, value.strip() if key in ("kubeconfig", "context") else value)
@@ -130,14 +130,14 @@ def cluster_update(*, cluster: Cluster, user: Actor = None, via: str = "ui", **c
 def cluster_delete(*, cluster: Cluster, user: Actor = None, via: str = "ui") -> None:
     names = list(_in_use(cluster).values_list("graph__name", flat=True))
     if names:
-        raise ClusterError(f"graphs are deployed on {cluster.name} ({', '.join(names)}): delete them first")
+        raise ClusterConflict(f"graphs are deployed on {cluster.name} ({', '.join(names)}): delete them first")
     audit_record(actor=user, via=via, action="cluster.delete", target_type="cluster", target=cluster.name,
                  before=_snapshot(cluster))
     cluster.deployments.update(cluster=None)  # graphs deleted there let go of it
     try:
         cluster.delete()
     except ProtectedError:  # a graph was deployed there meanwhile
-        raise ClusterError(f"graphs are deployed on {cluster.name}: delete them first") from None
+        raise ClusterConflict(f"graphs are deployed on {cluster.name}: delete them first") from None
 
 
 def cluster_check_later(cluster: Cluster) -> None:

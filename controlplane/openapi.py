@@ -8,7 +8,7 @@
   the shape of ``Error``;
 * every request body of a serializer refuses unknown fields and says so (``additionalProperties:
   false``, controlplane/json_types.py); free-form objects inside them take any JSON;
-* integers are bounded to 64 bits, as the server enforces;
+* integers are bounded to 64 bits and numbers to that range, as the server enforces;
 * text is UTF-8 without NUL (``x-text`` note in the description): the server refuses the rest
   with a 400 naming the field (core/untrusted.py)."""
 
@@ -43,11 +43,14 @@ NON_NEGATIVE_DECIMALS = (("ObjectivesRequest", "gpu_hour_price"), ("PatchedObjec
 PRICE_PATTERN = r"^(?:0?\d{0,4}(?:\.\d{0,4})?|10000(?:\.0{0,4})?|-0{0,5}(?:\.0{0,4})?)$"
 # Rules across fields that serializers check in code, stated for the schema too.
 _BLANK = {"type": "string", "pattern": r"^\s*$"}
+_IN_CLUSTER_OR_KUBECONFIG = {"anyOf": [{"properties": {"in_cluster": {"enum": [False]}}},
+                                     {"not": {"required": ["in_cluster"]}},
+                                     {"properties": {"kubeconfig": _BLANK, "context": _BLANK}}]}
 CROSS_FIELD_RULES = {
-    # clusters.services: the in-cluster service account, or a kubeconfig (and context), not both.
-    "ClusterRequest": {"anyOf": [{"properties": {"in_cluster": {"enum": [False]}}},
-                                 {"not": {"required": ["in_cluster"]}},
-                                 {"properties": {"kubeconfig": _BLANK, "context": _BLANK}}]},
+    # clusters.services: the in-cluster service account, or a kubeconfig (and context), not both;
+    # a change asks the same of what it sends (against what is stored, it is a 409).
+    "PatchedClusterRequest": _IN_CLUSTER_OR_KUBECONFIG,
+    "ClusterRequest": _IN_CLUSTER_OR_KUBECONFIG,
 }
 
 
@@ -102,9 +105,11 @@ def document_errors(result, generator, request, public):
 
 # Any JSON the server reads: what an open object's unknown fields may hold.
 _REF = {"$ref": "#/components/schemas/JSONValue"}
-JSON_VALUE = {"description": "Any JSON value within the server's bounds: integers fit in 64 bits.",
-              "not": {"type": "integer", "anyOf": [{"minimum": INT_MAX + 1}, {"maximum": INT_MIN - 1}]},
-              "items": _REF, "additionalProperties": _REF}
+JSON_VALUE = {"description": "Any JSON value within the server's bounds: numbers within the 64-bit integer range.",
+              "nullable": True,
+              "anyOf": [{"type": "string"}, {"type": "boolean"},
+                        {"type": "number", "minimum": INT_MIN, "maximum": INT_MAX},
+                        {"type": "array", "items": _REF}, {"type": "object", "additionalProperties": _REF}]}
 
 
 def _open_objects_take_json(node) -> None:
@@ -121,10 +126,10 @@ def _open_objects_take_json(node) -> None:
 
 
 def _bound_integers(node) -> None:
-    """Integers fit in 64 bits (the server refuses larger ones, core/untrusted.py): say so
-    wherever a schema gives no tighter bound."""
+    """Integers fit in 64 bits and numbers stay within that range (the server refuses others,
+    core/untrusted.py): say so wherever a schema gives no tighter bound."""
     if isinstance(node, dict):
-        if node.get("type") == "integer":
+        if node.get("type") in ("integer", "number"):
             node.setdefault("maximum", INT_MAX)
             node.setdefault("minimum", INT_MIN)
         for value in node.values():

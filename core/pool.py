@@ -84,9 +84,10 @@ class PoolField:
         if self.max_length is not None:
             schema["maxLength"] = self.max_length
         if self.pattern is not None:
-            # Beside the length, not with it: schemathesis' negative mutations fold a length into
-            # a pattern on the same node, which its regex engine then cannot take for this one.
-            schema["allOf"] = [{"pattern": self.pattern}]
+            # Blank is allowed too (the spec's default applies: check() takes ""). Beside the
+            # length, not with it: schemathesis' negative mutations fold a length into a pattern
+            # on the same node, which its regex engine then cannot take for this one.
+            schema["allOf"] = [{"pattern": f"^$|{self.pattern}"}]
         return schema
 
 

@@ -2,8 +2,9 @@
 before anything deeper parses, stores or validates it:
 
 * nesting at most MAX_DEPTH levels (deeper input would exhaust Python's recursion limit);
-* integers that fit in 64 bits, numbers that are finite (a 5,000-digit integer passes Python's
-  digit limit only to overflow every integer column; NaN and Infinity are not JSON);
+* integers that fit in 64 bits, numbers that are finite and within that range too (a 5,000-digit
+  integer passes Python's digit limit only to overflow every integer column; NaN and Infinity
+  are not JSON; JSON Schema counts 1e300 as an integer);
 * text that is valid, storable Unicode: no NUL (PostgreSQL refuses it in text) and no lone
   surrogate such as ``"\\ud800"`` (it cannot be encoded, so a row holding one could never be
   rendered again).
@@ -99,6 +100,8 @@ def check(data: Any) -> None:
         elif isinstance(node, float):
             if not math.isfinite(node):
                 raise UntrustedInputError(path, f"{node} is not a finite number")
+            if not INT_MIN <= node <= INT_MAX:  # the API's schema bounds every number so (JSONValue)
+                raise UntrustedInputError(path, f"the number {node:g} is beyond the 64-bit integer range")
         elif isinstance(node, _BigNumber):
             raise UntrustedInputError(path, f"the number {_short(node.literal)} is too large "
                                             f"(at most {MAX_NUMBER_CHARS} characters; integers fit in 64 bits)")

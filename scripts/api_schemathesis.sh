@@ -19,6 +19,7 @@ WORK="$(mktemp -d)"
 PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 export CONTROLPLANE_VAR_DIR="$WORK/var" CELERY_TASK_ALWAYS_EAGER=0 DJANGO_DEBUG=0 LOG_LEVEL=WARNING \
        PLAYGROUND_RATE_PER_MINUTE=1000000
+unset CELERY_BROKER_URL  # the laptop's folder broker, in this run's own var/: no queue shared with anything
 mkdir -p "$CONTROLPLANE_VAR_DIR" "$REPORT_DIR"
 if [ -n "${DATABASE_URL:-}" ]; then
   ADMIN_URL="$DATABASE_URL"

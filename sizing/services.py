@@ -125,7 +125,7 @@ def estimates_reconcile() -> dict[str, int]:
 def estimates_compare(first: Estimate, second: Estimate) -> dict:
     """Two answers side by side: inputs that differ, and each one's best configuration."""
     if not first.is_finished or not second.is_finished:
-        raise SizingRefused("both estimates must be finished to compare them")
+        raise SizingConflict("both estimates must be finished to compare them")
     keys = sorted(set(first.inputs) | set(second.inputs))
     changed = {k: [first.inputs.get(k), second.inputs.get(k)] for k in keys
                if first.inputs.get(k) != second.inputs.get(k)}

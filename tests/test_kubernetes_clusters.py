@@ -87,9 +87,9 @@ def test_a_cluster_in_use_cannot_be_removed_nor_lose_its_namespace(cluster, kube
     apply(make_graph())
     admin = api_for("admin")
     refused = admin.delete(f"/api/clusters/{CLUSTER}/")
-    assert refused.status_code == 400 and "graphs are deployed on emu (g)" in refused.json()["detail"]
+    assert refused.status_code == 409 and "graphs are deployed on emu (g)" in refused.json()["detail"]
     narrowed = admin.patch(f"/api/clusters/{CLUSTER}/", {"namespaces": ["default"]}, format="json")
-    assert narrowed.status_code == 400 and "keep that namespace allowed" in narrowed.json()["detail"]
+    assert narrowed.status_code == 409 and "keep that namespace allowed" in narrowed.json()["detail"]
 
 
 # -- health -----------------------------------------------------------------------------------------

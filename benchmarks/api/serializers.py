@@ -7,6 +7,7 @@ from django.conf import settings
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 
+from core.errors import UNPROCESSABLE
 from graphs.models import Graph
 
 from ..models import PROFILE_CHOICES, BenchmarkRun, Recommendation, Study
@@ -72,7 +73,9 @@ class ParamsMixin(serializers.Serializer):
     output_tokens_stddev = _param(serializers.FloatField, "output_tokens_stddev")
     concurrency = _param(serializers.IntegerField, "concurrency", help_text="requests in flight")
     request_rate = _param(serializers.FloatField, "request_rate", min_value=0.001, help_text="requests per second")
-    sweep = _opt(serializers.ListField, child=serializers.IntegerField(min_value=1), max_length=8,
+    sweep = _opt(serializers.ListField, max_length=8, child=serializers.IntegerField(
+        min_value=1, max_value=settings.BENCHMARK_MAX_CONCURRENCY,
+        error_messages={"max_value": "at most {max_value} requests in flight (BENCHMARK_MAX_CONCURRENCY)"}),
                  help_text="concurrencies, one aiperf invocation each")
     request_count = _param(serializers.IntegerField, "request_count")
     duration_s = _opt(serializers.FloatField, min_value=1)
@@ -99,7 +102,9 @@ class ParamsMixin(serializers.Serializer):
         try:
             attrs["run_params"] = resolve(attrs["profile"], params)
         except ProfileError as exc:
-            raise serializers.ValidationError(exc.errors) from None
+            # Each field is within its stated bounds here: what resolve() refuses is a rule across
+            # fields (a spread above its mean, a count and a duration both), answered 422.
+            raise serializers.ValidationError(exc.errors, code=UNPROCESSABLE) from None
         return attrs
 
 

@@ -5,7 +5,7 @@ service as the page; bad input is a 400 naming the field."""
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -122,7 +122,9 @@ class DeploymentRequestViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
 class CompareView(APIView):
     """Two estimates side by side: the inputs that differ, each one's choice and best configuration."""
 
-    @extend_schema(parameters=[CompareQuerySerializer], responses={200: dict})
+    @extend_schema(parameters=[CompareQuerySerializer], responses={
+        200: dict, 409: OpenApiResponse({"type": "object", "properties": {"detail": {"type": "string"}}},
+                                        description="One of the two estimates has not finished.")})
     def get(self, request):
         q = CompareQuerySerializer(data=request.query_params)
         q.is_valid(raise_exception=True)

@@ -39,8 +39,10 @@ UNSAFE = {"post", "put", "patch", "delete"}
 # Decimal fields whose model validators refuse negatives (metrics.models.Objectives).
 NON_NEGATIVE_DECIMALS = (("ObjectivesRequest", "gpu_hour_price"), ("PatchedObjectivesRequest", "gpu_hour_price"))
 # The GPU-hour price: 0 to metrics.models.PRICE_MAX (10000) with 4 decimals, as a decimal string
-# (a string's schema has no maximum: the pattern states it). -0 is 0.
-PRICE_PATTERN = r"^(?:0?\d{0,4}(?:\.\d{0,4})?|10000(?:\.0{0,4})?|-0{0,5}(?:\.0{0,4})?)$"
+# (a string's schema has no maximum: the pattern states it), at least one digit; -0 is 0, and
+# empty clears the price (the global one applies).
+PRICE_PATTERN = (r"^$|^(?:0?\d{1,4}(?:\.\d{0,4})?|0?\d{0,4}\.\d{1,4}|10000(?:\.0{0,4})?"
+                 r"|-(?:0{1,5}(?:\.0{0,4})?|0{0,5}\.0{1,4}))$")
 # Rules across fields that serializers check in code, stated for the schema too.
 _BLANK = {"type": "string", "pattern": r"^\s*$"}
 _IN_CLUSTER_OR_KUBECONFIG = {"anyOf": [{"properties": {"in_cluster": {"enum": [False]}}},

@@ -231,3 +231,15 @@ def test_a_study_of_one_shape_asked_for_is_refused_with_422(api_for, graph):
     assert answer.status_code in (409, 422), answer.content  # 409 while the graph is not serving
     if answer.status_code == 422:
         assert "different shapes" in answer.json()["arms"][0]
+
+
+def test_the_price_pattern_takes_exactly_the_decimals_the_server_takes(schema, api_for, graph):
+    import re
+
+    pattern = schema["components"]["schemas"]["PatchedObjectivesRequest"]["properties"]["gpu_hour_price"]["pattern"]
+    api = api_for("admin")
+    path = f"/api/metrics/graphs/{graph.name}/objectives/"
+    for text in ("-", ".", "5.", ".5", "0.0001", "10000", "10000.01", "-0", "1.23456", ""):
+        stated = re.search(pattern, text) is not None
+        answer = api.patch(path, {"gpu_hour_price": text}, format="json")
+        assert (answer.status_code == 200) == stated, (text, stated, answer.content)

@@ -73,7 +73,8 @@ class Load:
     runs: list[tuple[float, int]] = field(default_factory=list)
     revisions: list[tuple[str, int]] = field(default_factory=list)
     conversations: list[int] = field(default_factory=list)
-    samples: dict[str, list[str]] = field(default_factory=lambda: {"api": [], "page": [], "chat": [], "sso": []})
+    samples: dict[str, list[str]] = field(default_factory=lambda: {"api": [], "page": [], "chat": [], "sso": [],
+                                                                   "idp": []})
     sign_ins: list[tuple[float, str]] = field(default_factory=list)  # (time, "signed in" or the failure page's kind)
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -210,10 +211,12 @@ class Load:
             hops += 1
             url = httpx.URL(r.headers["location"])
             url = url if url.is_absolute_url else r.request.url.join(url)
-            r = self.call(browser, "sso", "GET", str(url))
+            # The provider's own pages are the provider's answers, not the product's ("idp").
+            what = "sso" if str(url).startswith(self.base) else "idp"
+            r = self.call(browser, what, "GET", str(url))
             if r is not None and r.status_code == 200 and 'name="login"' in r.text:
                 # The provider's login form (dev interactions): any password, the login names the person.
-                r = self.call(browser, "sso", "POST", str(r.request.url),
+                r = self.call(browser, "idp", "POST", str(r.request.url),
                               data={"prompt": "login", "login": "bob", "password": "x"})
         if r is not None and r.status_code == 200 and browser.cookies.get("sessionid"):
             return "signed in"
@@ -362,14 +365,15 @@ def account(stack: Stack, load: Load, windows: list[dict]) -> dict:
         window["benchmark_runs"] = {"asked": len(my_runs), "lost": sum(i not in runs for i in my_runs),
                                     "stuck": sum(runs.get(i) in ("pending", "running") for i in my_runs),
                                     "failed": sum(runs.get(i) == "failed" for i in my_runs)}
-        answers = [(w, s) for t, w, s in load.answers if start <= t < end]
+        # The product's answers: the identity provider's own (a paused one gives none) are not.
+        answers = [(w, s) for t, w, s in load.answers if start <= t < end and w != "idp"]
         ids, run_ids = ",".join(map(str, mine)) or "0", ",".join(map(str, my_runs)) or "0"  # integers only
         failed_ops = stack.psql("SELECT kind || ': ' || split_part(result, E'\\n', 1) FROM graphs_operation "  # noqa: S608
                                 f"WHERE state = 'failed' AND id IN ({ids})")
         failed_runs = stack.psql("SELECT split_part(error, E'\\n', 1) FROM benchmarks_benchmarkrun "  # noqa: S608
                                  f"WHERE state = 'failed' AND id IN ({run_ids})")
         window["failures"] = [line[:300] for line in (failed_ops + "\n" + failed_runs).splitlines() if line]
-        timed = sorted((d, s, call) for t, _w, s, d, call in load.timed if start <= t < end)
+        timed = sorted((d, s, call) for t, w, s, d, call in load.timed if start <= t < end and w != "idp")
         window["sign_ins"] = dict(Counter(result for t, result in load.sign_ins if start <= t < end))
         window["slowest_answer_s"] = round(timed[-1][0], 2) if timed else None
         window["slowest_answers"] = [f"{call} -> {s or 'no answer'} after {d:.1f} s" for d, s, call in timed[-3:]]

@@ -9,6 +9,8 @@ the mirror's config or a log line."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import stat
@@ -143,6 +145,18 @@ class Mirror:
     @property
     def remote_ref(self) -> str:
         return f"refs/remotes/origin/{self.branch}"
+
+    @contextlib.contextmanager
+    def exclusive(self):
+        """One user of this mirror at a time on this host: a lock on a file beside it (released
+        if the process dies), which waits without holding anything of the database."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.parent / f"{self.path.name}.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield self
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def fetch(self) -> str:
         """Bring the branch up to date; its commit."""

@@ -1,9 +1,14 @@
 """Git → product: every new commit that changes a manifest file becomes the next revision of
 its graph, through the same lossless importer and validation as an uploaded manifest.
 
-A sync holds its repository's row lock from fetch to the last revision, so a webhook, the
-periodic task and a command arriving together sync once each, in turn, and the second finds
-nothing new. The lock is FOR NO KEY UPDATE: a revision saved meanwhile records its export
+Syncs of one repository run one at a time, from fetch to the last revision: a lock on a file
+beside its mirror (held while git talks to the host, which may not answer for as long as
+git's stall bound) and, once the fetch is done, the repository's row lock for the import. So a
+webhook, the periodic task and a command arriving together sync once each, in turn, and the
+second finds nothing new; and no database lock or transaction waits on a Git host, where a
+paused host would hold every other sync's query past its deadline (bench/faults.py git-pause
+measured pages answered 503 while the row lock spanned the fetch). The row lock is FOR NO KEY
+UPDATE: a revision saved meanwhile records its export
 with a foreign key to the repository (FOR KEY SHARE), and must not wait on the sync while
 holding its graph's lock, which the sync needs (tests/test_repos_concurrency.py found it).
 Each file is imported in its own savepoint: a file that does not validate is refused (its
@@ -62,13 +67,14 @@ class SyncResult:
 def repository_sync(*, repository: Repository, via: str = "system") -> SyncResult:
     """Fetch the branch and bring every linked graph up to its tip. Git failing (unreachable,
     credentials refused) is recorded on the repository, not raised: the periodic task retries."""
-    with transaction.atomic():
-        repo = Repository.objects.select_for_update(no_key=True).get(pk=repository.pk)
-        mirror = mirror_for(repo)
-        result = SyncResult()
+    repo = Repository.objects.get(pk=repository.pk)
+    mirror = mirror_for(repo)
+    result = SyncResult()
+    with mirror.exclusive(), transaction.atomic():
         try:
-            tip = mirror.fetch()
+            tip = mirror.fetch()  # no row lock yet: only the file lock waits on the Git host
             result.commit = tip
+            repo = Repository.objects.select_for_update(no_key=True).get(pk=repository.pk)
             with transaction.atomic():  # a failure keeps nothing of this sync
                 _bring_up_to(repo, mirror, tip, result)
         except GitError as exc:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import httpx
 import pytest
+from django.db import connection
 
 from repos import git as repo_git
 from repos.services import repository_create
@@ -75,3 +77,36 @@ def test_a_sign_in_waiting_on_a_silent_identity_provider_holds_up_no_page(routed
         sign_in.join(120)
     assert done and done[0].status_code == 502  # the failure page, once OIDC_TIMEOUT_SECONDS ran out
     assert "The identity provider cannot be reached" in done[0].text
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql",
+                    reason="the web deadline guards PostgreSQL connections (CI runs on PostgreSQL)")
+def test_two_syncs_waiting_on_a_silent_git_host_hold_no_database_lock_that_pages_would_pay_for(
+        routed_server, users, tokens, silent_host, monkeypatch, settings):
+    """Found by bench/faults.py git-pause: the sync held its repository's row lock across the
+    fetch, so a second sync waited on the database past the web deadline, the deadline cut it as
+    an unanswering database, and every page of that web process answered 503 for a while. The
+    fetch now waits on a file lock; the row lock is taken for the import only."""
+    from availability import database
+
+    monkeypatch.setattr(repo_git, "STALL_SECONDS", 6)
+    monkeypatch.setattr(database, "_web", True)  # the web server's deadline, as uvicorn's lifespan sets it
+    settings.DATABASE_WEB_QUERY_DEADLINE_S = 2.0
+    repository_create(name="stalled", url=f"http://127.0.0.1:{silent_host}/team/graphs.git", user=users["admin"])
+    auth = {"Authorization": f"Token {tokens['operator']}"}
+    done: list[httpx.Response] = []
+    syncs = [threading.Thread(target=lambda: done.append(httpx.post(
+        f"{routed_server.url}/api/repos/stalled/sync/", headers=auth, timeout=120))) for _ in range(2)]
+    for sync in syncs:
+        sync.start()
+    try:
+        deadline = time.monotonic() + 8  # past the web deadline, while both syncs wait on the host
+        while time.monotonic() < deadline:
+            for path in ("/healthz", "/api/graphs/", "/api/repos/"):
+                answer = httpx.get(routed_server.url + path, headers=auth, timeout=120)
+                assert answer.status_code == 200, (path, answer.text[:200])
+            time.sleep(0.5)
+    finally:
+        for sync in syncs:
+            sync.join(120)
+    assert sorted(r.status_code for r in done) == [409, 409], [r.text[:200] for r in done]

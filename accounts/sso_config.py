@@ -110,23 +110,23 @@ def sso_settings(env: Callable[[str, str], str], env_bool: Callable[[str, bool],
     return config, local_login, env_bool("OIDC_VERIFY_SSL", True)
 
 
-def _positive_int(env: Callable[[str, str], str], name: str, default: int) -> int:
+def _whole_number(env: Callable[[str, str], str], name: str, default: int, *, unit: str, minimum: int,
+                  maximum: int | None = None, words: str = "") -> int:
+    """A whole number of ``unit`` from the environment, within bounds, or SsoConfigError naming it."""
     raw = env(name, str(default)).strip()
     try:
         value = int(raw)
     except ValueError:
-        raise SsoConfigError(f"{name} must be a whole number of seconds, not {raw!r}") from None
-    if value <= 0:
-        raise SsoConfigError(f"{name} must be more than 0, not {value}")
+        raise SsoConfigError(f"{name} must be a whole number of {unit}, not {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        raise SsoConfigError(f"{name} must be {words or f'at least {minimum}'}, not {value}")
     return value
+
+
+def _positive_int(env: Callable[[str, str], str], name: str, default: int) -> int:
+    return _whole_number(env, name, default, unit="seconds", minimum=1, words="more than 0")
 
 
 def _whole_days(env: Callable[[str, str], str], name: str, default: int) -> int:
-    raw = env(name, str(default)).strip()
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SsoConfigError(f"{name} must be a whole number of days, not {raw!r}") from None
-    if not 0 <= value <= 3650:
-        raise SsoConfigError(f"{name} must be between 0 (off) and 3650 days, not {value}")
-    return value
+    return _whole_number(env, name, default, unit="days", minimum=0, maximum=3650,
+                         words="between 0 (off) and 3650 days")

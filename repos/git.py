@@ -69,6 +69,10 @@ _ASKPASS = "#!/bin/sh\ncase \"$1\" in Username*) printf '%s' \"$DYNAMO_CP_GIT_US
            "*) printf '%s' \"$DYNAMO_CP_GIT_PASSWORD\";; esac\n"
 
 
+class MirrorBusy(Exception):
+    """Another sync holds the mirror now (Mirror.exclusive(wait=False))."""
+
+
 class Mirror:
     """A bare clone of one branch of a remote, kept under the control plane's var folder."""
 
@@ -147,12 +151,16 @@ class Mirror:
         return f"refs/remotes/origin/{self.branch}"
 
     @contextlib.contextmanager
-    def exclusive(self):
+    def exclusive(self, *, wait: bool = True):
         """One user of this mirror at a time on this host: a lock on a file beside it (released
-        if the process dies), which waits without holding anything of the database."""
+        if the process dies), which waits without holding anything of the database. With
+        ``wait=False`` a mirror in use raises MirrorBusy at once."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.parent / f"{self.path.name}.lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise MirrorBusy from None
             try:
                 yield self
             finally:

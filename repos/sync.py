@@ -39,7 +39,7 @@ from graphs.models import Graph
 from graphs.services import graph_create, graph_update
 
 from . import kustomize
-from .git import Commit, GitError, Mirror
+from .git import Commit, GitError, Mirror, MirrorBusy
 from .models import Direction, GraphLink, LinkState, Repository, RevisionCommit, SyncState
 from .paths import is_manifest, path_problem
 from .services import importing_from_git, mirror_for
@@ -64,13 +64,25 @@ class SyncResult:
                            "refused": len(self.refused)}}
 
 
-def repository_sync(*, repository: Repository, via: str = "system") -> SyncResult:
+def repository_sync(*, repository: Repository, via: str = "system", wait: bool = True) -> SyncResult:
     """Fetch the branch and bring every linked graph up to its tip. Git failing (unreachable,
-    credentials refused) is recorded on the repository, not raised: the periodic task retries."""
+    credentials refused) is recorded on the repository, not raised: the periodic task retries.
+    ``wait=False`` (a person pressed Sync now): while another sync of this repository runs, the
+    answer says so at once and nothing is recorded, instead of queueing behind a host that may
+    not answer for as long as git's stall bound."""
     repo = Repository.objects.get(pk=repository.pk)
     mirror = mirror_for(repo)
     result = SyncResult()
-    with mirror.exclusive(), transaction.atomic():
+    try:
+        with mirror.exclusive(wait=wait):
+            return _sync(repository, repo, mirror, result, via)
+    except MirrorBusy:
+        return SyncResult(error=f"a sync of {repo.name} is running now; its result shows on the repository "
+                                "when it ends (git gives up on a host that does not answer)")
+
+
+def _sync(repository: Repository, repo: Repository, mirror: Mirror, result: SyncResult, via: str) -> SyncResult:
+    with transaction.atomic():
         try:
             tip = mirror.fetch()  # no row lock yet: only the file lock waits on the Git host
             result.commit = tip

@@ -58,7 +58,7 @@ def repository_detail(request, name: str):
 @require_POST
 def repository_sync_now(request, name: str):
     repo = get_object_or_404(Repository, name=name)
-    result = repository_sync(repository=repo, via="ui")
+    result = repository_sync(repository=repo, via="ui", wait=False)
     if result.error:
         messages.error(request, f"Sync of {repo.name} failed: {result.error}")
     else:

@@ -110,3 +110,5 @@ def test_two_syncs_waiting_on_a_silent_git_host_hold_no_database_lock_that_pages
         for sync in syncs:
             sync.join(120)
     assert sorted(r.status_code for r in done) == [409, 409], [r.text[:200] for r in done]
+    # one gave up on the host; the other was told at once that a sync was running
+    assert sum("is running now" in r.json()["error"] for r in done) == 1, [r.text[:200] for r in done]

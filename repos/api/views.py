@@ -70,14 +70,15 @@ class RepositoryViewSet(viewsets.ModelViewSet):
     @extend_schema(request=None, responses={
         200: OpenApiTypes.OBJECT,
         409: OpenApiResponse(OpenApiTypes.OBJECT, description="git could not fetch the branch (unreachable, "
-                             "refused credentials, no such repository): the same body, its error saying why")})
+                             "refused credentials, no such repository), or another sync of the repository is "
+                             "running now: the same body, its error saying why")})
     @action(detail=True, methods=["post"])
     def sync(self, request, name=None):
         """Fetch the branch now and turn each new commit into revisions; answers what it did.
         A fetch that fails is a 409: the request was fine and the control plane is up; the
         repository as registered (its URL, branch or credentials) cannot be fetched now."""
         repo = self.get_object()
-        result = repository_sync(repository=repo, via=_via(request))
+        result = repository_sync(repository=repo, via=_via(request), wait=False)
         code = status.HTTP_409_CONFLICT if result.error else status.HTTP_200_OK
         return Response(result.as_dict(), status=code)
 

@@ -22,6 +22,8 @@ from pathlib import Path
 
 TIMEOUT = 120  # seconds for one git process: a fetch of a large history over a slow link
 STALL_SECONDS = 30  # seconds an HTTP transfer may stay under 1 KB/s (a host that stopped answering)
+# A person waiting on Sync now waits less: the periodic sync goes on trying with STALL_SECONDS.
+INTERACTIVE_STALL_SECONDS = 10
 ZERO = "0" * 40
 
 
@@ -77,6 +79,7 @@ class Mirror:
     """A bare clone of one branch of a remote, kept under the control plane's var folder."""
 
     def __init__(self, path: Path, url: str, branch: str, auth: Auth | None = None):
+        self.interactive = False  # a person waits on it: INTERACTIVE_STALL_SECONDS
         self.path = Path(path)
         self.url = url
         self.branch = branch
@@ -90,7 +93,7 @@ class Mirror:
                          "HOME": str(self.path.parent),
                          # A Git host that stops sending (paused, a dead peer) is given up after
                          # STALL_SECONDS below 1 KB/s, well before TIMEOUT (git-config http.lowSpeedTime).
-                         "GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": str(STALL_SECONDS)})
+                         "GIT_HTTP_LOW_SPEED_LIMIT": "1000", "GIT_HTTP_LOW_SPEED_TIME": str(self.stall_seconds())})
         base_env.update(env or {})
         # ssh never asks (no terminal here): a host key is recorded on first contact, a changed one refused.
         base_env["GIT_SSH_COMMAND"] = self._ssh()
@@ -135,12 +138,17 @@ class Mirror:
                 env["GIT_SSH_COMMAND"] = self._ssh(f"-i {key} -o IdentitiesOnly=yes")
             yield env
 
+    def stall_seconds(self) -> int:
+        return min(INTERACTIVE_STALL_SECONDS, STALL_SECONDS) if self.interactive else STALL_SECONDS
+
     def _ssh(self, extra: str = "") -> str:
         known = self.path.parent / "known_hosts"
-        # The same bound over ssh: no connection in 10 s, or 3 keep-alives of 10 s unanswered.
+        # The same bound over ssh: no connection in 10 s, or keep-alives of 10 s unanswered for
+        # the stall bound (3 of them; 1 when a person waits).
+        alive = max(1, self.stall_seconds() // 10)
         return (f"ssh {extra} -o BatchMode=yes -o StrictHostKeyChecking=accept-new "
                 f"-o UserKnownHostsFile={known} -o ConnectTimeout=10 -o ServerAliveInterval=10 "
-                f"-o ServerAliveCountMax=3").replace("  ", " ")
+                f"-o ServerAliveCountMax={alive}").replace("  ", " ")
 
     def _out(self, *args: str, **kw) -> str:
         return self._run(*args, **kw).stdout.decode("utf-8", "replace")

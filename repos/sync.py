@@ -69,9 +69,11 @@ def repository_sync(*, repository: Repository, via: str = "system", wait: bool =
     credentials refused) is recorded on the repository, not raised: the periodic task retries.
     ``wait=False`` (a person pressed Sync now): while another sync of this repository runs, the
     answer says so at once and nothing is recorded, instead of queueing behind a host that may
-    not answer for as long as git's stall bound."""
+    not answer for as long as git's stall bound; and git gives up on a stalled host after
+    INTERACTIVE_STALL_SECONDS, not STALL_SECONDS."""
     repo = Repository.objects.get(pk=repository.pk)
     mirror = mirror_for(repo)
+    mirror.interactive = not wait  # and a host that stops sending is given up on sooner
     result = SyncResult()
     try:
         with mirror.exclusive(wait=wait):

@@ -112,3 +112,16 @@ def test_two_syncs_waiting_on_a_silent_git_host_hold_no_database_lock_that_pages
     assert sorted(r.status_code for r in done) == [409, 409], [r.text[:200] for r in done]
     # one gave up on the host; the other was told at once that a sync was running
     assert sum("is running now" in r.json()["error"] for r in done) == 1, [r.text[:200] for r in done]
+
+
+def test_a_person_waiting_on_sync_now_waits_for_a_stalled_host_less_than_the_periodic_sync(users, monkeypatch):
+    from repos.sync import repository_sync
+
+    seen = []
+    monkeypatch.setattr(repo_git.Mirror, "fetch", lambda self: seen.append(
+        (self.stall_seconds(), self._ssh())) or (_ for _ in ()).throw(repo_git.GitError("stalled")))
+    repo = repository_create(name="timed", url="https://git.example.com/team/graphs.git", user=users["admin"])
+    repository_sync(repository=repo, wait=False)  # Sync now
+    repository_sync(repository=repo)  # the periodic task
+    assert [stall for stall, _ in seen] == [repo_git.INTERACTIVE_STALL_SECONDS, repo_git.STALL_SECONDS]
+    assert "ServerAliveCountMax=1" in seen[0][1] and "ServerAliveCountMax=3" in seen[1][1]

@@ -24,6 +24,7 @@ TIMEOUT = 120  # seconds for one git process: a fetch of a large history over a 
 STALL_SECONDS = 30  # seconds an HTTP transfer may stay under 1 KB/s (a host that stopped answering)
 # A person waiting on Sync now waits less: the periodic sync goes on trying with STALL_SECONDS.
 INTERACTIVE_STALL_SECONDS = 10
+INTERACTIVE_TIMEOUT = 12  # seconds for Sync now's whole fetch
 ZERO = "0" * 40
 
 
@@ -97,13 +98,17 @@ class Mirror:
         base_env.update(env or {})
         # ssh never asks (no terminal here): a host key is recorded on first contact, a changed one refused.
         base_env["GIT_SSH_COMMAND"] = self._ssh()
+        # A person waiting on Sync now: the whole exchange with the host, not each of its
+        # requests, ends by the interactive bound (a fetch is two HTTP requests, each may stall).
+        timeout = INTERACTIVE_TIMEOUT if remote and self.interactive else TIMEOUT
         with self._credentials(remote) as cred_env:
             base_env.update(cred_env)
             try:
                 done = subprocess.run(["git", "--git-dir", str(self.path), *args], input=input, env=base_env,
-                                      capture_output=True, timeout=TIMEOUT)
+                                      capture_output=True, timeout=timeout)
             except subprocess.TimeoutExpired:
-                raise GitError(f"git {args[0]} gave no answer in {TIMEOUT} s") from None
+                raise GitError(f"git {args[0]} gave no answer in {timeout} s" + (
+                    "; the periodic sync goes on trying" if timeout != TIMEOUT else "")) from None
             except FileNotFoundError:
                 raise GitError("the git binary is not installed (scripts/services.sh installs it)") from None
         if check and done.returncode != 0:

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import os
 import re
+import signal
 import stat
 import subprocess
 import tempfile
@@ -103,14 +104,25 @@ class Mirror:
         timeout = INTERACTIVE_TIMEOUT if remote and self.interactive else TIMEOUT
         with self._credentials(remote) as cred_env:
             base_env.update(cred_env)
+            argv = ["git", "--git-dir", str(self.path), *args]
             try:
-                done = subprocess.run(["git", "--git-dir", str(self.path), *args], input=input, env=base_env,
-                                      capture_output=True, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                raise GitError(f"git {args[0]} gave no answer in {timeout} s" + (
-                    "; the periodic sync goes on trying" if timeout != TIMEOUT else "")) from None
+                # A session of its own: on the timeout the whole group goes, git's remote helper
+                # too, which would otherwise hold the output pipes open (and the caller) until
+                # its own stall bound.
+                proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env,
+                                        start_new_session=True)
             except FileNotFoundError:
                 raise GitError("the git binary is not installed (scripts/services.sh installs it)") from None
+            try:
+                out, err = proc.communicate(input=input, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+                raise GitError(f"git {args[0]} gave no answer in {timeout} s" + (
+                    "; the periodic sync goes on trying" if timeout != TIMEOUT else "")) from None
+            done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
         if check and done.returncode != 0:
             text = done.stderr.decode("utf-8", "replace").strip()
             if self.auth.password:  # git never prints it; a URL typed with it inside could

@@ -125,3 +125,23 @@ def test_a_person_waiting_on_sync_now_waits_for_a_stalled_host_less_than_the_per
     repository_sync(repository=repo)  # the periodic task
     assert [stall for stall, _ in seen] == [repo_git.INTERACTIVE_STALL_SECONDS, repo_git.STALL_SECONDS]
     assert "ServerAliveCountMax=1" in seen[0][1] and "ServerAliveCountMax=3" in seen[1][1]
+
+
+def test_sync_now_against_a_silent_host_ends_at_its_bound_with_git_and_its_helper_gone(users, silent_host,
+                                                                                       monkeypatch):
+    """The bound kills git's whole process group: git-remote-http, left alive, held the output
+    pipes open, and the caller with them, until its own stall bound (30 s here)."""
+    import psutil
+
+    from repos.sync import repository_sync
+
+    monkeypatch.setattr(repo_git, "INTERACTIVE_TIMEOUT", 2)
+    monkeypatch.setattr(repo_git, "INTERACTIVE_STALL_SECONDS", 30)
+    repo = repository_create(name="silent", url=f"http://127.0.0.1:{silent_host}/team/graphs.git", user=users["admin"])
+    started = time.monotonic()
+    result = repository_sync(repository=repo, wait=False)
+    assert "gave no answer in 2 s" in result.error, result.error
+    assert time.monotonic() - started < 20  # well before the helper's own 30 s: not held by it
+    helpers = [p for p in psutil.process_iter(["cmdline"])
+               if any(str(silent_host) in part for part in (p.info["cmdline"] or []))]
+    assert helpers == []

@@ -189,6 +189,12 @@ PLACES: dict[str, list[str]] = {
         "faults[?fault=='db-pause'].answers.\"503\"", "faults[?fault=='redis-pause'].answers.\"503\"",
         "faults[?fault=='db-pause'].answers.\"5xx_by_kind\".*.\"500\"[] | sum(@)",
         "faults[?fault=='redis-pause'].answers.\"5xx_by_kind\".*.\"500\"[] | sum(@)"],
+    "The identity provider, then the Git host, paused": [
+        "faults[?fault=='idp-pause'].answers.no_answer", "faults[?fault=='git-pause'].answers.no_answer",
+        "sum([faults[?fault=='idp-pause'].answers.\"5xx\"[], faults[?fault=='idp-pause'].answers.\"503\"[]][])",
+        "sum([faults[?fault=='git-pause'].answers.\"5xx\"[], faults[?fault=='git-pause'].answers.\"503\"[]][])"],
+    "the same: slowest answer of the product while the identity provider": [
+        "faults[?fault=='idp-pause'].slowest_answer_s", "faults[?fault=='git-pause'].slowest_answer_s"],
     "the same: slowest answer while PostgreSQL": ["faults[?fault=='db-pause'].slowest_answer_s",
                                                   "faults[?fault=='redis-pause'].slowest_answer_s"],
 }

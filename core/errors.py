@@ -33,11 +33,14 @@ class Unprocessable(Refused):
     status = 422
 
 
-# Findings of a text that is not one readable YAML document within bounds (core/specio.py), or a
-# file that does not hold one graph (core/documents.py): the request itself is malformed, HTTP
-# 400. Every other finding judges what the document says: 422.
+# Findings of a text that is not one readable YAML document within bounds (core/specio.py), a
+# file that does not hold one graph and only what may go beside it (core/documents.py), or an
+# archive that cannot be built into one (graphs/archive.py, graphs/kustomize.py): the request's
+# body itself is malformed, HTTP 400. Every other finding judges what the graph says: 422.
 UNREADABLE = frozenset({"too_large", "encoding", "empty", "yaml", "unstorable", "many", "not_a_mapping",
-                        "duplicate_graph", "too_many_graphs", "too_many_companions"})
+                        "duplicate_graph", "too_many_graphs", "too_many_companions", "companion_list",
+                        "companion_name", "companion_secret", "no_graph", "not_an_object", "metadata"})
+UNREADABLE_PREFIXES = ("archive_", "kustomize_")
 
 
 # The code a serializer field gives a ValidationError for content the rules refuse (graphs'
@@ -52,7 +55,8 @@ class ManifestError(Unprocessable):
 
     @property
     def status(self) -> int:
-        return 400 if any(f.code in UNREADABLE for f in self.findings) else 422
+        unreadable = any(f.code in UNREADABLE or f.code.startswith(UNREADABLE_PREFIXES) for f in self.findings)
+        return 400 if unreadable else 422
 
     def __init__(self, findings: list[Finding]):
         self.findings = bounded(findings)

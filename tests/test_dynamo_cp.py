@@ -137,7 +137,7 @@ def test_an_invalid_manifest_is_refused_with_every_finding_and_nothing_is_stored
 
     imported = cli("graphs", "import", str(path))
     assert imported.returncode == exits.INVALID
-    assert "400" in err(imported)
+    assert "422" in err(imported)  # read, then refused for what it says (exit status 5, as a 400)
     assert "metadata.name" in err(imported)
     assert "replicas" in err(imported)
     assert json.loads(out(cli("graphs", "list", "-o", "json"))) == []

@@ -56,7 +56,7 @@ def test_a_malformed_with_benchmarks_flag_is_a_400(measured, api_for, value):
 def test_a_run_in_progress_blocks_the_delete_even_when_asked(measured, api_for):
     graph, _runs = measured
     BenchmarkRun.objects.create(graph=graph, revision=graph.head, profile="custom", params={}, state="running")
-    response = api_for("operator").delete(f"/api/graphs/{graph.name}/?with_benchmarks=1")
+    response = api_for("operator").delete(f"/api/graphs/{graph.name}/?with_benchmarks=true")
     assert response.status_code == 409
     assert "cancel them first" in response.json()["detail"]
     assert BenchmarkRun.objects.count() == 3

@@ -264,8 +264,6 @@ SPECTACULAR_SETTINGS = {
 # Celery: the default broker needs no server (a folder); production uses Redis or RabbitMQ.
 # kombu warns "No hostname was supplied" on every connection to a URL without one: name it.
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", "filesystem://localhost/")
-# kombu's folder transport can hand a worker a message file not yet written (controlplane/broker.py).
-CELERY_BROKER_TRANSPORT = "controlplane.broker:Transport" if CELERY_BROKER_URL.startswith("filesystem") else None
 CELERY_BROKER_TRANSPORT_OPTIONS = (
     {
         "data_folder_in": str(VAR_DIR / "broker"),

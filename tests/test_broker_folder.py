@@ -44,11 +44,12 @@ def test_a_message_being_written_is_not_visible_and_arrives_whole_after(tmp_path
 def test_kombus_own_folder_transport_hands_the_reader_an_empty_file(tmp_path, monkeypatch):
     """What the subclass is for: the stock transport's reader gets the file before its bytes."""
     with pytest.raises(ValueError):  # json.JSONDecodeError
-        _read_while_writing(tmp_path, monkeypatch, "filesystem")
+        _read_while_writing(tmp_path, monkeypatch, "kombu.transport.filesystem:Transport")
 
 
 def test_the_default_broker_uses_the_whole_message_transport(tmp_path):
-    """The laptop default (no CELERY_BROKER_URL) sends and takes tasks through the subclass."""
+    """The laptop default (no CELERY_BROKER_URL), and any filesystem:// URL, sends and takes
+    tasks through the subclass."""
     import os
     import subprocess
     import sys

@@ -72,16 +72,16 @@ def install() -> None:
 
     int_value, float_value = fields.IntegerField.to_internal_value, fields.FloatField.to_internal_value
 
-    def number(original):
+    def number(original, what: str):
         def to_internal_value(self, data):
             # DRF reads "5" and "0.5" (and float(True)): a JSON body gives numbers as numbers.
             if (isinstance(data, (str, bool)) or data is None) and _from_json(self):
-                raise fields.ValidationError(f"must be a number, not {_kind(data)}", code="invalid")
+                raise fields.ValidationError(f"must be {what}, not {_kind(data)}", code="invalid")
             return original(self, data)
         return to_internal_value
 
-    fields.IntegerField.to_internal_value = number(int_value)
-    fields.FloatField.to_internal_value = number(float_value)
+    fields.IntegerField.to_internal_value = number(int_value, "an integer (a JSON number)")
+    fields.FloatField.to_internal_value = number(float_value, "a number")
     fields.DecimalField.to_internal_value = decimal_to_internal_value
     char_validation = fields.CharField.run_validation
 

@@ -158,8 +158,8 @@ def test_every_request_body_of_a_serializer_is_closed_in_the_schema(schema):
 
 
 @pytest.mark.parametrize("body,field,words", [
-    ({"service": "decode", "replicas": "2"}, "replicas", "must be a number"),
-    ({"service": "decode", "replicas": True}, "replicas", "must be a number"),
+    ({"service": "decode", "replicas": "2"}, "replicas", "must be an integer"),
+    ({"service": "decode", "replicas": True}, "replicas", "must be an integer"),
 ])
 def test_a_number_given_as_text_or_a_boolean_is_refused(api_for, graph, body, field, words):
     answer = api_for("operator").post(f"/api/graphs/{graph.name}/scale/", body, format="json")

@@ -8,9 +8,9 @@ webhook, the periodic task and a command arriving together sync once each, in tu
 second finds nothing new; and no database lock or transaction waits on a Git host, where a
 paused host would hold every other sync's query past its deadline (bench/faults.py git-pause
 measured pages answered 503 while the row lock spanned the fetch). The row lock is FOR NO KEY
-UPDATE: a revision saved meanwhile records its export
-with a foreign key to the repository (FOR KEY SHARE), and must not wait on the sync while
-holding its graph's lock, which the sync needs (tests/test_repos_concurrency.py found it).
+UPDATE: a revision saved meanwhile records its export with a foreign key to the repository
+(FOR KEY SHARE), and must not wait on the sync while holding its graph's lock, which the sync
+needs (tests/test_repos_concurrency.py found it).
 Each file is imported in its own savepoint: a file that does not validate is refused (its
 findings and commit recorded on the link) while the others go on.
 
@@ -74,16 +74,16 @@ def repository_sync(*, repository: Repository, via: str = "system", wait: bool =
     repo = Repository.objects.get(pk=repository.pk)
     mirror = mirror_for(repo)
     mirror.interactive = not wait  # and a host that stops sending is given up on sooner
-    result = SyncResult()
     try:
         with mirror.exclusive(wait=wait):
-            return _sync(repository, repo, mirror, result, via)
+            return _sync(repository, repo, mirror, via)
     except MirrorBusy:
         return SyncResult(error=f"a sync of {repo.name} is running now; its result shows on the repository "
                                 "when it ends (git gives up on a host that does not answer)")
 
 
-def _sync(repository: Repository, repo: Repository, mirror: Mirror, result: SyncResult, via: str) -> SyncResult:
+def _sync(repository: Repository, repo: Repository, mirror: Mirror, via: str) -> SyncResult:
+    result = SyncResult()
     with transaction.atomic():
         try:
             tip = mirror.fetch()  # no row lock yet: only the file lock waits on the Git host

@@ -15,6 +15,8 @@ from core.dgd.commandline import role_flag
 from core.spec import MAX_REPLICAS, GraphSpec, Service
 
 SHAPE_RE = re.compile(r"^(?:p(\d{1,3})d(\d{1,3})|agg(\d{1,3}))$")
+# The same, as the API's schema states it (either case; parse_shape reads it in lower case).
+SHAPE_WRITTEN = r"^(?:[pP][0-9]{1,3}[dD][0-9]{1,3}|[aA][gG][gG][0-9]{1,3})$"
 # Flags that give a worker its role: stripped when a worker changes role in a variant.
 ROLE_FLAGS = {"--disaggregation-mode": 1, "--is-prefill-worker": 0, "--is-decode-worker": 0}
 MAX_ARMS = 6

@@ -32,7 +32,7 @@ from .models import ACTIVE_STUDY_STATES, BenchmarkRun, RunState, Study, StudySta
 from .profiles import ProfileError, RunParams, resolve
 from .schema import Arm
 from .services import benchmark_cancel, benchmark_request
-from .shapes import MAX_ARMS, Shape, parse_shape, same_budget_shapes, shape_of, variant_name, variant_spec
+from .shapes import MAX_ARMS, SHAPE_RE, Shape, parse_shape, same_budget_shapes, shape_of, variant_name, variant_spec
 from .targets import objectives_follow
 
 if TYPE_CHECKING:
@@ -65,8 +65,9 @@ def study_create(*, graph: Graph, profile: str, params: dict | None = None, arms
     spec, replicas, serving, _dep = _source(graph)
     try:
         shapes = [parse_shape(a) for a in arms] if arms else same_budget_shapes(spec, replicas)
-    except ValueError as exc:
-        raise ProfileError({"arms": [str(exc)]}) from None
+    except ValueError as exc:  # not written as a shape (400), or a pool's count out of bounds (422)
+        written = all(SHAPE_RE.match(str(a).strip().lower()) for a in arms or ())
+        raise ProfileError({"arms": [str(exc)]}, status=422 if written else 400) from None
     shapes = list(dict.fromkeys(shapes))
     if not 2 <= len(shapes) <= MAX_ARMS:
         raise ProfileError({"arms": [f"a study compares 2 to {MAX_ARMS} different shapes, not {len(shapes)}"]},

@@ -22,7 +22,9 @@ export CONTROLPLANE_VAR_DIR="$WORK/var" CELERY_TASK_ALWAYS_EAGER=0 DJANGO_DEBUG=
 unset CELERY_BROKER_URL  # the laptop's folder broker, in this run's own var/: no queue shared with anything
 mkdir -p "$CONTROLPLANE_VAR_DIR" "$REPORT_DIR"
 if [ -n "${DATABASE_URL:-}" ]; then
-  ADMIN_URL="$DATABASE_URL"
+  # Created and dropped through the server's maintenance database, "postgres": the database that
+  # DATABASE_URL names need not exist (the suite's own is test_<name>, made by pytest-django).
+  ADMIN_URL="${DATABASE_URL%/*}/postgres"
   export DATABASE_URL="${DATABASE_URL%/*}/cp_schemathesis"
   "$PY" - "$ADMIN_URL" <<'EOF'
 import sys, psycopg

@@ -243,3 +243,21 @@ def test_the_price_pattern_takes_exactly_the_decimals_the_server_takes(schema, a
         stated = re.search(pattern, text) is not None
         answer = api.patch(path, {"gpu_hour_price": text}, format="json")
         assert (answer.status_code == 200) == stated, (text, stated, answer.content)
+
+
+def test_a_study_arm_is_a_shape_as_the_schema_states_it_and_its_counts_are_content(schema, api_for, graph):
+    """Found by schemathesis: the schema took any text of 12 characters as an arm and the server
+    then refused "0" with a 400, so valid data was rejected."""
+    import re
+
+    arm = schema["components"]["schemas"]["StudyCreateRequest"]["properties"]["arms"]["items"]
+    assert re.search(arm["pattern"], "p2d1") and re.search(arm["pattern"], "AGG3")
+    assert not re.search(arm["pattern"], "0")
+    api = api_for("operator")
+    not_a_shape = api.post("/api/benchmarks/studies/", {"graph": graph.name, "arms": ["0", "p1d1"]}, format="json")
+    assert not_a_shape.status_code == 400, not_a_shape.content
+    assert "p<prefill>d<decode>" in str(not_a_shape.json()["arms"])
+    out_of_bounds = api.post("/api/benchmarks/studies/", {"graph": graph.name, "arms": ["p0d1", "p1d1"]},
+                             format="json")
+    assert out_of_bounds.status_code == 422, out_of_bounds.content
+    assert "every pool needs 1 to" in str(out_of_bounds.json())

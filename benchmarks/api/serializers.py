@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import annotated_types
 from django.conf import settings
+from django.core.validators import RegexValidator
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 
@@ -12,6 +13,7 @@ from graphs.models import Graph
 
 from ..models import PROFILE_CHOICES, BenchmarkRun, Recommendation, Study
 from ..profiles import ProfileError, RunParams, resolve
+from ..shapes import SHAPE_WRITTEN
 
 PARAM_FIELDS = ("input_tokens_mean", "input_tokens_stddev", "output_tokens_mean", "output_tokens_stddev",
                 "concurrency", "request_rate", "sweep", "request_count", "duration_s", "warmup_requests",
@@ -136,7 +138,9 @@ class RunSerializer(serializers.ModelSerializer):
 
 class StudyCreateSerializer(ParamsMixin):
     graph = GraphByName()
-    arms = _opt(serializers.ListField, child=serializers.CharField(max_length=12), max_length=6,
+    arms = _opt(serializers.ListField, child=serializers.CharField(max_length=12, validators=[RegexValidator(
+                    SHAPE_WRITTEN, "a shape is written p<prefill>d<decode> (p2d1) or agg<workers> (agg2)")]),
+                max_length=6,
                 help_text="shapes like p1d1, p2d1, agg2; empty: every shape with the graph's current GPUs")
     keep_variants = serializers.BooleanField(default=False)
 

@@ -48,6 +48,9 @@ waiting_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("W
 # Paths whose views wait on another service or on the client (see above).
 WAITING = re.compile(r"^/(?:(?:api/)?(?:metrics|clusters|benchmarks)/|static/"
                      r"|api/graphs/[^/]+/planner/|(?:api/)?repos/[^/]+/sync/|auth/oidc/|logout/)")
+# A graph page's stream of status changes (graphs.live): an async view that holds no thread for
+# as long as the page is open, through Django's ASGI handler.
+LIVE = re.compile(r"^/graphs/[-a-zA-Z0-9_]+/events/$")
 # The metrics overview page itself reads only the database (its numbers come in the fragment
 # htmx asks for with the same URL): a page like the others, served by the pages' pool, so that
 # it never queues behind requests waiting on Prometheus.
@@ -101,6 +104,9 @@ async def application(scope, receive, send):
             return
         elif path == "/metrics":
             await exposition.serve(scope, receive, send)
+            return
+        elif LIVE.match(path):
+            await django_application(scope, receive, send)  # a stream on the event loop: graphs.live
             return
     if scope["type"] == "http":
         await (waiting_application if _waits(scope) else pages_application)(scope, receive, send)

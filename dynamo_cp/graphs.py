@@ -18,7 +18,15 @@ MAX_FILE_BYTES = 4 * 1024 * 1024  # the server refuses more (MAX_MANIFEST_BYTES 
 def add_parsers(sub, common) -> None:
     graphs = sub.add_parser("graphs", help="graph definitions and what runs them", parents=[common])
     verbs = graphs.add_subparsers(dest="verb", required=True, metavar="VERB")
-    verbs.add_parser("list", help="list graphs with their revision and state", parents=[common])
+    p = verbs.add_parser("list", help="list graphs with their revision and state", parents=[common])
+    p.add_argument("--search", help="text in the graph's name, description or model (any case)")
+    p.add_argument("--namespace", help="only graphs deployed in this Kubernetes namespace")
+    p.add_argument("--cluster", help="only graphs deployed on this registered cluster")
+    p.add_argument("--runtime", choices=["local", "kubernetes"], help="only graphs running on this runtime")
+    p.add_argument("--state", help="only graphs in this state (ready, progressing, degraded, failed, deleting, "
+                                   "unknown, not_deployed)")
+    p.add_argument("--archived", action="store_true", help="the archived graphs (A/B study variants) instead")
+    p.add_argument("--limit", type=int, default=10_000, help="at most this many rows (default 10000)")
     p = verbs.add_parser("import", help="create a graph from a manifest, or add a revision to it", parents=[common])
     p.add_argument("file", help="a YAML file (a DynamoGraphDeployment, either API version, and the objects beside "
                                 "it), a kustomize directory (built with kubectl kustomize), or - for stdin")
@@ -137,7 +145,13 @@ def _kustomize(path: Path) -> bytes:
 
 
 def do_list(args, client: Client) -> int:
-    rows = client.pages("/api/graphs/")
+    if args.limit < 1:
+        raise CliError(exits.USAGE, "--limit must be 1 or more")
+    params = {name: getattr(args, name) for name in ("search", "namespace", "cluster", "runtime", "state")
+              if getattr(args, name)}
+    if args.archived:
+        params["archived"] = "true"
+    rows = client.pages("/api/graphs/", params=params, limit=args.limit)[:args.limit]
     emit(rows, args.output, lambda rs: table(
         ["NAME", "REV", "BACKEND", "DYNAMO", "STATE", "MODEL"],
         [[g["name"], g.get("revision"), g.get("backend"), g.get("dynamo_version"), g.get("state"), g.get("model")]

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import manifest_pages, views
+from . import live, manifest_pages, views
 
 app_name = "graphs"
 NAME = "<slug:name>"
@@ -12,6 +12,7 @@ urlpatterns = [
     path(f"{NAME}/", views.graph_detail, name="detail"),
     path(f"{NAME}/edit/", manifest_pages.graph_import, name="edit"),
     path(f"{NAME}/status/", views.graph_status, name="status"),
+    path(f"{NAME}/events/", live.graph_events, name="events"),
     path(f"{NAME}/apply/", views.graph_apply, name="apply"),
     path(f"{NAME}/scale/", views.graph_scale, name="scale"),
     path(f"{NAME}/undeploy/", views.graph_undeploy, name="undeploy"),

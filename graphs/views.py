@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from accounts.roles import Role, role_required, user_role
@@ -22,12 +23,13 @@ from core.findings import Severity
 from core.untrusted import QueryParameterError, parse_int_text
 from core.validation import Report
 
-from . import fragments, operations, services
+from . import fragments, live, operations, services
 from .companions import companions_context
+from .filters import GraphFilterSerializer
 from .forms import TemplateForm
 from .models import Graph, GraphState, Operation
 from .previews import manifest_preview, revision_preview
-from .selectors import LIST_ROW, PAGE_NOT_READ, PAGE_RELATED, graph_list_rows
+from .selectors import LIST_ROW, PAGE_NOT_READ, PAGE_RELATED, GraphFilter, graph_list_rows
 from .status_view import (
     HEAD_NOT_READ,
     NOT_READ,
@@ -38,6 +40,7 @@ from .status_view import (
     status_context,
 )
 
+LIST_FILTERS = ("namespace", "cluster", "runtime", "state")
 STOP_POLLING = 286  # htmx stops polling on this status
 STATE_LABELS = dict(GraphState.choices)
 
@@ -53,10 +56,14 @@ def api_version_of(request, default: str = V1BETA1) -> str:
 @role_required(Role.VIEWER)
 @require_safe
 def graph_list(request):
-    query = request.GET.get("q", "").strip()
+    # ?q= is the search box's (and older links'); the other filters are the API's own names.
+    given = {"search": request.GET.get("q", "").strip(), **{k: request.GET.get(k, "").strip() for k in LIST_FILTERS}}
+    where = GraphFilterSerializer(data=given)
+    filter_errors = {} if where.is_valid() else {k: " ".join(map(str, v)) for k, v in where.errors.items()}
+    narrowed = where.filter() if not filter_errors else GraphFilter()
     # Archived graphs (A/B study variants a study has torn down) are a list of their own.
     archived = request.GET.get("archived") == "1"
-    page = Paginator(graph_list_rows(query, archived=archived), 50).get_page(request.GET.get("page"))
+    page = Paginator(graph_list_rows(narrowed, archived=archived), 50).get_page(request.GET.get("page"))
     # "Updated ... ago" is shown to the minute: the rows are rendered once per minute and input.
     now = timezone.now().replace(second=0, microsecond=0)
     can_operate = user_role(request.user) >= Role.OPERATOR
@@ -66,11 +73,18 @@ def graph_list(request):
         graphs = [dict(zip(LIST_ROW, row, strict=True)) for row in rows]
         for g in graphs:
             g["live_label"] = STATE_LABELS.get(g["live_state"], g["live_state"])
-        return render_to_string("graphs/list.html#rows", {"graphs": graphs, "now": now, "can_operate": can_operate})
+        return render_to_string("graphs/list.html#rows", {"graphs": graphs, "now": now, "can_operate": can_operate,
+                                                          "narrowed": narrowed.narrowed})
 
-    rows_html = fragments.render("graphs-list-rows", (can_operate, now, rows), produce)
-    return render(request, "graphs/list.html", {"rows_html": rows_html, "page": page, "query": query,
-                                                "archived": archived, "templates": TEMPLATES.values()})
+    rows_html = fragments.render("graphs-list-rows", (can_operate, now, rows, narrowed.narrowed), produce)
+    # What the pager's links keep: the filters that applied.
+    kept = {k: v for k, v in (("q", given["search"]), *((k, given[k]) for k in LIST_FILTERS),
+                              ("archived", "1" if archived else ""))
+            if v and {"q": "search"}.get(k, k) not in filter_errors}
+    return render(request, "graphs/list.html", {
+        "rows_html": rows_html, "page": page, "query": given["search"], "given": given, "archived": archived,
+        "filter_errors": filter_errors, "narrowed": narrowed.narrowed, "kept": urlencode(kept),
+        "states": GraphState.choices, "templates": TEMPLATES.values()})
 
 
 @role_required(Role.OPERATOR)
@@ -154,6 +168,7 @@ def graph_detail(request, name: str):
     context = {"graph": graph, "spec_html": card("spec"), "manifest_html": card("manifest"),
                "head_errors": head_errors, "api_version": api_version, "apply_api_version": head.api_version,
                "apply_api_versions": served_api_versions(head.graph_spec),
+               "status_version": live.version_from(graph, deployment_of(graph)),
                **status_context(graph, deployment_of(graph))}
     return render(request, "graphs/detail.html", context)
 

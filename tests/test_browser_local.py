@@ -128,7 +128,8 @@ def test_the_main_flows_run_under_the_strict_csp_without_a_single_violation(prod
         page.click("button[value=create]")
         expect(page.locator("h1")).to_contain_text("flow", timeout=15_000)
 
-        # Apply and scale prefill 1 -> 2.
+        # Apply and scale prefill 1 -> 2 (once htmx is bound: a click before submits a plain GET).
+        page.wait_for_function("() => window.htmx !== undefined && document.readyState === 'complete'")
         page.click("#apply-button")
         expect(page.locator("#pods tr[data-ready='1']")).to_have_count(3, timeout=120_000)
         page.locator("#slider-prefill").fill("2")

@@ -27,6 +27,7 @@ from core.validation import validate_manifest
 
 from .. import operations, rollouts, services
 from ..archive import built_manifest
+from ..filters import GraphFilterSerializer
 from ..models import Graph, Operation, Revision
 from ..selectors import graph_summaries
 from . import serializers as s
@@ -91,7 +92,9 @@ class GraphViewSet(viewsets.ModelViewSet):
     def get_queryset(self):
         if self.action == "list":
             # ?archived=true: the archived graphs (A/B study variants a study tore down) instead.
-            return graph_summaries(archived=query_bool(self.request.query_params, "archived"))
+            where = GraphFilterSerializer(data=self.request.query_params)
+            where.is_valid(raise_exception=True)
+            return graph_summaries(archived=query_bool(self.request.query_params, "archived"), where=where.filter())
         return Graph.objects.select_related("head", "deployment").order_by("name")
 
     def get_serializer_class(self):
@@ -102,7 +105,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         graph = self.get_queryset().get(pk=graph.pk)
         return Response(s.GraphDetailSerializer(graph, context=self.get_serializer_context()).data, status=code)
 
-    @extend_schema(parameters=[OpenApiParameter(
+    @extend_schema(parameters=[GraphFilterSerializer, OpenApiParameter(
         "archived", bool, description="List the archived graphs (A/B study variants their study tore down) "
         "instead of the live ones.")])
     def list(self, request, *args, **kwargs):

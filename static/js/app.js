@@ -111,3 +111,22 @@ document.addEventListener("DOMContentLoaded", () => revealFirstError(document));
 document.addEventListener("htmx:afterSettle", (event) => {
   if (event.detail.elt === document.body) revealFirstError(document);
 });
+// A graph page's status is pushed (graphs/live.py: a stream says when it changed). While the
+// stream is cut, and until it is back, or when the server says it cannot hold one ("end": a
+// WSGI server), the status is polled every 2 s instead.
+let statusPoll = null;
+function pollStatus() {
+  if (statusPoll !== null) return;
+  statusPoll = setInterval(() => {
+    const status = document.getElementById("status");
+    if (status) htmx.trigger(status, "status-poll");
+  }, 2000);
+}
+document.addEventListener("htmx:sseError", pollStatus);
+document.addEventListener("htmx:sseClose", (event) => {
+  if (event.detail && event.detail.type === "message") pollStatus();
+});
+document.addEventListener("htmx:sseOpen", () => {
+  if (statusPoll !== null) clearInterval(statusPoll);
+  statusPoll = null;
+});

@@ -1,0 +1,31 @@
+"""The graph list's filters as a request states them: query parameters read through one
+declaration by the API (``GET /api/graphs/``), the graph list page and ``dynamo-cp graphs list``,
+each refused by name when it is not one the list can narrow by."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from core.spec import DNS1123_LABEL
+
+from .models import GraphState
+from .selectors import GraphFilter
+
+
+class GraphFilterSerializer(serializers.Serializer):
+    """The list's query parameters (selectors.GraphFilter): the API, the graph list page and
+    ``dynamo-cp graphs list`` read them through this one declaration."""
+
+    search = serializers.CharField(required=False, allow_blank=True, max_length=200, trim_whitespace=False,
+                                   help_text="text in the graph's name, description or model (any case)")
+    namespace = serializers.RegexField(DNS1123_LABEL.pattern, required=False, allow_blank=True, max_length=63,
+                                       help_text="the Kubernetes namespace the graph is deployed in")
+    cluster = serializers.CharField(required=False, allow_blank=True, max_length=100, trim_whitespace=False,
+                                    help_text="the registered cluster the graph is deployed on, by name")
+    runtime = serializers.ChoiceField(choices=["local", "kubernetes"], required=False, allow_blank=True,
+                                      help_text="where the graph runs: local processes or a cluster")
+    state = serializers.ChoiceField(choices=GraphState.choices, required=False, allow_blank=True,
+                                    help_text="its live state (not_deployed: also graphs never applied)")
+
+    def filter(self) -> GraphFilter:
+        return GraphFilter(**{name: value for name, value in self.validated_data.items() if value})

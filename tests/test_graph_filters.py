@@ -1,0 +1,122 @@
+"""The graph list narrowed the same way in the page, the API and `dynamo-cp graphs list`: search
+(name, description, model), namespace, cluster, runtime and state; a filter that is not one the
+list can narrow by is refused by name (400 in the API, a line on the page, exit 5 in the CLI)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clusters.models import Cluster
+from core.catalog import PoolFields, build_spec
+from dynamo_cp import exits
+from graphs import services
+from graphs.models import Deployment, GraphState
+from tests.test_dynamo_cp import Cli, err, out
+
+
+def _graph(name: str, *, model: str = "m", description: str = "", runtime: str | None = None,
+           cluster: Cluster | None = None, namespace: str = "", state: str = GraphState.READY):
+    spec = build_spec(template="mocker-disagg", name=name, model=model, backend="mocker",
+                      prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0))
+    graph = services.graph_create(spec=spec, description=description)
+    if runtime:
+        Deployment.objects.create(graph=graph, revision=graph.head, runtime=runtime, cluster=cluster,
+                                  namespace=namespace, active=True, state=state)
+    return graph
+
+
+@pytest.fixture
+def fleet(db):
+    east = Cluster.objects.create(name="east", in_cluster=True)
+    west = Cluster.objects.create(name="west", in_cluster=True)
+    _graph("chat-llama", model="meta-llama/Llama-3.1-8B", runtime="kubernetes", cluster=east, namespace="team-a")
+    _graph("chat-qwen", model="Qwen/Qwen3-0.6B", description="the support bot", runtime="kubernetes", cluster=west,
+           namespace="team-b", state=GraphState.DEGRADED)
+    _graph("laptop", model="m", runtime="local", state=GraphState.FAILED)
+    _graph("draft", model="m")  # never applied
+    return {"east": east, "west": west}
+
+
+def _names(response) -> list[str]:
+    assert response.status_code == 200, response.content
+    return [g["name"] for g in response.json()["results"]]
+
+
+@pytest.mark.parametrize("query,expected", [
+    ("", ["chat-llama", "chat-qwen", "draft", "laptop"]),
+    ("?search=CHAT", ["chat-llama", "chat-qwen"]),
+    ("?search=support", ["chat-qwen"]),  # the description
+    ("?search=llama-3.1", ["chat-llama"]),  # the model
+    ("?namespace=team-b", ["chat-qwen"]),
+    ("?cluster=east", ["chat-llama"]),
+    ("?runtime=local", ["laptop"]),
+    ("?state=degraded", ["chat-qwen"]),
+    ("?state=not_deployed", ["draft"]),
+    ("?runtime=kubernetes&state=ready", ["chat-llama"]),
+    ("?search=chat&cluster=west&namespace=team-a", []),
+])
+def test_the_api_list_narrows_by_each_filter_and_their_combination(api_for, fleet, query, expected):
+    assert _names(api_for("viewer").get(f"/api/graphs/{query}")) == expected
+
+
+@pytest.mark.parametrize("query,field", [("?state=sleeping", "state"), ("?namespace=Team_A", "namespace"),
+                                         ("?runtime=docker", "runtime"), ("?search=" + "x" * 201, "search"),
+                                         ("?search=a%00b", "search")])
+def test_a_filter_the_list_cannot_narrow_by_is_a_400_naming_it(api_for, fleet, query, field):
+    response = api_for("viewer").get(f"/api/graphs/{query}")
+    body = response.json()
+    assert response.status_code == 400 and (field in body or f"'{field}'" in body.get("detail", "")), body
+
+
+def test_the_schema_states_the_filters():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    params = {p["name"]: p["schema"] for p in schema["paths"]["/api/graphs/"]["get"]["parameters"]}
+    assert {"search", "namespace", "cluster", "runtime", "state", "archived", "page"} <= set(params)
+    assert "not_deployed" in params["state"]["enum"]
+    assert "[-a-z0-9]" in json.dumps(params["namespace"])  # a DNS label, or empty
+
+
+def test_the_page_narrows_the_same_way_and_says_which_filter_it_could_not_apply(client_for, fleet):
+    client = client_for("viewer")
+    page = client.get("/graphs/?q=chat&runtime=kubernetes&state=degraded").content.decode()
+    assert "chat-qwen" in page and "chat-llama" not in page and "laptop" not in page
+    assert '<option value="degraded" selected>' in page
+    nothing = client.get("/graphs/?cluster=nowhere").content.decode()
+    assert "No graph matches these filters." in nothing
+    refused = client.get("/graphs/?state=sleeping&namespace=ok").content.decode()
+    assert 'id="filter-errors"' in refused and "<code>state</code>" in refused and "not applied" in refused
+    assert all(name in refused for name in ("chat-llama", "chat-qwen", "draft", "laptop"))
+
+
+def test_the_pager_keeps_the_filters(client_for, db):
+    for i in range(55):
+        _graph(f"pool-{i:02d}", runtime="local")
+    _graph("other-graph", runtime="kubernetes", namespace="x")
+    page = client_for("viewer").get("/graphs/?q=pool&runtime=local").content.decode()
+    assert "Page 1 of 2 · 55 graphs" in page
+    assert 'href="?page=2&amp;q=pool&amp;runtime=local"' in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dynamo_cp_graphs_list_takes_the_same_filters(live_server, users, tmp_path):
+    from accounts.tokens import token_create
+
+    east = Cluster.objects.create(name="east", in_cluster=True)
+    _graph("chat-llama", model="meta-llama/Llama-3.1-8B", runtime="kubernetes", cluster=east, namespace="team-a")
+    _graph("laptop", runtime="local", state=GraphState.FAILED)
+    _graph("draft")
+    _token, key = token_create(user=users["viewer"], name="dynamo-cp", via="system")
+    cli = Cli(live_server.url, key, tmp_path / "home")
+    listed = cli("graphs", "list", "--cluster", "east", "--namespace", "team-a", "-o", "json")
+    assert listed.returncode == exits.OK, err(listed)
+    assert [g["name"] for g in json.loads(out(listed))] == ["chat-llama"]
+    assert [g["name"] for g in json.loads(out(cli("graphs", "list", "--state", "not_deployed", "-o", "json")))] \
+        == ["draft"]
+    assert [g["name"] for g in json.loads(out(cli("graphs", "list", "--search", "LAP", "-o", "json")))] == ["laptop"]
+    assert out(cli("graphs", "list", "--limit", "1")).count("\n") == 2  # the header and one row
+    refused = cli("graphs", "list", "--state", "sleeping")
+    assert refused.returncode == exits.INVALID and "state" in err(refused), (refused.returncode, err(refused))

@@ -272,6 +272,9 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
         # kombu's default is ./control, under whatever folder the process started in.
         "control_folder": str(VAR_DIR / "broker-control"),
         "store_processed": False,
+        # How often an idle worker lists the folder (kombu's default: every second). A task a
+        # person waits on (a slider's scale) then waited half a second on average for nothing.
+        "polling_interval": float(env("CELERY_BROKER_POLL_S", "0.1")),
     }
     if CELERY_BROKER_URL.startswith("filesystem")
     # A paused Redis (SIGSTOP, a partition) answers nothing and refuses nothing: without a socket

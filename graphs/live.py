@@ -40,7 +40,7 @@ from .models import Deployment, Graph, StatusStamp
 log = logging.getLogger(__name__)
 
 CHANNEL = "graphs_status"
-POLL_S = 0.25  # SQLite: how often the open graphs' versions are read
+POLL_S = 0.1  # SQLite: how often the open graphs' versions are read
 KEEPALIVE_S = 20  # a comment on a quiet stream, well inside common proxies' idle timeouts
 RETRY_MS = 1000  # how soon a browser reconnects a stream that ended
 # The page closes its stream on this event (sse-close) and polls instead: what a server that

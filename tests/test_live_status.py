@@ -206,3 +206,25 @@ def test_a_closed_page_leaves_nothing_behind(routed_server, viewer_cookies):  # 
     while time.monotonic() < deadline and any(hub.waiting or hub.task is not None for hub in hubs):
         time.sleep(0.05)
     assert not any(hub.waiting or hub.task is not None for hub in hubs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_local_operator_starts_its_next_pass_when_a_graph_is_asked_to_change_not_a_whole_interval_later():
+    """A slider's scale moves the deployment's generation: the operator, waiting for its next
+    pass, reads that within a tenth of a second and starts the pass (the pod row, then the page,
+    follow); with nothing asked it waits the whole interval."""
+    from graphs.runtimes.local.operator import LocalOperator
+
+    _, deployment = _graph()
+    Deployment.objects.filter(pk=deployment.pk).update(runtime="local")
+    waiting = LocalOperator.__new__(LocalOperator)  # _wait and desired use no state of the instance
+    seen = waiting.desired()
+    started = time.monotonic()
+    waiting._wait(started + 0.6, seen)
+    assert time.monotonic() - started >= 0.6  # nothing asked: the whole interval
+    timer = threading.Timer(0.3, lambda: Deployment.objects.filter(pk=deployment.pk).update(generation=7))
+    timer.start()
+    started = time.monotonic()
+    waiting._wait(started + 30, seen)
+    timer.join()
+    assert time.monotonic() - started < 15  # woken by the change, long before its interval ran out

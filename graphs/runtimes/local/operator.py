@@ -94,14 +94,38 @@ class LocalOperator(RollingPools):
         self.start()
         while True:
             started = time.monotonic()
+            seen = None
             try:
                 close_old_connections()
+                seen = self.desired()  # before the pass: a change made during it starts the next at once
                 self.reconcile_once()
                 if after_pass is not None:
                     after_pass()
             except Exception:
                 log.exception("reconcile failed; retrying")
-            time.sleep(max(0.1, interval - (time.monotonic() - started)))
+            self._wait(started + interval, seen)
+
+    WAKE_CHECK_S = 0.1
+
+    @staticmethod
+    def desired() -> list[tuple]:
+        """What the local graphs are asked to run, in one small read: a deployment's generation
+        moves with every apply, scale and delete."""
+        return list(Deployment.objects.filter(runtime="local").order_by("pk")
+                    .values_list("pk", "generation", "active", "revision_id"))
+
+    def _wait(self, until: float, seen: list[tuple] | None) -> None:
+        """Until the next pass is due, or sooner once a local graph's desired state differs from
+        ``seen`` (read every WAKE_CHECK_S): a slider's scale starts its process within about a
+        tenth of a second instead of up to a whole interval later."""
+        time.sleep(self.WAKE_CHECK_S)
+        while (left := until - time.monotonic()) > 0:
+            try:
+                if seen is not None and self.desired() != seen:
+                    return
+            except Exception:  # a database that does not answer: the next pass says why
+                seen = None
+            time.sleep(min(self.WAKE_CHECK_S, left))
 
     def shutdown(self) -> None:
         self.planner.shutdown()

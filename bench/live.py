@@ -148,15 +148,23 @@ def measure(base: str, moves: int, idle: float) -> dict:
         page.evaluate(OBSERVER)
         new_pod = f"{GRAPH}-decode-1"
         seen, ready = [], []
+        idle_status = page.locator("#status .op[role=status]")  # an operation still running: the slider waits
         for _ in range(moves):
+            expect(idle_status).to_have_count(0, timeout=120_000)
             page.locator("#slider-decode").fill("2")
             page.wait_for_function(f"() => window.__ready['{new_pod}'] !== undefined", timeout=120_000)
             moved, at_seen, at_ready = page.evaluate(
                 f"() => [window.__moved, window.__seen['{new_pod}'], window.__ready['{new_pod}']]")
             seen.append(at_seen - moved)
             ready.append(at_ready - moved)
+            expect(idle_status).to_have_count(0, timeout=120_000)
             page.locator("#slider-decode").fill("1")
-            expect(page.locator(f"#pods tr[data-pod='{new_pod}']")).to_have_count(0, timeout=120_000)
+            try:
+                expect(page.locator(f"#pods tr[data-pod='{new_pod}']")).to_have_count(0, timeout=120_000)
+            except AssertionError:
+                said = page.locator("#action-message").inner_text()
+                raise AssertionError(f"scale 2 -> 1 not seen; the page says: {said} / "
+                                     f"{page.locator('#status').inner_text()[:600]}") from None
             expect(page.locator("#pods tr[data-ready='1']")).to_have_count(3, timeout=120_000)
             time.sleep(1)
         requests: list[str] = []

@@ -41,7 +41,13 @@ PASSWORD = "pw-bench-live-1"
 GRAPH = "live"
 GOAL_MS = 500
 OBSERVER = """
-window.__moved = null; window.__seen = {}; window.__ready = {};
+window.__moved = null; window.__seen = {}; window.__ready = {}; window.__log = [];
+const __t0 = performance.now();
+const __say = (what) => window.__log.push(`${Math.round(performance.now() - __t0)} ${what}`);
+document.addEventListener("change", (e) => __say(`change ${e.target.id}=${e.target.value}`), true);
+for (const name of ["htmx:beforeRequest", "htmx:afterRequest", "htmx:afterSwap", "htmx:sseMessage", "htmx:abort"]) {
+  document.addEventListener(name, (e) => __say(`${name} ${(e.detail.requestConfig || {}).path || ""}`), true);
+}
 document.addEventListener("change", (e) => {
   if (e.target.id === "slider-decode") window.__moved = performance.now();
 }, true);
@@ -163,8 +169,9 @@ def measure(base: str, moves: int, idle: float) -> dict:
                 expect(page.locator(f"#pods tr[data-pod='{new_pod}']")).to_have_count(0, timeout=120_000)
             except AssertionError:
                 said = page.locator("#action-message").inner_text()
+                happened = "\n".join(page.evaluate("window.__log.slice(-40)"))
                 raise AssertionError(f"scale 2 -> 1 not seen; the page says: {said} / "
-                                     f"{page.locator('#status').inner_text()[:600]}") from None
+                                     f"{page.locator('#status').inner_text()[:300]}\n{happened}") from None
             expect(page.locator("#pods tr[data-ready='1']")).to_have_count(3, timeout=120_000)
             time.sleep(1)
         requests: list[str] = []

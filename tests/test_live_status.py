@@ -190,6 +190,10 @@ def test_the_graph_page_opens_the_stream_at_the_version_it_rendered(client_for, 
     page = client_for("viewer").get(f"/graphs/{graph.name}/").content.decode()
     assert f'sse-connect="/graphs/{graph.name}/events/?v={live.versions([graph.pk])[graph.pk]}"' in page
     assert 'hx-trigger="sse:status, status-poll"' in page and "every 2s" not in page.split('id="status"')[1][:200]
+    # A pushed refresh never swaps an action's element out from under its request, and a swapped-in
+    # slider is bound at once (htmx binds new content when the swap settles).
+    assert 'hx-swap="outerHTML settle:0ms" hx-sync="#status:replace"' in page  # the apply form
+    assert 'hx-trigger="sse:status, status-poll" hx-swap="outerHTML settle:0ms"' in page
 
 
 @pytest.mark.django_db(transaction=True)

@@ -45,6 +45,10 @@ window.__moved = null; window.__seen = {}; window.__ready = {}; window.__log = [
 const __t0 = performance.now();
 const __say = (what) => window.__log.push(`${Math.round(performance.now() - __t0)} ${what}`);
 document.addEventListener("change", (e) => __say(`change ${e.target.id}=${e.target.value}`), true);
+window.__posted = 0;
+document.addEventListener("htmx:beforeRequest", (e) => {
+  if ((e.detail.requestConfig || {}).path.endsWith("/scale/")) window.__posted += 1;
+}, true);
 for (const name of ["htmx:beforeRequest", "htmx:afterRequest", "htmx:afterSwap", "htmx:sseMessage", "htmx:abort"]) {
   document.addEventListener(name, (e) => __say(`${name} ${(e.detail.requestConfig || {}).path || ""}`), true);
 }
@@ -129,6 +133,7 @@ def _summary(samples: list[float]) -> dict:
 
 
 def measure(base: str, moves: int, idle: float) -> dict:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as pw:
@@ -153,18 +158,34 @@ def measure(base: str, moves: int, idle: float) -> dict:
         expect(page.locator("#pods tr[data-ready='1']")).to_have_count(3, timeout=180_000)
         page.evaluate(OBSERVER)
         new_pod = f"{GRAPH}-decode-1"
-        seen, ready = [], []
+        seen, ready, lost = [], [], 0
+
+        def move(value: str) -> None:
+            """Move the slider; a move the page did not send (a swap had just replaced the slider and
+            htmx had not bound it yet) is counted and its change event dispatched again."""
+            nonlocal lost
+            posted = page.evaluate("window.__posted")
+            page.locator("#slider-decode").fill(value)
+            for _ in range(3):
+                try:
+                    page.wait_for_function(f"() => window.__posted > {posted}", timeout=1500)
+                    return
+                except PlaywrightTimeout:
+                    lost += 1
+                    page.locator("#slider-decode").dispatch_event("change")
+            raise AssertionError(f"the slider's move to {value} was never sent")
+
         idle_status = page.locator("#status .op[role=status]")  # an operation still running: the slider waits
         for _ in range(moves):
             expect(idle_status).to_have_count(0, timeout=120_000)
-            page.locator("#slider-decode").fill("2")
+            move("2")
             page.wait_for_function(f"() => window.__ready['{new_pod}'] !== undefined", timeout=120_000)
             moved, at_seen, at_ready = page.evaluate(
                 f"() => [window.__moved, window.__seen['{new_pod}'], window.__ready['{new_pod}']]")
             seen.append(at_seen - moved)
             ready.append(at_ready - moved)
             expect(idle_status).to_have_count(0, timeout=120_000)
-            page.locator("#slider-decode").fill("1")
+            move("1")
             try:
                 expect(page.locator(f"#pods tr[data-pod='{new_pod}']")).to_have_count(0, timeout=120_000)
             except AssertionError:
@@ -179,6 +200,7 @@ def measure(base: str, moves: int, idle: float) -> dict:
         time.sleep(idle)
         browser.close()
     return {"slider_to_new_pod_row_ms": _summary(seen), "slider_to_new_pod_ready_ms": _summary(ready),
+            "moves_not_sent_by_the_page": lost,
             "idle_page_requests_per_minute": round(len(requests) * 60 / idle, 1),
             "idle_page_requests": sorted({u.split("?")[0].removeprefix(base) for u in requests})}
 

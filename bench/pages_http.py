@@ -1,17 +1,19 @@
 """Pages as users meet them: the product served as `make up` serves it (uvicorn, DEBUG off),
-on PostgreSQL, with 500 graphs and 5,000 pods in the status cache, 8 logged-in clients at once
-over real HTTP.
+on PostgreSQL, with 500 graphs and 5,000 pods in the status cache (--graphs, --pods-per-graph,
+--history-per-graph: the fleet), 8 logged-in clients at once over real HTTP.
 
     python bench/pages_http.py                     # ~5 min on a 2-core machine (needs wrk)
     python bench/pages_http.py --clients 8 --seconds 5 --rounds 3 --workers 2
     python bench/pages_http.py --compare gunicorn,granian --compare-nginx   # other stock servers beside it
+    python bench/pages_http.py --graphs 5000 --history-per-graph 100 --output pages-http-fleet  # 10x: 50,000
     python bench/pages_http.py --baseline /tmp/base --variant DATABASE_PREPARED_STATEMENTS=0 \
         --pages list,detail,status,api_list --output pages-http-ab   # what a change did, round for round
 
 Loads each page with wrk (8 keep-alive connections, closed loop) in 3 rounds of new connections
 and measures p50/p95 (medians over rounds, the p95's min..max, p99 and max) per page: graph list, graph detail, status
-fragment (polled every 2 s), API graph list, metrics overview, one-hour chart endpoint, and
-the SQL queries per page at 50 and at 500 graphs (counted in-process through the test client on
+fragment (fetched when the page's stream says it changed), API graph list, both lists narrowed
+by filters, metrics overview, one-hour chart endpoint, and
+the SQL queries per page at 50 and at all the graphs (counted in-process through the test client on
 the same database: they must not grow with the number of graphs).
 Prometheus is pointed at a port where nothing listens (the overview must not depend on it)
 and, in a second pass, at a server that answers after 2 s (a slow Prometheus).
@@ -42,7 +44,8 @@ GOALS_MS = {"chart": 250, "overview_data": 250}
 BALANCED = "nginx least_conn over single-worker uvicorn processes"
 VARIANT = "uvicorn with "
 BASELINE = "uvicorn, the code of commit "
-PAGES = ("list", "detail", "status", "api_list", "overview", "chart", "overview_data")
+PAGES = ("list", "detail", "status", "api_list", "overview", "chart", "overview_data", "list_filtered",
+         "api_filtered")
 DEFAULT_GOAL_MS = 50
 
 
@@ -91,29 +94,45 @@ def recreate_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def seed(n_graphs: int, pods_per_graph: int) -> None:
-    """Graphs up to ``n_graphs``, each with a Kubernetes deployment row, ``pods_per_graph`` pods
-    and five events in the status cache, as the watchers write them."""
+NAMESPACES, CLUSTERS = 50, 3  # the fleet's graphs are spread over these, round robin
+
+
+def seed(n_graphs: int, pods_per_graph: int, history_per_graph: int = 5) -> None:
+    """Graphs up to ``n_graphs`` (bench-0000, ...), each with a deployment row on one of
+    CLUSTERS registered clusters in one of NAMESPACES namespaces, ``pods_per_graph`` pods, and
+    ``history_per_graph`` rows of history (events; past 5, half of it finished operations) in
+    the status cache, as the watchers and the runner write them."""
     from django.contrib.auth.models import User
     from django.utils import timezone
 
+    from clusters.models import Cluster
     from core.catalog import build_spec
     from graphs import services
-    from graphs.models import Deployment, Event, Graph, Pod
+    from graphs.models import Deployment, Event, Graph, Operation, Pod
 
     if not User.objects.filter(username="bench").exists():
         User.objects.create_superuser("bench", "b@x", "bench-pass-1")
+    clusters = [Cluster.objects.get_or_create(name=f"cluster-{c}", defaults={"in_cluster": True})[0]
+                for c in range(CLUSTERS)]
     now = timezone.now()
+    events = min(history_per_graph, 5) + max(0, history_per_graph - 5) // 2
+    operations = history_per_graph - events
     for i in range(Graph.objects.count(), n_graphs):
-        spec = build_spec(template="mocker-disagg", name=f"bench-{i:04d}", model="m", backend="mocker")
+        spec = build_spec(template="mocker-disagg", name=f"bench-{i:04d}", model=f"org/model-{i % 20}",
+                          backend="mocker")
         graph = services.graph_create(spec=spec)
-        dep = Deployment.objects.create(graph=graph, runtime="kubernetes", namespace="bench", revision=graph.head,
-                                        active=True, state="ready", observed_at=now, endpoint="http://127.0.0.1:1")
+        dep = Deployment.objects.create(graph=graph, runtime="kubernetes", cluster=clusters[i % CLUSTERS],
+                                        namespace=f"ns-{i % NAMESPACES:02d}", revision=graph.head, active=True,
+                                        state=("ready", "degraded", "progressing")[i % 3], observed_at=now,
+                                        endpoint="http://127.0.0.1:1")
         Pod.objects.bulk_create([
             Pod(deployment=dep, name=f"bench-{i:04d}-decode-{j}", service="decode", role="decode", phase="Running",
                 ready=True, started_at=now, port=20000 + j) for j in range(pods_per_graph)])
         Event.objects.bulk_create([Event(graph=graph, at=now, reason="Started", object="x", message="m")
-                                   for _ in range(5)])
+                                   for _ in range(events)])
+        Operation.objects.bulk_create([Operation(graph=graph, kind="scale", state="succeeded", revision=graph.head,
+                                                 params={"service": "decode", "replicas": 2}, result="observed")
+                                       for _ in range(operations)])
 
 
 def analyze(url: str) -> None:
@@ -394,9 +413,15 @@ def main() -> int:
                         help="also serve the pages, round for round, from `make up`'s server running another checkout "
                              "of the product (git worktree add /tmp/base <commit>) on the same database, migrated by "
                              "this one: what a change did, on one machine at one time")
+    parser.add_argument("--graphs", type=int, default=500, help="graphs in the fleet (default 500)")
+    parser.add_argument("--pods-per-graph", type=int, default=10, help="pods per graph (default 10)")
+    parser.add_argument("--history-per-graph", type=int, default=5,
+                        help="events and finished operations per graph (default 5: events only)")
     parser.add_argument("--pages", default="", help=f"only these pages (comma-separated: {', '.join(PAGES)})")
     parser.add_argument("--output", default="pages-http", help="the results file's name under bench/results/")
     args = parser.parse_args()
+    if args.graphs < 50 or args.pods_per_graph < 0 or args.history_per_graph < 0:
+        parser.error("--graphs must be 50 or more; --pods-per-graph and --history-per-graph 0 or more")
     variants = dict(v.split("=", 1) for v in args.variant if "=" in v)
     if len(variants) != len(args.variant):
         parser.error("--variant: write NAME=VALUE")
@@ -425,16 +450,20 @@ def main() -> int:
     recreate_database(args.database)
     setup(env)
     urls = {"list": "/graphs/", "detail": "/graphs/bench-0025/", "status": "/graphs/bench-0025/status/",
-            "api_list": "/api/graphs/", "overview": "/metrics/", "chart": "/metrics/graphs/bench-0025/chart/?window=1h"}
+            "api_list": "/api/graphs/", "overview": "/metrics/", "chart": "/metrics/graphs/bench-0025/chart/?window=1h",
+            # narrowed as a person does: a search and a state in the page; a namespace, a cluster
+            # and a search in the API (graphs/filters.py)
+            "list_filtered": "/graphs/?q=model-7&state=degraded",
+            "api_filtered": "/api/graphs/?namespace=ns-07&cluster=cluster-1&search=bench"}
     # Four local graphs with an hour of Dynamo-shaped series in a real Prometheus (bench/charts.py).
     real = f"http://127.0.0.1:{free_port()}"
     prometheus = charts.start_prometheus(var, int(real.rsplit(":", 1)[1]))
     seed_local_graphs()
     urls["chart"] = f"/metrics/graphs/{charts.GRAPHS[0]}/chart/?window=1h"
     urls["overview_data"] = "/metrics/"  # the fragment with the numbers (HX-Request), as htmx asks for it
-    seed(50, 10)
+    seed(50, args.pods_per_graph, args.history_per_graph)
     queries_at_50 = count_queries(urls)
-    seed(500, 10)
+    seed(args.graphs, args.pods_per_graph, args.history_per_graph)
     analyze(args.database)
     queries = count_queries(urls)
     cookie = session_cookie()
@@ -501,7 +530,7 @@ def main() -> int:
 
     print(f"{args.clients} clients x {args.seconds:g} s x {args.rounds} rounds per page (wrk; medians over rounds), "
           f"{args.workers} web worker(s), PostgreSQL, "
-          "500 graphs, 5,000 pods")
+          f"{args.graphs:,} graphs, {args.graphs * args.pods_per_graph:,} pods")
     print(f"{'page':<10} {'prometheus':<34} {'p50':>7} {'p95':>7} {'p95 min..max':>13} {'p99':>7} {'max':>7} "
           f"{'goal':>6} "
           f"{'p95/goal':>8} {'SQL':>4}")
@@ -528,10 +557,12 @@ def main() -> int:
                                        if args.baseline else [])) or None,
                   "machine_speed": speed,
                   "database": "postgresql",
-                  "graphs": 500, "pods": 5000},
+                  "graphs": args.graphs, "pods": args.graphs * args.pods_per_graph,
+                  "history_rows": args.graphs * args.history_per_graph,
+                  "namespaces": NAMESPACES, "clusters": CLUSTERS},
         "goals_ms": {name: GOALS_MS.get(name, DEFAULT_GOAL_MS) for name in urls},
-        "sql_queries": {"at_50_graphs": queries_at_50, "at_500_graphs": queries}, "latency_ms": results})
-    print(f"SQL queries per page, 50 -> 500 graphs: {queries_at_50} -> {queries}")
+        "sql_queries": {"at_50_graphs": queries_at_50, f"at_{args.graphs}_graphs": queries}, "latency_ms": results})
+    print(f"SQL queries per page, 50 -> {args.graphs:,} graphs: {queries_at_50} -> {queries}")
     print(f"written to {path.relative_to(ROOT)}")
     return 0
 

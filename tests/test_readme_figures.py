@@ -145,6 +145,7 @@ _CHANGES = ('arms[0].changes."a: revision changing every worker pool".{0}',
 # Where each figure of a measured row lives in the file the row names: a JMESPath expression per
 # figure, in the order the row quotes them (a one-element list counts as its element). A row is
 # found by the start of its "measure" cell.
+_LIVE = ("pushed (this commit)", "polled every 2 s (commit e026c0a)")  # bench/live.py's arms
 PLACES: dict[str, list[str]] = {
     "graph list page, 500 graphs": _pages("list", "prometheus up", *SPREAD) + _pages("list", BASELINE, *SPREAD),
     "graph page p50 / p95": _pages("detail", "prometheus up", *SPREAD) + _pages("detail", BASELINE, *SPREAD),
@@ -173,6 +174,13 @@ PLACES: dict[str, list[str]] = {
     "the same: seconds without a routable worker during": [p.format("no_routable_s.worker") for p in _CHANGES],
     "local graph cold start to serving": ["rows[0].value"],
     "slider move to the new pod": ["rows[1].value"],
+    "a slider moved on the graph page, in Chromium": [
+        f'results.{db}."{arm}".slider_to_new_pod_row_ms.{p}' for arm in _LIVE for db in ("sqlite", "postgresql")
+        for p in ("p50", "p95")],
+    "requests an idle open graph page makes": [
+        f'results.{db}."{arm}".idle_page_requests_per_minute' for arm in _LIVE for db in ("sqlite", "postgresql")],
+    "moves the page did not send": [
+        f'results.{db}."{arm}".moves_not_sent_by_the_page' for arm in _LIVE for db in ("sqlite", "postgresql")],
     "Planner decision published to acknowledged": ["median_seconds", "max_seconds"],
     "API fuzzing, all 14 schemathesis checks": ["cases", "operations", "failures"],
     "API fuzzing with random data": ["cases", "operations", "failures"],

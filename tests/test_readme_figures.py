@@ -174,6 +174,14 @@ PLACES: dict[str, list[str]] = {
     "the same: seconds without a routable worker during": [p.format("no_routable_s.worker") for p in _CHANGES],
     "local graph cold start to serving": ["rows[0].value"],
     "slider move to the new pod": ["rows[1].value"],
+    "ten times the fleet": [f"latency_ms.{p}.\"prometheus up\".{k}" for p in ("list", "detail", "status", "api_list")
+                            for k in ("p50", "p95", "p95_spread[0]", "p95_spread[1]")],
+    "the same fleet: the graph list narrowed": [f"latency_ms.{p}.\"prometheus up\".{k}" for p in (
+        "list_filtered", "api_filtered", "overview") for k in ("p50", "p95")],
+    "the same fleet: the one-hour chart": ['latency_ms.chart."prometheus up".p95',
+                                           'latency_ms.overview_data."prometheus up".p95'],
+    "the same fleet: SQL queries per page": [f"sql_queries.at_5000_graphs.{p}" for p in (
+        "list", "detail", "status", "api_list", "list_filtered", "api_filtered", "overview")],
     "a slider moved on the graph page, in Chromium": [
         f'results.{db}."{arm}".slider_to_new_pod_row_ms.{p}' for arm in _LIVE for db in ("sqlite", "postgresql")
         for p in ("p50", "p95")],

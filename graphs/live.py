@@ -127,7 +127,7 @@ class Hub:
     async def _poll(self) -> None:
         seen: dict[int, str] = {}
         while self.waiting:
-            now = await sync_to_async(_read_and_close, thread_sensitive=False)(set(self.waiting))
+            now = await _in_thread(versions, set(self.waiting))
             for gid, version in now.items():
                 if seen.get(gid, version) != version:
                     self.wake(gid)
@@ -164,12 +164,15 @@ class Hub:
                 await asyncio.sleep(0.5)
 
 
-def _read_and_close(graph_ids) -> dict[int, str]:
-    """``versions`` from a worker thread, whose connection is closed after (no thread keeps one)."""
-    try:
-        return versions(graph_ids)
-    finally:
-        connections.close_all()
+async def _in_thread(read, *args):
+    """``read(*args)`` in a worker thread whose database connection is closed after: no thread of
+    the pool keeps one for a stream that may stay open for hours."""
+    def run():
+        try:
+            return read(*args)
+        finally:
+            connections.close_all()
+    return await sync_to_async(run, thread_sensitive=False)()
 
 
 _hubs: dict[asyncio.AbstractEventLoop, Hub] = {}
@@ -210,7 +213,7 @@ async def graph_events(request, name: str):
     # Under ASGI any thread will do (the streams' reads never queue on one); under WSGI the
     # request's own, whose connection may hold the caller's transaction (the test client's).
     asgi = hasattr(request, "scope")
-    opened = await sync_to_async(_opened, thread_sensitive=not asgi)(request, name)
+    opened = await (_in_thread(_open, request, name) if asgi else sync_to_async(_open)(request, name))
     if not isinstance(opened, tuple):
         return opened  # the login redirect
     graph_id, version = opened
@@ -219,15 +222,6 @@ async def graph_events(request, name: str):
                                                        else []) + [END]
         return _stream(iter(body))
     return _stream(_push(graph_id, version, _known(request)))
-
-
-def _opened(request, name: str):
-    if not hasattr(request, "scope"):
-        return _open(request, name)
-    try:
-        return _open(request, name)
-    finally:
-        connections.close_all()
 
 
 async def _push(graph_id: int, version: str | None, known: str):
@@ -245,20 +239,13 @@ async def _push(graph_id: int, version: str | None, known: str):
                 yield b": keepalive\n\n"
                 continue
             wake.clear()
-            version = await sync_to_async(_read_one, thread_sensitive=False)(graph_id)
+            version = await _in_thread(version_of, graph_id)
             if version is None:  # the graph was deleted: the page's next fetch says so
                 yield _event("deleted")
                 return
             if version != known:
                 yield _event(version)
                 known = version
-
-
-def _read_one(graph_id: int) -> str | None:
-    try:
-        return version_of(graph_id)
-    finally:
-        connections.close_all()
 
 
 def _stream(body) -> StreamingHttpResponse:

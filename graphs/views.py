@@ -41,7 +41,6 @@ from .status_view import (
 )
 
 LIST_FILTERS = ("namespace", "cluster", "runtime", "state")
-STOP_POLLING = 286  # htmx stops polling on this status
 STATE_LABELS = dict(GraphState.choices)
 
 
@@ -176,15 +175,11 @@ def graph_detail(request, name: str):
 @role_required(Role.VIEWER)
 @require_safe
 def graph_status(request, name: str):
-    """The status fragment (state, diagnosis, pods, events, operations), polled by the page."""
+    """The status fragment (state, diagnosis, pods, events, operations), fetched by the page when its
+    stream (graphs/live.py) says the status changed, or every 2 s while the stream is cut."""
     graph = get_object_or_404(Graph.objects.select_related(*WITH_DEPLOYMENT, *WITH_STAMP).defer(*NOT_READ), name=name)
     context = {"graph": graph, **status_context(graph, deployment_of(graph))}
-    response = render(request, "graphs/detail.html#status", context)
-    deployment = context["deployment"]
-    finished = (deployment is None or deployment.state == GraphState.NOT_DEPLOYED) and context["active_op"] is None
-    if finished and request.GET.get("poll"):
-        response.status_code = STOP_POLLING
-    return response
+    return render(request, "graphs/detail.html#status", context)
 
 
 def _operation_response(request, graph: Graph, op: Operation | None):
@@ -199,7 +194,7 @@ ACTION_MESSAGE_CLEARED = '<div id="action-message" hx-swap-oob="true" aria-live=
 
 
 def _refused(request, graph: Graph, message: str, *, force: dict | None = None):
-    """A refused action, in the line above the status that the status poll never replaces (the
+    """A refused action, in the line above the status that the status refresh never replaces (the
     message stays until the next action). ``force``: the fields of the same request with
     force=1, offered as a button where forcing is what the user may want (a Planner-managed pool)."""
     html = render_to_string("graphs/_refusal.html", {"graph": graph, "message": message, "force": force}, request)

@@ -12,9 +12,11 @@ on PostgreSQL, with 500 graphs and 5,000 pods in the status cache (--graphs, --p
 Loads each page with wrk (8 keep-alive connections, closed loop) in 3 rounds of new connections
 and measures p50/p95 (medians over rounds, the p95's min..max, p99 and max) per page: graph list, graph detail, status
 fragment (fetched when the page's stream says it changed), API graph list, both lists narrowed
-by filters, metrics overview, one-hour chart endpoint, and
+by filters, the API list narrowed by a label selector and its last page read by cursor, metrics
+overview, one-hour chart endpoint;
 the SQL queries per page at 50 and at all the graphs (counted in-process through the test client on
-the same database: they must not grow with the number of graphs).
+the same database: they must not grow with the number of graphs); and each web server's memory
+after the load.
 Prometheus is pointed at a port where nothing listens (the overview must not depend on it)
 and, in a second pass, at a server that answers after 2 s (a slow Prometheus).
 
@@ -45,7 +47,7 @@ BALANCED = "nginx least_conn over single-worker uvicorn processes"
 VARIANT = "uvicorn with "
 BASELINE = "uvicorn, the code of commit "
 PAGES = ("list", "detail", "status", "api_list", "overview", "chart", "overview_data", "list_filtered",
-         "api_filtered")
+         "api_filtered", "api_labelled", "api_list_end")
 DEFAULT_GOAL_MS = 50
 
 
@@ -98,7 +100,8 @@ NAMESPACES, CLUSTERS = 50, 3  # the fleet's graphs are spread over these, round 
 
 
 def seed(n_graphs: int, pods_per_graph: int, history_per_graph: int = 5) -> None:
-    """Graphs up to ``n_graphs`` (bench-0000, ...), each with a deployment row on one of
+    """Graphs up to ``n_graphs`` (bench-0000, ...), labelled with one of 10 teams and 3 tiers,
+    each with a deployment row on one of
     CLUSTERS registered clusters in one of NAMESPACES namespaces, ``pods_per_graph`` pods, and
     ``history_per_graph`` rows of history (events; past 5, half of it finished operations) in
     the status cache, as the watchers and the runner write them."""
@@ -119,7 +122,8 @@ def seed(n_graphs: int, pods_per_graph: int, history_per_graph: int = 5) -> None
     operations = history_per_graph - events
     for i in range(Graph.objects.count(), n_graphs):
         spec = build_spec(template="mocker-disagg", name=f"bench-{i:04d}", model=f"org/model-{i % 20}",
-                          backend="mocker")
+                          backend="mocker").model_copy(update={"metadata_extra": {"labels": {
+                              "team": f"team-{i % 10}", "tier": ("prod", "dev", "staging")[i % 3]}}})
         graph = services.graph_create(spec=spec)
         dep = Deployment.objects.create(graph=graph, runtime="kubernetes", cluster=clusters[i % CLUSTERS],
                                         namespace=f"ns-{i % NAMESPACES:02d}", revision=graph.head, active=True,
@@ -133,6 +137,31 @@ def seed(n_graphs: int, pods_per_graph: int, history_per_graph: int = 5) -> None
         Operation.objects.bulk_create([Operation(graph=graph, kind="scale", state="succeeded", revision=graph.head,
                                                  params={"service": "decode", "replicas": 2}, result="observed")
                                        for _ in range(operations)])
+
+
+def end_cursor(n_graphs: int) -> str:
+    """The API list's page after bench-<n-51>: its last page of the fleet, as a client that
+    follows ``next`` to the end gets it (the cursor encodes the last name read)."""
+    from rest_framework.pagination import Cursor
+
+    from graphs.api.pagination import NameCursorPagination
+
+    pager = NameCursorPagination()
+    pager.base_url = "/api/graphs/"
+    return pager.encode_cursor(Cursor(offset=0, reverse=False, position=f"bench-{n_graphs - 51:04d}"))
+
+
+def memory_mb(proc) -> float | None:
+    """Resident memory of a web server: its process and every worker under it."""
+    import psutil
+
+    if not hasattr(proc, "pid"):
+        return None
+    try:
+        root = psutil.Process(proc.pid)
+        return round(sum(p.memory_info().rss for p in (root, *root.children(recursive=True))) / 2**20, 1)
+    except psutil.Error:
+        return None
 
 
 def analyze(url: str) -> None:
@@ -454,7 +483,10 @@ def main() -> int:
             # narrowed as a person does: a search and a state in the page; a namespace, a cluster
             # and a search in the API (graphs/filters.py)
             "list_filtered": "/graphs/?q=model-7&state=degraded",
-            "api_filtered": "/api/graphs/?namespace=ns-07&cluster=cluster-1&search=bench"}
+            "api_filtered": "/api/graphs/?namespace=ns-07&cluster=cluster-1&search=bench",
+            # a label selector as kubectl get -l reads it, and the API list's last page, by cursor
+            "api_labelled": "/api/graphs/?label=team%3Dteam-3%2Ctier%21%3Ddev",
+            "api_list_end": end_cursor(args.graphs)}
     # Four local graphs with an hour of Dynamo-shaped series in a real Prometheus (bench/charts.py).
     real = f"http://127.0.0.1:{free_port()}"
     prometheus = charts.start_prometheus(var, int(real.rsplit(":", 1)[1]))
@@ -471,6 +503,7 @@ def main() -> int:
     speed = machine_speed(args.database)
     print(f"machine speed at the start: {speed}")
     results: dict[str, dict] = {}
+    memory: dict[str, float | None] = {}
     slow = SlowPrometheus(2.0)
     threading.Thread(target=slow.serve_forever, daemon=True).start()
     passes = ((real, "prometheus up"), (dead, "prometheus down"), (slow.url, "prometheus slow (2 s)"))
@@ -515,6 +548,8 @@ def main() -> int:
                             runs[server_label].append(load(base, url, cookie, args.clients, args.seconds, headers))
                     for server_label, server_runs in runs.items():
                         results.setdefault(name, {})[server_label] = over_rounds(server_runs)
+                for server_label, proc in procs.items():  # after every page was loaded
+                    memory[server_label] = memory_mb(proc)
             finally:
                 for proc in procs.values():
                     proc.terminate()  # requests still waiting on a slow Prometheus finish first
@@ -561,8 +596,11 @@ def main() -> int:
                   "history_rows": args.graphs * args.history_per_graph,
                   "namespaces": NAMESPACES, "clusters": CLUSTERS},
         "goals_ms": {name: GOALS_MS.get(name, DEFAULT_GOAL_MS) for name in urls},
-        "sql_queries": {"at_50_graphs": queries_at_50, f"at_{args.graphs}_graphs": queries}, "latency_ms": results})
+        "sql_queries": {"at_50_graphs": queries_at_50, f"at_{args.graphs}_graphs": queries}, "latency_ms": results,
+        "web_memory_mb": memory})
     print(f"SQL queries per page, 50 -> {args.graphs:,} graphs: {queries_at_50} -> {queries}")
+    print("web server memory (RSS, all its processes) after the load: "
+          + ", ".join(f"{label}: {mb} MB" for label, mb in memory.items()))
     print(f"written to {path.relative_to(ROOT)}")
     return 0
 

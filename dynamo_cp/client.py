@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json as jsonlib
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
@@ -108,15 +109,16 @@ class Client:
         self.request("DELETE", path)
 
     def pages(self, path: str, params: dict | None = None, limit: int = 10_000) -> list:
-        """Every row of a paginated list (PageNumberPagination), following ``next``."""
+        """Every row of a paginated list, following ``next`` (page numbers or a cursor: the
+        query of the next link is asked of the same path, so a proxy's host in it does not matter)."""
         rows: list = []
-        page = 1
+        query = dict(params or {})
         while len(rows) < limit:
-            body = self.get(path, params={**(params or {}), "page": page})
+            body = self.get(path, params=query)
             if isinstance(body, list):
                 return body
             rows.extend(body.get("results", []))
             if not body.get("next"):
                 break
-            page += 1
+            query = dict(parse_qsl(urlsplit(body["next"]).query, keep_blank_values=True))
         return rows

@@ -25,6 +25,8 @@ def add_parsers(sub, common) -> None:
     p.add_argument("--runtime", choices=["local", "kubernetes"], help="only graphs running on this runtime")
     p.add_argument("--state", help="only graphs in this state (ready, progressing, degraded, failed, deleting, "
                                    "unknown, not_deployed)")
+    p.add_argument("-l", "--label", help="only graphs whose DynamoGraphDeployment labels meet this selector, as "
+                                         "kubectl get -l reads it (team=ml,tier!=dev, 'tier in (a,b)', !canary)")
     p.add_argument("--archived", action="store_true", help="the archived graphs (A/B study variants) instead")
     p.add_argument("--limit", type=int, default=10_000, help="at most this many rows (default 10000)")
     p = verbs.add_parser("import", help="create a graph from a manifest, or add a revision to it", parents=[common])
@@ -147,7 +149,7 @@ def _kustomize(path: Path) -> bytes:
 def do_list(args, client: Client) -> int:
     if args.limit < 1:
         raise CliError(exits.USAGE, "--limit must be 1 or more")
-    params = {name: getattr(args, name) for name in ("search", "namespace", "cluster", "runtime", "state")
+    params = {name: getattr(args, name) for name in ("search", "namespace", "cluster", "runtime", "state", "label")
               if getattr(args, name)}
     if args.archived:
         params["archived"] = "true"

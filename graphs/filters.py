@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.labels import FORMS_TEXT, MAX_SELECTOR, SelectorError, parse_selector
 from core.spec import DNS1123_LABEL
 
 from .models import GraphState
@@ -27,5 +28,16 @@ class GraphFilterSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=GraphState.choices, required=False, allow_blank=True,
                                     help_text="its live state (not_deployed: also graphs never applied)")
 
+    label = serializers.CharField(required=False, allow_blank=True, max_length=MAX_SELECTOR, trim_whitespace=False,
+                                  help_text="a Kubernetes label selector on the DynamoGraphDeployment's labels, as "
+                                  f"kubectl get -l reads it: {FORMS_TEXT}, joined by commas (team=ml,tier!=dev)")
+
+    def validate_label(self, value: str):
+        try:
+            return parse_selector(value)
+        except SelectorError as e:
+            raise serializers.ValidationError(str(e)) from None
+
     def filter(self) -> GraphFilter:
-        return GraphFilter(**{name: value for name, value in self.validated_data.items() if value})
+        given = {("labels" if name == "label" else name): value for name, value in self.validated_data.items()}
+        return GraphFilter(**{name: value for name, value in given.items() if value})

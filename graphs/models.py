@@ -10,6 +10,7 @@ from collections import OrderedDict
 from django.conf import settings
 from django.db import models
 
+from core.labels import labels_of
 from core.spec import GraphSpec
 from jobs.models import Job
 
@@ -29,6 +30,10 @@ class Graph(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     archived_at = models.DateTimeField(null=True, blank=True, db_index=True)  # None: a live graph, listed
     archived_note = models.CharField(max_length=300, blank=True)  # why, in words: "A/B variant of ... study #12"
+    # What the list's search box reads, in one column: the name, the description and the head's
+    # model (searchable(), written with the head). On PostgreSQL a trigram index serves the
+    # search's "contains, any case" (migration 0013), so a fleet is not read row by row.
+    search_text = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["name"]
@@ -39,6 +44,10 @@ class Graph(models.Model):
     @property
     def archived(self) -> bool:
         return self.archived_at is not None
+
+    def searchable(self, head: Revision | None) -> str:
+        """The search column's text with ``head`` as the head revision."""
+        return "\n".join((self.name, self.description, head.model if head is not None else ""))
 
 
 def summary_of(spec) -> tuple[str, str, str]:
@@ -67,6 +76,8 @@ class Revision(models.Model):
     model = models.TextField(blank=True, default="")
     backend = models.TextField(blank=True, default="")
     dynamo_version = models.TextField(blank=True, default="")
+    # The DGD's metadata.labels, as strings: what a label selector (``?label=``) matches.
+    labels = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["graph_id", "-number"]
@@ -79,6 +90,7 @@ class Revision(models.Model):
         if self.pk is not None:
             raise ValueError("revisions are immutable: create a new one")
         self.model, self.backend, self.dynamo_version = summary_of(self.spec)
+        self.labels = labels_of((self.spec if isinstance(self.spec, dict) else {}).get("metadata_extra"))
         super().save(*args, **kwargs)
 
     @property

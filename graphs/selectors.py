@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.fields.json import HasKey, KeyTextTransform
 from django.db.models.functions import Coalesce
+from django.db.models.lookups import Exact, In
+
+from core.labels import Requirement
 
 from .models import Graph, GraphState, Pod
 
@@ -32,18 +36,19 @@ class GraphFilter:
     """What a list of graphs is narrowed to, the same in the page, the API and the CLI: ``search``
     in the name, the description or the model; where the graph runs (``namespace``, ``cluster``,
     ``runtime``: the deployment's own); its ``state`` (``not_deployed`` includes graphs never
-    applied). Empty: no narrowing."""
+    applied); its head revision's ``labels`` (a label selector's requirements, all met, as
+    ``kubectl get -l`` meets them). Empty: no narrowing."""
 
     search: str = ""
     namespace: str = ""
     cluster: str = ""
     runtime: str = ""
     state: str = ""
+    labels: tuple[Requirement, ...] = ()
 
     def apply(self, graphs: QuerySet[Graph]) -> QuerySet[Graph]:
         if self.search:
-            graphs = graphs.filter(Q(name__icontains=self.search) | Q(description__icontains=self.search)
-                                   | Q(head__model__icontains=self.search))
+            graphs = graphs.filter(search_text__icontains=self.search)
         if self.namespace:
             graphs = graphs.filter(deployment__namespace=self.namespace)
         if self.cluster:
@@ -54,11 +59,27 @@ class GraphFilter:
             graphs = graphs.filter(Q(deployment__isnull=True) | Q(deployment__state=GraphState.NOT_DEPLOYED))
         elif self.state:
             graphs = graphs.filter(deployment__state=self.state)
+        for requirement in self.labels:
+            graphs = graphs.filter(_label_condition(requirement))
         return graphs
 
     @property
     def narrowed(self) -> bool:
-        return any((self.search, self.namespace, self.cluster, self.runtime, self.state))
+        return any((self.search, self.namespace, self.cluster, self.runtime, self.state, self.labels))
+
+
+def _label_condition(requirement: Requirement) -> Q:
+    """One requirement on the head revision's labels, in SQL (both dialects): ``!=`` and
+    ``notin`` hold for a graph without the key, as in Kubernetes."""
+    has = Q(HasKey(F("head__labels"), requirement.key))
+    if requirement.operator == "exists":
+        return has
+    if requirement.operator == "!":
+        return ~has
+    value = KeyTextTransform(requirement.key, "head__labels")
+    equal = has & Q(Exact(value, requirement.values[0]) if len(requirement.values) == 1
+                    else In(value, list(requirement.values)))
+    return equal if requirement.operator in ("=", "in") else ~equal
 
 
 def graph_summaries(*, archived: bool = False, where: GraphFilter = GraphFilter()) -> QuerySet[Graph]:
@@ -75,7 +96,7 @@ def graph_summaries(*, archived: bool = False, where: GraphFilter = GraphFilter(
 
 # What one row of the graph list page shows, in this order (graph_list_rows).
 LIST_ROW = ("name", "description", "head_model", "head_backend", "head_dynamo_version", "head_number",
-            "live_state", "pods_ready", "pods_total", "updated_at")
+            "live_state", "pods_ready", "pods_total", "updated_at", "head_labels")
 
 
 def _pod_count(**filters) -> Coalesce:
@@ -91,6 +112,7 @@ def graph_list_rows(where: GraphFilter = GraphFilter(), *, archived: bool = Fals
     graphs = where.apply(listed(Graph.objects.all(), archived=archived))
     return (graphs.order_by("name")
             .annotate(**{f"head_{field}": F(f"head__{field}") for field in SUMMARY_FIELDS},
-                      head_number=F("head__number"), live_state=F("deployment__state"),
+                      head_number=F("head__number"), head_labels=F("head__labels"),
+                      live_state=F("deployment__state"),
                       pods_ready=_pod_count(ready=True), pods_total=_pod_count())
             .values_list(*LIST_ROW))

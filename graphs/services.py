@@ -50,6 +50,13 @@ def _refuse_structural(spec: GraphSpec, source_api_version: str = "") -> None:
         raise ManifestError(refused)
 
 
+def _set_head(graph: Graph, revision: Revision) -> None:
+    """``revision`` is the graph's head now, and what its search reads."""
+    graph.search_text = graph.searchable(revision)
+    Graph.objects.filter(pk=graph.pk).update(head=revision, search_text=graph.search_text)
+    graph.head = revision
+
+
 @transaction.atomic
 def graph_create(*, spec: GraphSpec, user: Actor = None, description: str = "", message: str = "",
                  source_yaml: str = "", source_api_version: str = "", via: str = "ui",
@@ -67,8 +74,7 @@ def graph_create(*, spec: GraphSpec, user: Actor = None, description: str = "", 
         source_api_version=source_api_version, message=message or "created", created_by=user,
         companions=companions or [],
     )
-    Graph.objects.filter(pk=graph.pk).update(head=revision)
-    graph.head = revision
+    _set_head(graph, revision)
     audit_record(actor=user, via=via, action="graph.create", target_type="graph", target=graph.name,
                  after={"revision": 1, "spec": revision.spec}, message=revision.message)
     return graph
@@ -98,8 +104,7 @@ def graph_update(*, graph: Graph, spec: GraphSpec, user: Actor = None, message: 
         source_api_version=source_api_version, message=message or f"revision {number}", created_by=user,
         companions=companions,
     )
-    Graph.objects.filter(pk=graph.pk).update(head=revision)
-    graph.head = revision
+    _set_head(graph, revision)
     audit_record(actor=user, via=via, action="graph.update", target_type="graph", target=graph.name,
                  before={"revision": head.number, "spec": head.spec} if head else None,
                  after={"revision": number, "spec": revision.spec}, message=revision.message)

@@ -40,7 +40,7 @@ from .status_view import (
     status_context,
 )
 
-LIST_FILTERS = ("namespace", "cluster", "runtime", "state")
+LIST_FILTERS = ("namespace", "cluster", "runtime", "state", "label")
 STATE_LABELS = dict(GraphState.choices)
 
 

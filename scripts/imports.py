@@ -49,7 +49,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("wiring", "controlplane", ("controlplane",)),
     ("core", "definition", (
         "core.facts", "core.spec", "core.specio", "core.schema", "core.catalog", "core.pool", "core.findings",
-        "core.errors", "core.untrusted")),
+        "core.errors", "core.untrusted", "core.labels")),
     ("core", "manifest", ("core.dgd", "core.validation", "core.checks", "core.planner", "core.documents",
                           "core.cel")),
     ("base", "accounts", ("accounts",)),

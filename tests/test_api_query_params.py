@@ -13,12 +13,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.mark.parametrize("query", ["page=1&page=2", "page=", "page=%201", "page=1.0", "page=abc"])
 def test_a_page_that_is_not_one_integer_is_refused_naming_it(api_for, query):
-    response = api_for("viewer").get(f"/api/graphs/?{query}")
+    response = api_for("viewer").get(f"/api/operations/?{query}")
     assert response.status_code == 400 and "page" in response.json(), response.content
 
 
 def test_one_page_number_is_served(api_for):
-    assert api_for("viewer").get("/api/graphs/?page=1").status_code == 200
+    assert api_for("viewer").get("/api/operations/?page=1").status_code == 200
 
 
 @pytest.mark.parametrize("window", ["", " 1h", "015m", "1H", "8d"])

@@ -1,5 +1,5 @@
 """The graph list narrowed the same way in the page, the API and `dynamo-cp graphs list`: search
-(name, description, model), namespace, cluster, runtime and state; a filter that is not one the
+(name, description, model), namespace, cluster, runtime, state and a label selector; a filter that is not one the
 list can narrow by is refused by name (400 in the API, a line on the page, exit 5 in the CLI)."""
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ from tests.test_dynamo_cp import Cli, err, out
 
 
 def _graph(name: str, *, model: str = "m", description: str = "", runtime: str | None = None,
-           cluster: Cluster | None = None, namespace: str = "", state: str = GraphState.READY):
+           cluster: Cluster | None = None, namespace: str = "", state: str = GraphState.READY,
+           labels: dict | None = None):
     spec = build_spec(template="mocker-disagg", name=name, model=model, backend="mocker",
                       prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0))
+    if labels is not None:
+        spec = spec.model_copy(update={"metadata_extra": {"labels": labels}})
     graph = services.graph_create(spec=spec, description=description)
     if runtime:
         Deployment.objects.create(graph=graph, revision=graph.head, runtime=runtime, cluster=cluster,
@@ -31,11 +34,12 @@ def _graph(name: str, *, model: str = "m", description: str = "", runtime: str |
 def fleet(db):
     east = Cluster.objects.create(name="east", in_cluster=True)
     west = Cluster.objects.create(name="west", in_cluster=True)
-    _graph("chat-llama", model="meta-llama/Llama-3.1-8B", runtime="kubernetes", cluster=east, namespace="team-a")
+    _graph("chat-llama", model="meta-llama/Llama-3.1-8B", runtime="kubernetes", cluster=east, namespace="team-a",
+           labels={"team": "search", "app.kubernetes.io/part-of": "chat", "tier": "prod"})
     _graph("chat-qwen", model="Qwen/Qwen3-0.6B", description="the support bot", runtime="kubernetes", cluster=west,
-           namespace="team-b", state=GraphState.DEGRADED)
-    _graph("laptop", model="m", runtime="local", state=GraphState.FAILED)
-    _graph("draft", model="m")  # never applied
+           namespace="team-b", state=GraphState.DEGRADED, labels={"team": "support", "tier": "dev"})
+    _graph("laptop", model="m", runtime="local", state=GraphState.FAILED, labels={"tier": ""})
+    _graph("draft", model="m")  # never applied, no labels
     return {"east": east, "west": west}
 
 
@@ -56,6 +60,18 @@ def _names(response) -> list[str]:
     ("?state=not_deployed", ["draft"]),
     ("?runtime=kubernetes&state=ready", ["chat-llama"]),
     ("?search=chat&cluster=west&namespace=team-a", []),
+    # label selectors, as kubectl get -l reads them
+    ("?label=team=search", ["chat-llama"]),
+    ("?label=team==support", ["chat-qwen"]),
+    ("?label=tier", ["chat-llama", "chat-qwen", "laptop"]),
+    ("?label=!tier", ["draft"]),
+    ("?label=tier!=dev", ["chat-llama", "draft", "laptop"]),  # without the key too, as in Kubernetes
+    ("?label=tier=", ["laptop"]),  # an empty value is a value
+    ("?label=tier in (prod, dev)", ["chat-llama", "chat-qwen"]),
+    ("?label=tier notin (prod,dev)", ["draft", "laptop"]),
+    ("?label=app.kubernetes.io/part-of=chat,tier=prod", ["chat-llama"]),
+    ("?label=app.kubernetes.io/part-of=chat,tier=dev", []),
+    ("?label=team&search=qwen&namespace=team-b", ["chat-qwen"]),
 ])
 def test_the_api_list_narrows_by_each_filter_and_their_combination(api_for, fleet, query, expected):
     assert _names(api_for("viewer").get(f"/api/graphs/{query}")) == expected
@@ -63,7 +79,10 @@ def test_the_api_list_narrows_by_each_filter_and_their_combination(api_for, flee
 
 @pytest.mark.parametrize("query,field", [("?state=sleeping", "state"), ("?namespace=Team_A", "namespace"),
                                          ("?runtime=docker", "runtime"), ("?search=" + "x" * 201, "search"),
-                                         ("?search=a%00b", "search")])
+                                         ("?search=a%00b", "search"), ("?label=team%20is%20ml", "label"),
+                                         ("?label=Team_A/x=y", "label"), ("?label=tier%20in%20()", "label"),
+                                         ("?label=x>1", "label"), ("?label=a=b,,c", "label"),
+                                         ("?label=a%20in%20(b", "label"), ("?label=" + "a" * 64, "label")])
 def test_a_filter_the_list_cannot_narrow_by_is_a_400_naming_it(api_for, fleet, query, field):
     response = api_for("viewer").get(f"/api/graphs/{query}")
     body = response.json()
@@ -75,7 +94,8 @@ def test_the_schema_states_the_filters():
 
     schema = SchemaGenerator().get_schema(request=None, public=True)
     params = {p["name"]: p["schema"] for p in schema["paths"]["/api/graphs/"]["get"]["parameters"]}
-    assert {"search", "namespace", "cluster", "runtime", "state", "archived", "page"} <= set(params)
+    assert {"search", "namespace", "cluster", "runtime", "state", "label", "archived", "cursor", "page_size"} \
+        <= set(params) and "page" not in params
     assert "not_deployed" in params["state"]["enum"]
     assert "[-a-z0-9]" in json.dumps(params["namespace"])  # a DNS label, or empty
 
@@ -87,6 +107,11 @@ def test_the_page_narrows_the_same_way_and_says_which_filter_it_could_not_apply(
     assert '<option value="degraded" selected>' in page
     nothing = client.get("/graphs/?cluster=nowhere").content.decode()
     assert "No graph matches these filters." in nothing
+    labelled = client.get("/graphs/?label=tier%20in%20(prod,dev),team!=search").content.decode()
+    assert "chat-qwen" in labelled and "chat-llama" not in labelled
+    assert 'href="?label=team%3Dsupport"' in labelled  # a row's label chip narrows to its label
+    bad = client.get("/graphs/?label=x%3E1").content.decode()
+    assert "<code>label</code>" in bad and "numeric comparisons" in bad
     refused = client.get("/graphs/?state=sleeping&namespace=ok").content.decode()
     assert 'id="filter-errors"' in refused and "<code>state</code>" in refused and "not applied" in refused
     assert all(name in refused for name in ("chat-llama", "chat-qwen", "draft", "laptop"))
@@ -107,7 +132,7 @@ def test_dynamo_cp_graphs_list_takes_the_same_filters(live_server, users, tmp_pa
 
     east = Cluster.objects.create(name="east", in_cluster=True)
     _graph("chat-llama", model="meta-llama/Llama-3.1-8B", runtime="kubernetes", cluster=east, namespace="team-a")
-    _graph("laptop", runtime="local", state=GraphState.FAILED)
+    _graph("laptop", runtime="local", state=GraphState.FAILED, labels={"tier": "dev-box"})
     _graph("draft")
     _token, key = token_create(user=users["viewer"], name="dynamo-cp", via="system")
     cli = Cli(live_server.url, key, tmp_path / "home")
@@ -117,6 +142,33 @@ def test_dynamo_cp_graphs_list_takes_the_same_filters(live_server, users, tmp_pa
     assert [g["name"] for g in json.loads(out(cli("graphs", "list", "--state", "not_deployed", "-o", "json")))] \
         == ["draft"]
     assert [g["name"] for g in json.loads(out(cli("graphs", "list", "--search", "LAP", "-o", "json")))] == ["laptop"]
+    assert [g["name"] for g in json.loads(out(cli("graphs", "list", "-l", "tier=dev-box", "-o", "json")))] \
+        == ["laptop"]
+    assert [g["name"] for g in json.loads(out(cli("graphs", "list", "-l", "!tier", "-o", "json")))] \
+        == ["chat-llama", "draft"]
     assert out(cli("graphs", "list", "--limit", "1")).count("\n") == 2  # the header and one row
     refused = cli("graphs", "list", "--state", "sleeping")
     assert refused.returncode == exits.INVALID and "state" in err(refused), (refused.returncode, err(refused))
+    refused = cli("graphs", "list", "-l", "tier in ()")
+    assert refused.returncode == exits.INVALID and "label" in err(refused), (refused.returncode, err(refused))
+    for i in range(50):  # past one page: the CLI follows the list's cursor to its end
+        _graph(f"z-{i:02d}")
+    names = [g["name"] for g in json.loads(out(cli("graphs", "list", "-o", "json")))]
+    assert names == ["chat-llama", "draft", "laptop", *(f"z-{i:02d}" for i in range(50))]
+
+
+def test_the_search_reads_the_head_s_model_as_the_head_moves(api_for, db):
+    from django.db import connection
+
+    graph = _graph("moving", model="org/old-model", description="a graph that moves")
+    services.graph_update(graph=graph, spec=build_spec(template="mocker-disagg", name="moving", model="org/NEW-model",
+                                                       backend="mocker", prefill=PoolFields(gpus=0),
+                                                       decode=PoolFields(gpus=0)))
+    viewer = api_for("viewer")
+    assert _names(viewer.get("/api/graphs/?search=new-MODEL")) == ["moving"]
+    assert _names(viewer.get("/api/graphs/?search=old-model")) == []
+    assert _names(viewer.get("/api/graphs/?search=THAT MOVES")) == ["moving"]
+    if connection.vendor == "postgresql":  # the search is served by a trigram index (migration 0013)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'graphs_graph_search_trgm'")
+            assert "gin_trgm_ops" in cursor.fetchone()[0]

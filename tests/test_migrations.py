@@ -102,3 +102,22 @@ def test_the_endpoints_models_move_apps_with_their_rows_and_content_types():
                    .values_list("app_label", flat=True)) == {"playground"}
     finally:
         _migrate(_leaves())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stored_graphs_get_their_labels_and_search_text_from_their_head():
+    old = _migrate([("graphs", "0011_status_notify")])
+    Graph, Revision = old.get_model("graphs", "Graph"), old.get_model("graphs", "Revision")
+    graph = Graph.objects.create(name="old", description="kept for years")
+    head = Revision.objects.create(graph=graph, number=1, model="org/m", spec={
+        "name": "old", "model": "org/m", "metadata_extra": {"labels": {"team": "ml", "n": 3}}})
+    Graph.objects.filter(pk=graph.pk).update(head=head)
+    bare = Graph.objects.create(name="bare")
+    try:
+        new = _migrate([("graphs", "0013_graph_search_text")])
+        assert new.get_model("graphs", "Revision").objects.get(pk=head.pk).labels == {"team": "ml", "n": "3"}
+        Graph = new.get_model("graphs", "Graph")
+        assert Graph.objects.get(pk=graph.pk).search_text == "old\nkept for years\norg/m"
+        assert Graph.objects.get(pk=bare.pk).search_text == "bare\n\n"
+    finally:
+        _migrate(_leaves())

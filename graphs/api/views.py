@@ -14,6 +14,7 @@ from rest_framework import serializers as drf_serializers
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from accounts.roles import Role
 from core.catalog import TEMPLATES, build_spec
@@ -31,6 +32,7 @@ from ..filters import GraphFilterSerializer
 from ..models import Graph, Operation, Revision
 from ..selectors import graph_summaries
 from . import serializers as s
+from .pagination import NameCursorPagination
 from .parsers import ARCHIVE_PARSERS, YAML_PARSERS
 
 # A manifest is one YAML mapping (text/yaml, application/x-yaml and text/plain are read too); the
@@ -88,6 +90,12 @@ class GraphViewSet(viewsets.ModelViewSet):
     lookup_value_regex = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
     serializer_class = s.GraphSerializer
     http_method_names = ["get", "post", "put", "delete", "head", "options"]
+
+    @property
+    def pagination_class(self):
+        """The list of graphs is read by cursor (a fleet of thousands, at one cost a page); the
+        lists under a graph (revisions, operations) by page number, as every other list."""
+        return NameCursorPagination if self.action == "list" else api_settings.DEFAULT_PAGINATION_CLASS
 
     def get_queryset(self):
         if self.action == "list":

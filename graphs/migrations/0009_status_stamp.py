@@ -80,9 +80,14 @@ def _sqlite() -> list[str]:
             body = " ".join(bump(_graph_of(row, table)) for row in rows)
             statements.append(f"CREATE TRIGGER {table}_status_stamp_{event.lower()} AFTER {event} ON {table} "
                               f"BEGIN {body} END")
-    statements.append(f"CREATE TRIGGER graphs_graph_status_stamp_delete AFTER DELETE ON graphs_graph "
-                      f"BEGIN DELETE FROM {STAMP} WHERE graph_id = OLD.id; END")
+    statements.append(SQLITE_GRAPH_DELETE)
     return statements
+
+
+# SQLite drops a table's triggers when a migration rebuilds the table (as adding a NOT NULL
+# column does): a migration that adds such a column to graphs_graph creates this one again.
+SQLITE_GRAPH_DELETE = (f"CREATE TRIGGER IF NOT EXISTS graphs_graph_status_stamp_delete AFTER DELETE ON graphs_graph "
+                       f"BEGIN DELETE FROM {STAMP} WHERE graph_id = OLD.id; END")
 
 
 def _drop(vendor: str) -> list[str]:

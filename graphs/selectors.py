@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import connection
 from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.fields.json import HasKey, KeyTextTransform
 from django.db.models.functions import Coalesce
-from django.db.models.lookups import Exact, In
+from django.db.models.lookups import In
 
 from core.labels import Requirement
 
@@ -69,16 +70,21 @@ class GraphFilter:
 
 
 def _label_condition(requirement: Requirement) -> Q:
-    """One requirement on the head revision's labels, in SQL (both dialects): ``!=`` and
-    ``notin`` hold for a graph without the key, as in Kubernetes."""
+    """One requirement on the head revision's labels: ``!=`` and ``notin`` hold for a graph
+    without the key, as in Kubernetes. Where the database has JSON containment (PostgreSQL: a
+    GIN index on the labels serves it, migration 0012) a value is matched by containment, else
+    by the key's text (SQLite)."""
     has = Q(HasKey(F("head__labels"), requirement.key))
     if requirement.operator == "exists":
         return has
     if requirement.operator == "!":
         return ~has
-    value = KeyTextTransform(requirement.key, "head__labels")
-    equal = has & Q(Exact(value, requirement.values[0]) if len(requirement.values) == 1
-                    else In(value, list(requirement.values)))
+    if connection.features.supports_json_field_contains:
+        equal = Q()
+        for value in requirement.values:
+            equal |= Q(head__labels__contains={requirement.key: value})
+    else:
+        equal = has & Q(In(KeyTextTransform(requirement.key, "head__labels"), list(requirement.values)))
     return equal if requirement.operator in ("=", "in") else ~equal
 
 

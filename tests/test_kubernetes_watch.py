@@ -97,6 +97,58 @@ def test_watch_events_update_pods_state_and_events(cluster, kube, watcher):
     assert Event.objects.filter(graph=graph, reason="Failed").count() == 1  # not duplicated
 
 
+def test_a_pod_change_rewrites_its_own_graph_and_not_its_namespace_s(cluster, kube, watcher, monkeypatch):
+    """Among thousands of graphs, a burst of watch events writes the graphs it names (a pod's
+    DGD label, before and after; an event of a pod), not every graph of the namespace; and a
+    cycle that resumes its watches rewrites no graph that did not change (its observed time
+    moves on in one statement)."""
+    one, other = make_graph("one"), make_graph("other")
+    apply(one)
+    apply(other)
+    watcher.watch_once(timeout=0)
+    written: list[str] = []
+    write = ClusterWatcher._write
+
+    def recorded(self, dep, *args, **kwargs):
+        written.append(dep.graph.name)
+        return write(self, dep, *args, **kwargs)
+
+    monkeypatch.setattr(ClusterWatcher, "_write", recorded)
+    decode = next(p for p in kube.list_objects("pods", NS) if p["metadata"]["labels"][
+        "nvidia.com/dynamo-graph-deployment-name"] == "one" and p["metadata"]["labels"][
+        "nvidia.com/dynamo-component"] == "decode")["metadata"]["name"]
+
+    def change_while_watching(change) -> list[str]:
+        written.clear()
+
+        def once_watching():  # the emulator only: the database is the test's (this thread's)
+            time.sleep(0.7)  # the cycle listed nothing (its watches resume), so they are open by now
+            change()
+
+        changer = threading.Thread(target=once_watching)
+        changer.start()
+        assert watcher.watch_once(timeout=2) is True
+        changer.join(15)
+        return list(written)  # a cycle after the first writes what its watch events concern, and no more
+
+    def unready():
+        kube.set_pod(decode, namespace=NS, dgd="one", component="decode", component_type="decode", ready=False)
+        kube.add_event(kube.get("pods", decode, namespace=NS), "Unhealthy", "Readiness probe failed")
+
+    seen = Deployment.objects.get(graph=other).observed_at
+    by_events = change_while_watching(unready)
+    assert by_events and set(by_events) == {"one"}, written
+    assert _pods(one)[decode].ready is False
+    assert Deployment.objects.get(graph=other).observed_at > seen  # observed, not rewritten
+    assert Event.objects.get(graph=one, reason="Unhealthy").object == decode
+    # A pod relabelled to another DGD concerns both graphs: it leaves the first one's rows (the
+    # operator then takes the surplus pod away from the other).
+    by_events = change_while_watching(lambda: kube.set_pod(decode, namespace=NS, dgd="other", component="decode",
+                                                           component_type="decode"))
+    assert set(by_events) == {"one", "other"}, written
+    assert decode not in _pods(one)
+
+
 def test_a_pending_gpu_worker_is_diagnosed_with_the_free_gpus(cluster, kube, watcher, client_for):
     kube.add_node("node-1", gpus=1)  # taken by the prefill worker
     kube.operator.pod_overrides["decode"] = {"unschedulable": True}

@@ -18,6 +18,19 @@ def fill(apps, schema_editor):
     Revision.objects.bulk_update(batch, ["labels"])
 
 
+def gin_index(apps, schema_editor):
+    """PostgreSQL: a GIN index on the labels, so that a label selector's key=value is a
+    containment (@>) the index serves, and a key alone (?) too."""
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute('CREATE INDEX IF NOT EXISTS "graphs_revision_labels_gin" ON "graphs_revision" '
+                              'USING gin ("labels")')
+
+
+def drop_gin_index(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute('DROP INDEX IF EXISTS "graphs_revision_labels_gin"')
+
+
 class Migration(migrations.Migration):
 
     dependencies = [
@@ -31,4 +44,5 @@ class Migration(migrations.Migration):
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.RunPython(fill, migrations.RunPython.noop),
+        migrations.RunPython(gin_index, drop_gin_index),
     ]

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models import F, Q
+from django.utils import timezone
 
 from clusters.kubernetes import (
     DGD,
@@ -79,7 +81,13 @@ class ClusterWatcher:
     def watch_once(self, timeout: int = 30) -> bool | None:
         """List what was never listed (or expired), then watch for ``timeout`` seconds,
         writing the status cache after every change. False when the cluster did not answer;
-        None when the cluster is no longer registered."""
+        None when the cluster is no longer registered.
+
+        Every graph is written from a listing; after that, only the graphs a change concerns.
+        A watch resumes where the last one ended, so a cycle that follows another writes, before
+        its watch, only the namespaces it had to list, and at its end moves the observed time of
+        the graphs that did not change in one statement (refresh). ``timeout=0`` (a one-off
+        refresh) writes every graph from what the watcher holds."""
         cluster = cluster_found(self.cluster_id)
         if cluster is None:
             return None
@@ -96,15 +104,17 @@ class ClusterWatcher:
                     versions, adapters = self._guard(lambda: served_versions(kube), errors) or ([], [])
                     self.dgd_version = "v1beta1" if "v1beta1" in versions else (versions[0] if versions else "")
                     self.dgdsa_version = "v1beta1" if "v1beta1" in adapters else (adapters[0] if adapters else "")
+                listed = set()
                 for namespace in namespaces:
                     for kind in KINDS:
                         if self._path(namespace, kind) and kind not in self._view(namespace).versions:
                             self._guard(lambda ns=namespace, k=kind: self._list(kube, ns, k), errors)
+                            listed.add(namespace)
                 gpus = self._guard(lambda: read_gpus(kube), errors)
             except KubeFailure as exc:
                 self._unreachable(cluster, exc)
                 return False
-            self._flush(cluster, kube, namespaces)
+            self._flush(cluster, kube, namespaces if timeout <= 0 else sorted(listed))
             self._seen(cluster, gpus, errors)
             if timeout > 0 and not self.stop.is_set():
                 failures = self._watch_all(cluster, kube, namespaces, timeout)
@@ -112,9 +122,23 @@ class ClusterWatcher:
                 if lost:
                     self._unreachable(cluster, lost[0])
                     return False
-                self._flush(cluster, kube, namespaces)
+                self._refresh(cluster, kube, namespaces)
                 self._seen(cluster, None, errors + [str(f) for f in failures])
         return True
+
+    def _refresh(self, cluster, kube: KubeClient, namespaces: list[str]) -> None:
+        """The end of a cycle whose watches wrote every change as it came: the graphs whose rows
+        may not show what the watcher holds (never observed, or a generation applied and not yet
+        observed) are written; every other graph was current all along, and its observed time
+        moves to now."""
+        graphs = Deployment.objects.filter(runtime="kubernetes", cluster=cluster, namespace__in=namespaces).in_use()
+        behind: dict[str, set[str]] = {}
+        for namespace, graph, manifest in graphs.filter(Q(observed_at__isnull=True) | Q(
+                observed_generation__lt=F("generation"))).values_list("namespace", "graph__name", "manifest"):
+            behind.setdefault(namespace, set()).add(((manifest or {}).get("metadata") or {}).get("name") or graph)
+        if behind:
+            self._flush(cluster, kube, sorted(behind), only=behind)
+        graphs.update(observed_at=timezone.now())
 
     def _watch_all(self, cluster, kube: KubeClient, namespaces: list[str], timeout: int) -> list[KubeFailure]:
         changes: queue.Queue = queue.Queue()
@@ -136,9 +160,15 @@ class ClusterWatcher:
             while not changes.empty():
                 items.append(changes.get_nowait())
             failures += [i for i in items if isinstance(i, KubeFailure)]
-            dirty = sorted({i for i in items if isinstance(i, str)})
-            if dirty:
-                self._flush(cluster, kube, dirty)
+            whole = {i for i in items if isinstance(i, str)}
+            graphs: dict[str, set[str]] = {}
+            for namespace, name in (i for i in items if isinstance(i, tuple)):
+                if namespace not in whole:
+                    graphs.setdefault(namespace, set()).add(name)
+            if whole:
+                self._flush(cluster, kube, sorted(whole))
+            if graphs:
+                self._flush(cluster, kube, sorted(graphs), only=graphs)
         return failures
 
     def _watch(self, kube: KubeClient, namespace: str, kind: str, timeout: int, changes: queue.Queue) -> None:
@@ -160,8 +190,11 @@ class ClusterWatcher:
                 for event in kube.watch(self._path(namespace, kind), what=f"watch {kind} in {namespace}",
                                         resource_version=view.versions[kind], timeout=max(1, round(left)),
                                         label_selector=DGD_LABEL if kind == "pods" else ""):
-                    self._apply(view, kind, event)
-                    changes.put(namespace)
+                    concerned = self._apply(view, kind, event)
+                    if concerned is None:  # a graph it cannot name: every graph of the namespace
+                        changes.put(namespace)
+                    for name in concerned or ():
+                        changes.put((namespace, name))
                 if time.monotonic() - began < 0.2:
                     time.sleep(0.2)  # a server that ends streams at once is not hammered
             except WatchExpired:
@@ -206,11 +239,16 @@ class ClusterWatcher:
             errors.append(str(exc))
             return None
 
-    def _apply(self, view: NamespaceView, kind: str, event: dict) -> None:
+    def _apply(self, view: NamespaceView, kind: str, event: dict) -> set[str] | None:
+        """The event applied to the view; the names of the DGDs whose graphs it concerns (a pod
+        moved from one to another concerns both), or None when it cannot tell."""
         obj = event.get("object") or {}
         meta = obj.get("metadata") or {}
         with self.lock:
             store = view.objects[kind]
+            # A BOOKMARK (or an ERROR) moves the resourceVersion and concerns no graph.
+            changed = event.get("type") in ("ADDED", "MODIFIED", "DELETED")
+            concerned = _concerned(view, kind, obj, store.get(meta.get("name"))) if changed else set()
             if event.get("type") == "DELETED":
                 store.pop(meta.get("name"), None)
             elif event.get("type") in ("ADDED", "MODIFIED"):
@@ -220,6 +258,7 @@ class ClusterWatcher:
             if kind == "events" and len(store) > MAX_EVENTS:
                 for name in sorted(store, key=lambda n: event_record(store[n]).at)[: len(store) - MAX_EVENTS]:
                     store.pop(name)
+        return concerned
 
     # ---------------------------------------------------------------- the status cache
 
@@ -228,13 +267,20 @@ class ClusterWatcher:
             "namespace", flat=True)
         return sorted({*(cluster.namespaces or []), *used} - {""})
 
-    def _deployments(self, cluster, namespaces: list[str]) -> list[Deployment]:
-        return list(Deployment.objects.filter(runtime="kubernetes", cluster=cluster, namespace__in=namespaces)
-                    .in_use().select_related("graph", "revision"))
+    def _deployments(self, cluster, namespaces: list[str], only: dict[str, set[str]] | None = None) -> list[Deployment]:
+        found = Deployment.objects.filter(runtime="kubernetes", cluster=cluster, namespace__in=namespaces)
+        if only is not None:  # a graph is named as its DGD, with the dots a graph name cannot have as "-"
+            found = found.filter(graph__name__in={n.replace(".", "-") for names in only.values() for n in names})
+        return list(found.in_use().select_related("graph", "revision"))
 
-    def _flush(self, cluster, kube: KubeClient, namespaces: list[str]) -> None:
-        for dep in self._deployments(cluster, namespaces):
+    def _flush(self, cluster, kube: KubeClient, namespaces: list[str], only: dict[str, set[str]] | None = None) -> None:
+        """Write the status cache of the graphs in ``namespaces``; ``only``: of those, just the
+        graphs whose DGD is named here (what a burst of watch events changed), so that a pod
+        changing among 50,000 rewrites its own graph and not its namespace's."""
+        for dep in self._deployments(cluster, namespaces, only):
             name = ((dep.manifest or {}).get("metadata") or {}).get("name") or dep.graph.name
+            if only is not None and name not in only.get(dep.namespace, ()):
+                continue
             view = self._view(dep.namespace)
             with self.lock:
                 dgd = view.objects["dgds"].get(name)
@@ -306,6 +352,8 @@ class ClusterWatcher:
     def _unreachable(self, cluster, failure: KubeFailure) -> None:
         """Say so on the cluster and on its graphs, keeping when they were last seen."""
         log.warning("cluster %s: %s", cluster.name, failure)
+        with self.lock:
+            self.views.clear()  # once it answers again: listed anew, and every graph written from it
         cluster_unreachable(cluster=cluster, error=str(failure))
         for dep in Deployment.objects.filter(runtime="kubernetes", cluster=cluster).in_use():
             seen = dep.observed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if dep.observed_at else "never"
@@ -331,6 +379,28 @@ class ClusterWatcher:
                     self.stop.wait(min(60, 2**failures))
         finally:
             connection.close()
+
+
+def _concerned(view: NamespaceView, kind: str, obj: dict, before: dict | None) -> set[str] | None:
+    """Which DGDs a watch event of ``kind`` concerns, by name (``before``: the object as the view
+    held it); None for an event of an object that names no graph (events of other objects are
+    matched to graphs by name prefix when the graphs are written)."""
+    if kind == "dgds":
+        names = {(obj.get("metadata") or {}).get("name")}
+    elif kind == "dgdsas":
+        names = {((o.get("spec") or {}).get("dgdRef") or {}).get("name") for o in (obj, before) if o}
+    elif kind == "pods":
+        names = {((o.get("metadata") or {}).get("labels") or {}).get(DGD_LABEL) for o in (obj, before) if o}
+    else:
+        involved = (obj.get("involvedObject") or obj.get("regarding") or {}).get("name", "")
+        pod = view.objects["pods"].get(involved)
+        if involved in view.objects["dgds"]:
+            names = {involved}
+        elif pod is not None:
+            names = {((pod.get("metadata") or {}).get("labels") or {}).get(DGD_LABEL)}
+        else:
+            return None
+    return {name for name in names if name}
 
 
 def _concerns(event: dict, dgd: str, pods: set[str]) -> bool:

@@ -274,19 +274,30 @@ def read_gpus(kube: KubeClient) -> GpuSummary | None:
     """GPU capacity from nodes, and what is free from the pods bound to them. None when RBAC
     does not let us read nodes; ``free`` is None when it lets us read nodes but not every
     namespace's pods (the default, least-privilege install: deploy/kustomize)."""
+    nodes = read_nodes(kube)
+    return None if nodes is None else gpus_of(kube, nodes)
+
+
+def read_nodes(kube: KubeClient) -> list[dict] | None:
+    """The cluster's nodes (one small list: the watchers' first call of a cycle); None when RBAC
+    does not let us read them."""
     try:
-        nodes = kube.call("GET", core_path("nodes"), what="list nodes")
+        return kube.call("GET", core_path("nodes"), what="list nodes").get("items") or []
     except KubeFailure as exc:
         if exc.status in (401, 403):
             return None
         raise
+
+
+def gpus_of(kube: KubeClient, nodes: list[dict]) -> GpuSummary:
+    """The GPUs of ``nodes``, free ones counted from every namespace's pods (where RBAC allows)."""
     try:
         pods = kube.call("GET", core_path("pods"), what="list pods in every namespace").get("items") or []
     except KubeFailure as exc:
         if exc.status not in (401, 403):
             raise
         pods = None
-    return gpu_summary(nodes.get("items") or [], pods)
+    return gpu_summary(nodes, pods)
 
 
 def probe(cluster) -> ClusterHealth:

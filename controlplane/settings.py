@@ -313,6 +313,9 @@ KUBERNETES_RETRIES = int(env("KUBERNETES_RETRIES", "3"))
 KUBERNETES_RETRY_BACKOFF = float(env("KUBERNETES_RETRY_BACKOFF", "0.5"))
 KUBERNETES_RETRY_MAX_DELAY = float(env("KUBERNETES_RETRY_MAX_DELAY", "5"))
 KUBERNETES_WATCH_SECONDS = int(env("KUBERNETES_WATCH_SECONDS", "30"))
+# How often the watchers count a cluster's free GPUs: from every pod of the cluster, which in a
+# fleet of tens of thousands of pods is seconds of parsing (done beside the watch, not before it).
+KUBERNETES_GPU_READ_SECONDS = int(env("KUBERNETES_GPU_READ_SECONDS", "300"))
 # Measure each ready worker's /dev/shm with `df` inside its main container (pods/exec), once per
 # container start. Off unless an admin grants the control plane's service account pods/exec
 # (create) in the graphs' namespaces; a refusal is shown, and the pod's volumes still say.

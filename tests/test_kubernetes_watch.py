@@ -149,6 +149,29 @@ def test_a_pod_change_rewrites_its_own_graph_and_not_its_namespace_s(cluster, ku
     assert decode not in _pods(one)
 
 
+def test_free_gpus_are_counted_beside_the_watch_at_their_interval(cluster, kube, watcher, settings):
+    """Counting free GPUs lists every pod of the cluster (seconds in a fleet): after the first
+    count it is done beside a cycle's watch, and only every KUBERNETES_GPU_READ_SECONDS."""
+    kube.add_node("node-1", gpus=8)
+    graph = make_graph()
+    apply(graph)
+    watcher.watch_once(timeout=0)
+    cluster.refresh_from_db()
+    assert (cluster.gpu_allocatable, cluster.gpu_free) == (8, 6)
+    scale(graph, "decode", 2)  # one more GPU in use
+    settings.KUBERNETES_GPU_READ_SECONDS = 3600
+    kube.clear_requests()
+    assert watcher.watch_once(timeout=1) is True
+    assert not kube.find_requests("GET", r"^/api/v1/pods$")  # not due: the count stays as it was
+    cluster.refresh_from_db()
+    assert cluster.gpu_free == 6 and len(_by_service(graph)["decode"]) == 2
+    settings.KUBERNETES_GPU_READ_SECONDS = 0
+    assert watcher.watch_once(timeout=1) is True
+    assert kube.find_requests("GET", r"^/api/v1/pods$")
+    cluster.refresh_from_db()
+    assert cluster.gpu_free == 5
+
+
 def test_a_pending_gpu_worker_is_diagnosed_with_the_free_gpus(cluster, kube, watcher, client_for):
     kube.add_node("node-1", gpus=1)  # taken by the prefill worker
     kube.operator.pod_overrides["decode"] = {"unschedulable": True}

@@ -32,8 +32,9 @@ from clusters.kubernetes import (
     KubeFailure,
     WatchExpired,
     connect,
-    read_gpus,
+    gpus_of,
     read_log,
+    read_nodes,
     served_versions,
 )
 from clusters.resources import core_path, custom_path, service_name
@@ -75,6 +76,7 @@ class ClusterWatcher:
         self.logs: dict[tuple[str, int], str] = {}  # (pod, restarts) -> last log lines
         self.facts = WorkerFacts()  # NIXL backend and df of /dev/shm, once per container start
         self.events_written: dict[tuple[int, str], str] = {}  # (deployment, event name) -> lastTimestamp
+        self.gpus_read_at: float | None = None  # when free GPUs were last counted (monotonic)
 
     # ---------------------------------------------------------------- one cycle
 
@@ -110,21 +112,47 @@ class ClusterWatcher:
                         if self._path(namespace, kind) and kind not in self._view(namespace).versions:
                             self._guard(lambda ns=namespace, k=kind: self._list(kube, ns, k), errors)
                             listed.add(namespace)
-                gpus = self._guard(lambda: read_gpus(kube), errors)
+                # Free GPUs are counted from every pod of the cluster (tens of thousands in a
+                # fleet: seconds of parsing): the first time before the watch; after that beside
+                # it, every KUBERNETES_GPU_READ_SECONDS, so that a cycle starts watching at once.
+                # The nodes are read every cycle (a cluster that does not answer is found by
+                # this one small call).
+                nodes = self._guard(lambda: read_nodes(kube), errors)
+                first = timeout <= 0 or self.gpus_read_at is None
+                due = first or time.monotonic() - self.gpus_read_at >= settings.KUBERNETES_GPU_READ_SECONDS
+                beside = due and not first and nodes is not None
+                gpus = self._guard(lambda: gpus_of(kube, nodes), errors) if first and nodes is not None else None
             except KubeFailure as exc:
                 self._unreachable(cluster, exc)
                 return False
+            if due:
+                self.gpus_read_at = time.monotonic()
             self._flush(cluster, kube, namespaces if timeout <= 0 else sorted(listed))
             self._seen(cluster, gpus, errors)
             if timeout > 0 and not self.stop.is_set():
+                reading: dict = {}
+                reader = threading.Thread(target=self._read_gpus, args=(kube, nodes, reading), daemon=True,
+                                          name=f"gpus-{cluster.name}") if beside else None
+                if reader:
+                    reader.start()
                 failures = self._watch_all(cluster, kube, namespaces, timeout)
+                if reader:
+                    reader.join()
+                    failures += reading.get("failures", [])
                 lost = [f for f in failures if f.transient or f.unreachable]
                 if lost:
                     self._unreachable(cluster, lost[0])
                     return False
                 self._refresh(cluster, kube, namespaces)
-                self._seen(cluster, None, errors + [str(f) for f in failures])
+                self._seen(cluster, reading.get("gpus"), errors + [str(f) for f in failures])
         return True
+
+    @staticmethod
+    def _read_gpus(kube: KubeClient, nodes: list[dict], into: dict) -> None:
+        try:
+            into["gpus"] = gpus_of(kube, nodes)
+        except KubeFailure as exc:
+            into["failures"] = [exc]
 
     def _refresh(self, cluster, kube: KubeClient, namespaces: list[str]) -> None:
         """The end of a cycle whose watches wrote every change as it came: the graphs whose rows
@@ -354,6 +382,7 @@ class ClusterWatcher:
         log.warning("cluster %s: %s", cluster.name, failure)
         with self.lock:
             self.views.clear()  # once it answers again: listed anew, and every graph written from it
+            self.gpus_read_at = None
         cluster_unreachable(cluster=cluster, error=str(failure))
         for dep in Deployment.objects.filter(runtime="kubernetes", cluster=cluster).in_use():
             seen = dep.observed_at.strftime("%Y-%m-%d %H:%M:%S UTC") if dep.observed_at else "never"

@@ -146,6 +146,11 @@ _CHANGES = ('arms[0].changes."a: revision changing every worker pool".{0}',
 # figure, in the order the row quotes them (a one-element list counts as its element). A row is
 # found by the start of its "measure" cell.
 _LIVE = ("pushed (this commit)", "polled every 2 s (commit e026c0a)")  # bench/live.py's arms
+# bench/pages_http.py's fleet: the baseline arm, and the narrowed pages in the order the README quotes them
+_FLEET_BASE = "prometheus up, uvicorn, the code of commit 12c0dfd"
+_NARROWED = ("list_filtered", "api_filtered", "api_labelled", "api_list_end", "overview")
+# bench/watch_churn.py's arms
+_CHURN = ("this code", "this code, free GPUs counted every cycle", "the code of commit 12c0dfd")
 PLACES: dict[str, list[str]] = {
     "graph list page, 500 graphs": _pages("list", "prometheus up", *SPREAD) + _pages("list", BASELINE, *SPREAD),
     "graph page p50 / p95": _pages("detail", "prometheus up", *SPREAD) + _pages("detail", BASELINE, *SPREAD),
@@ -175,13 +180,22 @@ PLACES: dict[str, list[str]] = {
     "local graph cold start to serving": ["rows[0].value"],
     "slider move to the new pod": ["rows[1].value"],
     "ten times the fleet": [f"latency_ms.{p}.\"prometheus up\".{k}" for p in ("list", "detail", "status", "api_list")
-                            for k in ("p50", "p95", "p95_spread[0]", "p95_spread[1]")],
-    "the same fleet: the graph list narrowed": [f"latency_ms.{p}.\"prometheus up\".{k}" for p in (
-        "list_filtered", "api_filtered", "overview") for k in ("p50", "p95")],
+                            for k in ("p50", "p95", "p95_spread[0]", "p95_spread[1]")]
+    + [f"latency_ms.{p}.\"{_FLEET_BASE}\".{k}" for p in ("list", "detail", "status", "api_list") for k in ("p50", "p95")],
+    "the same fleet, p95: the graph list narrowed": [f"latency_ms.{p}.\"prometheus up\".p95" for p in _NARROWED]
+    + [f"latency_ms.{p}.\"{_FLEET_BASE}\".p95" for p in _NARROWED],
     "the same fleet: the one-hour chart": ['latency_ms.chart."prometheus up".p95',
                                            'latency_ms.overview_data."prometheus up".p95'],
     "the same fleet: SQL queries per page": [f"sql_queries.at_5000_graphs.{p}" for p in (
-        "list", "detail", "status", "api_list", "list_filtered", "api_filtered", "overview")],
+        "list", "detail", "status", "api_list", "list_filtered", "api_filtered", "api_labelled", "api_list_end",
+        "overview")],
+    "the same fleet: the web server's memory": ['web_memory_mb."prometheus up"'],
+    "the same pages at a tenth of the fleet": ['web_memory_mb."prometheus up"'],
+    "the cluster watchers under churn": [f'results."{_CHURN[0]}".lag_ms.{p}' for p in ("p50", "p95", "p99")]
+    + [f'results."{_CHURN[1]}".lag_ms.p95', f'results."{_CHURN[2]}".lag_ms.p50', f'results."{_CHURN[2]}".lag_ms.p95',
+       f'results."{_CHURN[2]}".unseen_after_30s', f'results."{_CHURN[2]}".changes'],
+    "the same: the watcher process's memory": [f'results."{_CHURN[0]}".watcher_memory_mb',
+                                               f'results."{_CHURN[2]}".watcher_memory_mb'],
     "a slider moved on the graph page, in Chromium": [
         f'results.{db}."{arm}".slider_to_new_pod_row_ms.{p}' for arm in _LIVE for db in ("sqlite", "postgresql")
         for p in ("p50", "p95")],

@@ -232,3 +232,32 @@ def event_record(event: dict) -> EventRecord:
     message = event.get("message") or event.get("note") or ""
     return EventRecord(at=at, type=event.get("type") or "Normal", reason=(event.get("reason") or "")[:60],
                        object=involved.get("name", ""), message=message)
+
+
+def concerned_graphs(kind: str, obj: dict, before: dict | None, dgds: dict[str, dict],
+                     pods: dict[str, dict]) -> set[str] | None:
+    """Which DGDs a watch event's object of ``kind`` concerns, by name (``before``: the object as
+    the watcher held it; ``dgds``, ``pods``: the namespace's, by name); None for an event of an
+    object that names no graph (events of other objects are matched to graphs by name prefix
+    when the graphs are written: concerns)."""
+    if kind == "dgds":
+        names = {(obj.get("metadata") or {}).get("name")}
+    elif kind == "dgdsas":
+        names = {((o.get("spec") or {}).get("dgdRef") or {}).get("name") for o in (obj, before) if o}
+    elif kind == "pods":
+        names = {((o.get("metadata") or {}).get("labels") or {}).get(DGD_LABEL) for o in (obj, before) if o}
+    else:
+        involved = (obj.get("involvedObject") or obj.get("regarding") or {}).get("name", "")
+        pod = pods.get(involved)
+        if involved in dgds:
+            names = {involved}
+        elif pod is not None:
+            names = {((pod.get("metadata") or {}).get("labels") or {}).get(DGD_LABEL)}
+        else:
+            return None
+    return {name for name in names if name}
+
+
+def concerns(event: dict, dgd: str, pods: set[str]) -> bool:
+    involved = (event.get("involvedObject") or event.get("regarding") or {}).get("name", "")
+    return involved == dgd or involved in pods or involved.startswith(f"{dgd}-")

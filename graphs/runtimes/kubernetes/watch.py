@@ -45,7 +45,16 @@ from ...models import Deployment, GraphState
 from ...status_cache import observation_record, state_record
 from ..base import Observation, PodStatus
 from .facts import WorkerFacts
-from .observe import DGD_LABEL, caught_up, event_record, generation_pools, graph_state, pod_status
+from .observe import (
+    DGD_LABEL,
+    caught_up,
+    concerned_graphs,
+    concerns,
+    event_record,
+    generation_pools,
+    graph_state,
+    pod_status,
+)
 from .owners import record_ownership
 
 log = logging.getLogger(__name__)
@@ -276,7 +285,8 @@ class ClusterWatcher:
             store = view.objects[kind]
             # A BOOKMARK (or an ERROR) moves the resourceVersion and concerns no graph.
             changed = event.get("type") in ("ADDED", "MODIFIED", "DELETED")
-            concerned = _concerned(view, kind, obj, store.get(meta.get("name"))) if changed else set()
+            concerned = (concerned_graphs(kind, obj, store.get(meta.get("name")), view.objects["dgds"],
+                                         view.objects["pods"]) if changed else set())
             if event.get("type") == "DELETED":
                 store.pop(meta.get("name"), None)
             elif event.get("type") in ("ADDED", "MODIFIED"):
@@ -316,7 +326,7 @@ class ClusterWatcher:
                         if ((p.get("metadata") or {}).get("labels") or {}).get(DGD_LABEL) == name]
                 pod_names = {p["metadata"]["name"] for p in pods}
                 events = [e for e in view.objects["events"].values()
-                          if _concerns(e, name, pod_names)]
+                          if concerns(e, name, pod_names)]
                 refs = [(((a.get("spec") or {}).get("dgdRef") or {}), a) for a in view.objects["dgdsas"].values()]
                 adapters = {r.get("componentName") or r.get("serviceName"): a for r, a in refs if r.get("name") == name}
             statuses = [pod_status(p) for p in pods]
@@ -408,33 +418,6 @@ class ClusterWatcher:
                     self.stop.wait(min(60, 2**failures))
         finally:
             connection.close()
-
-
-def _concerned(view: NamespaceView, kind: str, obj: dict, before: dict | None) -> set[str] | None:
-    """Which DGDs a watch event of ``kind`` concerns, by name (``before``: the object as the view
-    held it); None for an event of an object that names no graph (events of other objects are
-    matched to graphs by name prefix when the graphs are written)."""
-    if kind == "dgds":
-        names = {(obj.get("metadata") or {}).get("name")}
-    elif kind == "dgdsas":
-        names = {((o.get("spec") or {}).get("dgdRef") or {}).get("name") for o in (obj, before) if o}
-    elif kind == "pods":
-        names = {((o.get("metadata") or {}).get("labels") or {}).get(DGD_LABEL) for o in (obj, before) if o}
-    else:
-        involved = (obj.get("involvedObject") or obj.get("regarding") or {}).get("name", "")
-        pod = view.objects["pods"].get(involved)
-        if involved in view.objects["dgds"]:
-            names = {involved}
-        elif pod is not None:
-            names = {((pod.get("metadata") or {}).get("labels") or {}).get(DGD_LABEL)}
-        else:
-            return None
-    return {name for name in names if name}
-
-
-def _concerns(event: dict, dgd: str, pods: set[str]) -> bool:
-    involved = (event.get("involvedObject") or event.get("regarding") or {}).get("name", "")
-    return involved == dgd or involved in pods or involved.startswith(f"{dgd}-")
 
 
 _WATCHERS: dict[tuple[int, str], ClusterWatcher] = {}

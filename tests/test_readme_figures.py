@@ -181,7 +181,8 @@ PLACES: dict[str, list[str]] = {
     "slider move to the new pod": ["rows[1].value"],
     "ten times the fleet": [f"latency_ms.{p}.\"prometheus up\".{k}" for p in ("list", "detail", "status", "api_list")
                             for k in ("p50", "p95", "p95_spread[0]", "p95_spread[1]")]
-    + [f"latency_ms.{p}.\"{_FLEET_BASE}\".{k}" for p in ("list", "detail", "status", "api_list") for k in ("p50", "p95")],
+    + [f"latency_ms.{p}.\"{_FLEET_BASE}\".{k}" for p in ("list", "detail", "status", "api_list")
+       for k in ("p50", "p95")],
     "the same fleet, p95: the graph list narrowed": [f"latency_ms.{p}.\"prometheus up\".p95" for p in _NARROWED]
     + [f"latency_ms.{p}.\"{_FLEET_BASE}\".p95" for p in _NARROWED],
     "the same fleet: the one-hour chart": ['latency_ms.chart."prometheus up".p95',

@@ -3,7 +3,8 @@
 * every operation documents the 4xx answers it can give (400 malformed or refused input, 401
   no or bad credentials, 403 the role does not allow it, 404 no such object), writes also 409
   (a conflict: another operation runs, the graph changed, the name is taken) and 422 (content
-  of the stated shape that rules no schema states refuse: core.errors.Unprocessable) and, with
+  of the stated shape that rules no schema states refuse: core.errors.Unprocessable; reads too
+  where a query parameter has such rules: CONTENT_PARAMETERS) and, with
   a body, 415, and every one 503 (a dependency down: controlplane/unavailable.py); all of them JSON, in
   the shape of ``Error``;
 * every request body of a serializer refuses unknown fields and says so (``additionalProperties:
@@ -65,6 +66,12 @@ def _error_response(code: str) -> dict:
     return response
 
 
+# Query parameters whose strings follow rules no JSON Schema states (the graph list's: a label
+# selector kubectl would refuse, a cursor the list did not write): a read that takes one also
+# answers 422 (content), as writes do.
+CONTENT_PARAMETERS = {"label", "cursor"}
+
+
 def document_errors(result, generator, request, public):
     result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
     for path_item in result.get("paths", {}).values():
@@ -74,6 +81,8 @@ def document_errors(result, generator, request, public):
             codes = ["400", "401", "403", "404", "503"]
             if method in UNSAFE:
                 codes += ["409", "422"]
+            elif any(p.get("name") in CONTENT_PARAMETERS for p in operation.get("parameters", [])):
+                codes.append("422")
             if "requestBody" in operation:
                 codes.append("415")
                 if "application/yaml" in operation["requestBody"].get("content", {}):

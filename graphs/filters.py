@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.errors import UNPROCESSABLE
 from core.labels import FORMS_TEXT, MAX_SELECTOR, SelectorError, parse_selector
 from core.spec import DNS1123_LABEL
 
@@ -33,10 +34,11 @@ class GraphFilterSerializer(serializers.Serializer):
                                   f"kubectl get -l reads it: {FORMS_TEXT}, joined by commas (team=ml,tier!=dev)")
 
     def validate_label(self, value: str):
+        """A string the schema allows whose selector kubectl would refuse: content (422 in the API)."""
         try:
             return parse_selector(value)
         except SelectorError as e:
-            raise serializers.ValidationError(str(e)) from None
+            raise serializers.ValidationError(str(e), code=UNPROCESSABLE) from None
 
     def filter(self) -> GraphFilter:
         given = {("labels" if name == "label" else name): value for name, value in self.validated_data.items()}

@@ -261,3 +261,8 @@ def concerned_graphs(kind: str, obj: dict, before: dict | None, dgds: dict[str, 
 def concerns(event: dict, dgd: str, pods: set[str]) -> bool:
     involved = (event.get("involvedObject") or event.get("regarding") or {}).get("name", "")
     return involved == dgd or involved in pods or involved.startswith(f"{dgd}-")
+
+
+def dgd_name(manifest: dict | None, graph_name: str) -> str:
+    """The name of the DGD a deployment applied (its manifest's), or the graph's before any."""
+    return ((manifest or {}).get("metadata") or {}).get("name") or graph_name

@@ -45,6 +45,7 @@ from ...companions import label
 from ...models import GraphState
 from ..base import ApplyResult, Target
 from . import companions, gateway, scaled
+from .observe import dgd_name
 
 _CONFLICT_WITH = re.compile(r'conflict with "([^"]+)"')
 _NOISE_METADATA = ("managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink")
@@ -77,7 +78,7 @@ def live_diff(live: dict | None, after: dict, *, live_label: str, after_label: s
 
 
 def _dgd_name(deployment, spec) -> str:
-    return ((deployment.manifest or {}).get("metadata") or {}).get("name") or spec.name
+    return dgd_name(deployment.manifest, spec.name)
 
 
 def _replicas_of(obj: dict, component: str) -> int | None:

@@ -50,6 +50,7 @@ from .observe import (
     caught_up,
     concerned_graphs,
     concerns,
+    dgd_name,
     event_record,
     generation_pools,
     graph_state,
@@ -172,7 +173,7 @@ class ClusterWatcher:
         behind: dict[str, set[str]] = {}
         for namespace, graph, manifest in graphs.filter(Q(observed_at__isnull=True) | Q(
                 observed_generation__lt=F("generation"))).values_list("namespace", "graph__name", "manifest"):
-            behind.setdefault(namespace, set()).add(((manifest or {}).get("metadata") or {}).get("name") or graph)
+            behind.setdefault(namespace, set()).add(dgd_name(manifest, graph))
         if behind:
             self._flush(cluster, kube, sorted(behind), only=behind)
         graphs.update(observed_at=timezone.now())
@@ -316,7 +317,7 @@ class ClusterWatcher:
         graphs whose DGD is named here (what a burst of watch events changed), so that a pod
         changing among 50,000 rewrites its own graph and not its namespace's."""
         for dep in self._deployments(cluster, namespaces, only):
-            name = ((dep.manifest or {}).get("metadata") or {}).get("name") or dep.graph.name
+            name = dgd_name(dep.manifest, dep.graph.name)
             if only is not None and name not in only.get(dep.namespace, ()):
                 continue
             view = self._view(dep.namespace)
@@ -357,7 +358,7 @@ class ClusterWatcher:
                message: str) -> None:
         spec = dep.revision.graph_spec if dep.revision else None
         frontend = next((s.name for s in spec.services if s.role == "frontend"), None) if spec else None
-        name = ((dep.manifest or {}).get("metadata") or {}).get("name") or dep.graph.name
+        name = dgd_name(dep.manifest, dep.graph.name)
         endpoint = (f"http://{service_name(name, frontend)}.{dep.namespace}.svc.cluster.local:8000"
                     if frontend else "")
         fresh = self._fresh_events(dep, events)

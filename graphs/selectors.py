@@ -6,15 +6,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Window
 from django.db.models.fields.json import HasKey, KeyTextTransform
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import In
 
 from core.labels import Requirement
 
-from .models import Graph, GraphState, Pod
+from .models import Graph, GraphState, Pod, searched_for
 
 # The spec fields a list shows: columns of the head revision, copied from its spec when it was
 # stored (Revision.save), so that a list reads no JSON at all.
@@ -49,7 +50,7 @@ class GraphFilter:
 
     def apply(self, graphs: QuerySet[Graph]) -> QuerySet[Graph]:
         if self.search:
-            graphs = graphs.filter(search_text__icontains=self.search)
+            graphs = graphs.filter(search_text__contains=searched_for(self.search))
         if self.namespace:
             graphs = graphs.filter(deployment__namespace=self.namespace)
         if self.cluster:
@@ -70,11 +71,11 @@ class GraphFilter:
 
 
 def _label_condition(requirement: Requirement) -> Q:
-    """One requirement on the head revision's labels: ``!=`` and ``notin`` hold for a graph
-    without the key, as in Kubernetes. Where the database has JSON containment (PostgreSQL: a
-    GIN index on the labels serves it, migration 0012) a value is matched by containment, else
-    by the key's text (SQLite)."""
-    has = Q(HasKey(F("head__labels"), requirement.key))
+    """One requirement on the graph's labels (its head revision's): ``!=`` and ``notin`` hold for
+    a graph without the key, as in Kubernetes. Where the database has JSON containment
+    (PostgreSQL: a GIN index on the labels serves it, migration 0014) a value is matched by
+    containment, else by the key's text (SQLite)."""
+    has = Q(HasKey(F("labels"), requirement.key))
     if requirement.operator == "exists":
         return has
     if requirement.operator == "!":
@@ -82,9 +83,9 @@ def _label_condition(requirement: Requirement) -> Q:
     if connection.features.supports_json_field_contains:
         equal = Q()
         for value in requirement.values:
-            equal |= Q(head__labels__contains={requirement.key: value})
+            equal |= Q(labels__contains={requirement.key: value})
     else:
-        equal = has & Q(In(KeyTextTransform(requirement.key, "head__labels"), list(requirement.values)))
+        equal = has & Q(In(KeyTextTransform(requirement.key, "labels"), list(requirement.values)))
     return equal if requirement.operator in ("=", "in") else ~equal
 
 
@@ -118,7 +119,33 @@ def graph_list_rows(where: GraphFilter = GraphFilter(), *, archived: bool = Fals
     graphs = where.apply(listed(Graph.objects.all(), archived=archived))
     return (graphs.order_by("name")
             .annotate(**{f"head_{field}": F(f"head__{field}") for field in SUMMARY_FIELDS},
-                      head_number=F("head__number"), head_labels=F("head__labels"),
+                      head_number=F("head__number"), head_labels=F("labels"),
                       live_state=F("deployment__state"),
                       pods_ready=_pod_count(ready=True), pods_total=_pod_count())
             .values_list(*LIST_ROW))
+
+
+LIST_PAGE_SIZE = 50
+_WINDOWED_PAGES = 10_000  # deeper pages (and nonsense numbers) take Paginator's own path
+
+
+def graph_list_page(where: GraphFilter = GraphFilter(), *, archived: bool = False, number: str | None = None) -> Page:
+    """A page of graph_list_rows (``?page=``, as Paginator.get_page reads it) and the count of
+    them all. A search reads every graph it matches to order them (the trigram index finds
+    them; the name index cannot), so there the count rides on the page's one query, a window
+    over the matches, instead of a second query. Otherwise the page walks the name index and
+    stops at its last row, and the count is a query of its own."""
+    rows = graph_list_rows(where, archived=archived)
+    paginator = Paginator(rows, LIST_PAGE_SIZE)
+    if where.search:
+        try:
+            wanted = int(number or 1)
+        except ValueError:
+            wanted = 1
+        if 1 <= wanted <= _WINDOWED_PAGES:
+            start = (wanted - 1) * LIST_PAGE_SIZE
+            counted = list(rows.annotate(matched=Window(Count("pk")))[start:start + LIST_PAGE_SIZE])
+            if counted:  # else past the end, or nothing matches: Paginator says which
+                paginator.count = counted[0][-1]
+                return paginator._get_page([row[:-1] for row in counted], wanted, paginator)
+    return paginator.get_page(number)

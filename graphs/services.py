@@ -51,9 +51,9 @@ def _refuse_structural(spec: GraphSpec, source_api_version: str = "") -> None:
 
 
 def _set_head(graph: Graph, revision: Revision) -> None:
-    """``revision`` is the graph's head now, and what its search reads."""
-    graph.search_text = graph.searchable(revision)
-    Graph.objects.filter(pk=graph.pk).update(head=revision, search_text=graph.search_text)
+    """``revision`` is the graph's head now, and what its search and label selectors read."""
+    graph.search_text, graph.labels = graph.searchable(revision), revision.labels
+    Graph.objects.filter(pk=graph.pk).update(head=revision, search_text=graph.search_text, labels=graph.labels)
     graph.head = revision
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -29,7 +28,7 @@ from .filters import GraphFilterSerializer
 from .forms import TemplateForm
 from .models import Graph, GraphState, Operation
 from .previews import manifest_preview, revision_preview
-from .selectors import LIST_ROW, PAGE_NOT_READ, PAGE_RELATED, GraphFilter, graph_list_rows
+from .selectors import LIST_ROW, PAGE_NOT_READ, PAGE_RELATED, GraphFilter, graph_list_page
 from .status_view import (
     HEAD_NOT_READ,
     NOT_READ,
@@ -62,7 +61,7 @@ def graph_list(request):
     narrowed = where.filter() if not filter_errors else GraphFilter()
     # Archived graphs (A/B study variants a study has torn down) are a list of their own.
     archived = request.GET.get("archived") == "1"
-    page = Paginator(graph_list_rows(narrowed, archived=archived), 50).get_page(request.GET.get("page"))
+    page = graph_list_page(narrowed, archived=archived, number=request.GET.get("page"))
     # "Updated ... ago" is shown to the minute: the rows are rendered once per minute and input.
     now = timezone.now().replace(second=0, microsecond=0)
     can_operate = user_role(request.user) >= Role.OPERATOR

@@ -126,9 +126,20 @@ def test_the_pager_keeps_the_filters(client_for, db):
     for i in range(55):
         _graph(f"pool-{i:02d}", runtime="local")
     _graph("other-graph", runtime="kubernetes", namespace="x")
-    page = client_for("viewer").get("/graphs/?q=pool&runtime=local").content.decode()
+    client = client_for("viewer")
+    page = client.get("/graphs/?q=pool&runtime=local").content.decode()
     assert "Page 1 of 2 · 55 graphs" in page
     assert 'href="?page=2&amp;q=pool&amp;runtime=local"' in page
+    # A searched list counts its matches in the page's own query (graph_list_page): the same
+    # pages, rows and count as a list counted apart, wherever ?page= points.
+    second = client.get("/graphs/?q=pool&runtime=local&page=2").content.decode()
+    assert "Page 2 of 2 · 55 graphs" in second
+    assert "pool-50" in second and "pool-54" in second and "pool-49" not in second
+    for beyond in ("3", "99999999999999999999", "-1", "0"):  # as Paginator.get_page reads them
+        assert "Page 2 of 2 · 55 graphs" in client.get(f"/graphs/?q=pool&page={beyond}").content.decode()
+    for nonsense in ("x", "1.5e3", ""):
+        assert "Page 1 of 2 · 55 graphs" in client.get(f"/graphs/?q=pool&page={nonsense}").content.decode()
+    assert "No graph matches these filters." in client.get("/graphs/?q=nothing-like-it&page=2").content.decode()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -165,7 +176,7 @@ def test_dynamo_cp_graphs_list_takes_the_same_filters(live_server, users, tmp_pa
 def test_the_search_reads_the_head_s_model_as_the_head_moves(api_for, db):
     from django.db import connection
 
-    graph = _graph("moving", model="org/old-model", description="a graph that moves")
+    graph = _graph("moving", model="org/old-model", description="a graph that moves through Straße 9")
     services.graph_update(graph=graph, spec=build_spec(template="mocker-disagg", name="moving", model="org/NEW-model",
                                                        backend="mocker", prefill=PoolFields(gpus=0),
                                                        decode=PoolFields(gpus=0)))
@@ -173,7 +184,13 @@ def test_the_search_reads_the_head_s_model_as_the_head_moves(api_for, db):
     assert _names(viewer.get("/api/graphs/?search=new-MODEL")) == ["moving"]
     assert _names(viewer.get("/api/graphs/?search=old-model")) == []
     assert _names(viewer.get("/api/graphs/?search=THAT MOVES")) == ["moving"]
-    if connection.vendor == "postgresql":  # the search is served by a trigram index (migration 0013)
+    # any case, beyond ASCII: the column and the query are case-folded alike (Graph.searchable)
+    assert _names(viewer.get("/api/graphs/?search=STRASSE 9")) == ["moving"]
+    assert _names(viewer.get("/api/graphs/?search=straße")) == ["moving"]
+    assert _names(viewer.get("/api/graphs/?search=100%25")) == []  # % and _ are characters, not wildcards
+    if connection.vendor == "postgresql":  # served by a trigram and a label index (migration 0014)
         with connection.cursor() as cursor:
-            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'graphs_graph_search_trgm'")
-            assert "gin_trgm_ops" in cursor.fetchone()[0]
+            cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'graphs_graph'")
+            indexes = dict(cursor.fetchall())
+        assert "gin_trgm_ops" in indexes["graphs_graph_search_folded_trgm"]
+        assert "jsonb_path_ops" in indexes["graphs_graph_labels_gin"]

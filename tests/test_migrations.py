@@ -121,3 +121,23 @@ def test_stored_graphs_get_their_labels_and_search_text_from_their_head():
         assert Graph.objects.get(pk=bare.pk).search_text == "bare\n\n"
     finally:
         _migrate(_leaves())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stored_graphs_search_in_one_case_and_carry_their_head_s_labels_and_back():
+    old = _migrate([("graphs", "0013_graph_search_text")])
+    Graph, Revision = old.get_model("graphs", "Graph"), old.get_model("graphs", "Revision")
+    graph = Graph.objects.create(name="old", description="Kept for YEARS in Straße 9")
+    head = Revision.objects.create(graph=graph, number=1, model="Org/M", labels={"team": "ml"},
+                                   spec={"name": "old", "model": "Org/M"})
+    Graph.objects.filter(pk=graph.pk).update(head=head)
+    bare = Graph.objects.create(name="bare")
+    try:
+        Graph = _migrate([("graphs", "0014_graph_labels_folded_search")]).get_model("graphs", "Graph")
+        assert Graph.objects.get(pk=graph.pk).search_text == "old\nkept for years in strasse 9\norg/m"
+        assert Graph.objects.get(pk=graph.pk).labels == {"team": "ml"}
+        assert Graph.objects.get(pk=bare.pk).labels == {}
+        Graph = _migrate([("graphs", "0013_graph_search_text")]).get_model("graphs", "Graph")
+        assert Graph.objects.get(pk=graph.pk).search_text == "old\nKept for YEARS in Straße 9\nOrg/M"
+    finally:
+        _migrate(_leaves())

@@ -194,3 +194,6 @@ def test_the_search_reads_the_head_s_model_as_the_head_moves(api_for, db):
             indexes = dict(cursor.fetchall())
         assert "gin_trgm_ops" in indexes["graphs_graph_search_folded_trgm"]
         assert "jsonb_path_ops" in indexes["graphs_graph_labels_gin"]
+        # no pending list that every search reads through until a vacuum (migration 0014)
+        assert all("fastupdate=off" in indexes[name]
+                   for name in ("graphs_graph_search_folded_trgm", "graphs_graph_labels_gin"))

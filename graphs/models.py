@@ -33,11 +33,10 @@ class Graph(models.Model):
     # What the list's search box reads, in one column: the name, the description and the head's
     # model, case-folded (searchable(), written with the head), so that "contains, any case" is
     # a plain LIKE against the case-folded query: a fourth of ILIKE's cost per row on
-    # PostgreSQL, and the trigram index on the column serves it (migration 0014).
+    # PostgreSQL (migration 0014 says why no index serves it).
     search_text = models.TextField(blank=True, default="")
     # The head revision's labels (Revision.labels), written with the head: what a label
-    # selector matches, on this table's narrow rows instead of the revisions' wide ones
-    # (PostgreSQL: a jsonb_path_ops GIN index serves key=value, migration 0014).
+    # selector matches, on this table's narrow rows instead of the revisions' wide ones.
     labels = models.JSONField(default=dict, blank=True)
 
     class Meta:

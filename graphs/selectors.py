@@ -73,8 +73,7 @@ class GraphFilter:
 def _label_condition(requirement: Requirement) -> Q:
     """One requirement on the graph's labels (its head revision's): ``!=`` and ``notin`` hold for
     a graph without the key, as in Kubernetes. Where the database has JSON containment
-    (PostgreSQL: a GIN index on the labels serves it, migration 0014) a value is matched by
-    containment, else by the key's text (SQLite)."""
+    (PostgreSQL) a value is matched by containment, else by the key's text (SQLite)."""
     has = Q(HasKey(F("labels"), requirement.key))
     if requirement.operator == "exists":
         return has
@@ -131,9 +130,9 @@ _WINDOWED_PAGES = 10_000  # deeper pages (and nonsense numbers) take Paginator's
 
 def graph_list_page(where: GraphFilter = GraphFilter(), *, archived: bool = False, number: str | None = None) -> Page:
     """A page of graph_list_rows (``?page=``, as Paginator.get_page reads it) and the count of
-    them all. A search reads every graph it matches to order them (the trigram index finds
-    them; the name index cannot), so there the count rides on the page's one query, a window
-    over the matches, instead of a second query. Otherwise the page walks the name index and
+    them all. A search reads every graph to find its matches and order them (the name index
+    cannot find them), so there the count rides on the page's one query, a window over the
+    matches, instead of a second query. Otherwise the page walks the name index and
     stops at its last row, and the count is a query of its own."""
     rows = graph_list_rows(where, archived=archived)
     paginator = Paginator(rows, LIST_PAGE_SIZE)

@@ -20,6 +20,8 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from availability.waiting import waits_on
+
 from . import idp, sso
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ def _config():
     return settings.SSO
 
 
+@waits_on("the identity provider")
 @require_GET
 def sso_login(request):
     """Leg one: send the browser to the provider."""
@@ -95,6 +98,7 @@ def sso_login(request):
     return idp.authorization_redirect(request, config=config, provider=provider)
 
 
+@waits_on("the identity provider")
 @require_GET
 def sso_callback(request):
     """Leg two: the provider sends the browser back with a code (or an error)."""
@@ -140,6 +144,7 @@ def sso_callback(request):
     return HttpResponseRedirect(next_url)
 
 
+@waits_on("the identity provider")  # its end-session endpoint
 @require_POST
 def sign_out(request):
     """End our session; for a single sign-on session also the provider's, where its discovery

@@ -1,9 +1,11 @@
 from django.urls import path
 
+from availability.waiting import waiting
+
 from . import views
 
 app_name = "benchmarks"
-urlpatterns = [
+urlpatterns = waiting([  # every view here waits on Prometheus and a benchmark's files
     path("", views.run_list, name="list"),
     path("new/", views.run_new, name="new"),
     path("runs/<int:pk>/", views.run_detail, name="run"),
@@ -19,4 +21,4 @@ urlpatterns = [
     path("graphs/<slug:name>/sizing/", views.graph_sizing, name="sizing"),
     path("graphs/<slug:name>/recommend/", views.graph_recommend, name="recommend"),
     path("recommendations/<int:pk>/apply/", views.recommendation_apply, name="apply_recommendation"),
-]
+], "Prometheus and a benchmark's files")

@@ -15,21 +15,22 @@ for the request signals and the body: measured over HTTP (wrk, one connection, o
 ``/healthz`` went from 440 to 930 requests per second, i.e. about 1.1 ms of CPU per request
 that every page paid (bench/pages_http.py has the page figures).
 
-Two pools. Pages that only read the database run one at a time per process (``WEB_THREADS``,
-1): they are CPU-bound Python, the GIL runs one thread at a time anyway, and several threads
-only share the core and wait for the GIL after every query (measured with wrk, 8 connections,
-2 processes: a graph page's p95 went from about 0.1 s at one thread to 0.5-1.4 s at four or
-eight). Requests that wait on something else (Prometheus for the metrics pages and the Planner
-timeline, a cluster's API server, a download or a static file a slow client reads) go to a
-pool of their own (``WEB_WAITING_THREADS``, 8), so that a slow Prometheus or client never holds
-up the pages. So do the requests that wait on a Git host (a repository's "Sync now", page and
-API) and on the identity provider (single sign-on's login, callback and logout): a Git host or
-an IdP that does not answer once froze every page, the API, /healthz and the break-glass login
-for as long as git or the provider's timeout lasted.
+Two pools, and a view says which it needs (availability/waiting.py). Pages that only read the
+database run one at a time per process (``WEB_THREADS``, 1): they are CPU-bound Python, the GIL
+runs one thread at a time anyway, and several threads only share the core and wait for the GIL
+after every query (measured with wrk, 8 connections, 2 processes: a graph page's p95 went from
+about 0.1 s at one thread to 0.5-1.4 s at four or eight). Requests that wait on something else
+(Prometheus for the metrics pages and the Planner timeline, a cluster's API server, a download
+or a static file a slow client reads) go to a pool of their own (``WEB_WAITING_THREADS``, 8), so
+that a slow Prometheus or client never holds up the pages. So do the requests that wait on a Git
+host (a repository's "Sync now", page and API) and on the identity provider (single sign-on's
+login, callback and logout): a Git host or an IdP that does not answer once froze every page,
+the API, /healthz and the break-glass login for as long as git or the provider's timeout lasted.
 
 ``django_application`` is plain Django under its ASGI handler (the same paths then go through
 endpoint.proxy's views): for tests, and for comparing the two in bench/proxy.py."""
 
+import functools
 import gc
 import os
 import re
@@ -40,28 +41,39 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django_application = get_asgi_application()
+from django.conf import settings  # noqa: E402
+from django.urls import Resolver404, resolve  # noqa: E402
+
 from availability import database  # noqa: E402 - after Django's setup
+from availability.waiting import Wait, wait_of  # noqa: E402
 
 _django_wsgi = get_wsgi_application()
 pages_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_THREADS", "1")))
 waiting_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_WAITING_THREADS", "8")))
-# Paths whose views wait on another service or on the client (see above).
-WAITING = re.compile(r"^/(?:(?:api/)?(?:metrics|clusters|benchmarks)/|static/"
-                     r"|api/graphs/[^/]+/planner/|(?:api/)?repos/[^/]+/sync/|auth/oidc/|logout/)")
 # A graph page's stream of status changes (graphs.live): an async view that holds no thread for
 # as long as the page is open, through Django's ASGI handler.
 LIVE = re.compile(r"^/graphs/[-a-zA-Z0-9_]+/events/$")
-# The metrics overview page itself reads only the database (its numbers come in the fragment
-# htmx asks for with the same URL): a page like the others, served by the pages' pool, so that
-# it never queues behind requests waiting on Prometheus.
-OVERVIEW = "/metrics/"
+STATIC = settings.STATIC_URL
+
+
+@functools.lru_cache(maxsize=4096)
+def _wait_of(path: str) -> Wait | None:
+    """What the view at ``path`` waits on, as it says itself (availability/waiting.py); None for a
+    page that only reads the database, or a path nothing serves."""
+    try:
+        return wait_of(resolve(path).func)
+    except Resolver404:
+        return None
 
 
 def _waits(scope) -> bool:
     path = scope["path"]
-    if path == OVERVIEW:
-        return any(name == b"hx-request" for name, _ in scope["headers"])
-    return WAITING.match(path) is not None
+    if path.startswith(STATIC):  # a file a slow client reads (WhiteNoise serves it before any view)
+        return True
+    wait = _wait_of(path)
+    if wait is None:
+        return False
+    return not wait.htmx_only or any(name == b"hx-request" for name, _ in scope["headers"])
 
 from endpoint import asgi as endpoint_asgi  # noqa: E402
 from endpoint import authorize  # noqa: E402

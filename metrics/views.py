@@ -15,6 +15,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import Role, role_required, user_role
+from availability.waiting import waits_on
 from graphs import fragments
 from graphs.engines import deployment_simulation
 from graphs.models import Deployment, Graph
@@ -79,6 +80,7 @@ def objectives_edit(request, name: str):
                   status=status)
 
 
+@waits_on("Prometheus", htmx_only=True)  # the page reads the database; its numbers, Prometheus
 @role_required(Role.VIEWER)
 @require_GET
 def overview(request):

@@ -9,6 +9,7 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from accounts.roles import Role, role_required, user_role
+from availability.waiting import waits_on
 from graphs.models import Graph
 
 from . import services
@@ -54,6 +55,7 @@ def repository_detail(request, name: str):
         "can_sync": user_role(request.user) >= Role.OPERATOR})
 
 
+@waits_on("the Git host")
 @role_required(Role.OPERATOR)
 @require_POST
 def repository_sync_now(request, name: str):

@@ -175,8 +175,36 @@ def test_with_no_ttl_every_request_reads_the_user(users, settings, django_assert
     ("/auth/oidc/callback/", [], True),
     ("/logout/", [], True),
     ("/login/", [], False),  # the break-glass login never queues behind the provider
+    ("/static/css/app.css", [], True),  # a file a slow client reads
+    ("/clusters/", [], True),  # a cluster's API server
+    ("/api/clusters/", [], True),
+    ("/api/clusters/east/", [], True),
+    ("/benchmarks/runs/3/artifacts/", [], True),
+    ("/api/benchmarks/runs/", [], True),
+    ("/api/benchmarks/compare/", [], True),
+    ("/api/metrics/graphs/memo/", [], True),
+    ("/api/graphs/", [], False),
+    ("/api/graphs/memo/", [], False),
+    ("/api/repos/gitops/", [], False),  # the repository's record; only its sync waits on the host
+    ("/no/such/page/", [], False),
 ])
 def test_pages_that_wait_on_other_services_have_their_own_pool(path, headers, waits):
     from controlplane import asgi
 
     assert asgi._waits({"type": "http", "path": path, "headers": headers}) is waits
+
+
+def test_a_view_says_what_it_waits_on_wherever_it_is_declared():
+    """Which pool runs a view is said by the view (availability/waiting.py), read through the URL
+    map: a function, a view class, a viewset, one action of a viewset, a whole URL list."""
+    from django.urls import resolve
+
+    from availability.waiting import wait_of
+
+    assert wait_of(resolve("/metrics/graphs/memo/chart/").func).on == "Prometheus"  # a URL list
+    assert wait_of(resolve("/metrics/").func).htmx_only  # a function, its fragment only
+    assert wait_of(resolve("/api/clusters/").func).on == "a cluster's API server"  # a viewset
+    assert wait_of(resolve("/api/repos/gitops/sync/").func).on == "the Git host"  # one action
+    assert wait_of(resolve("/api/repos/gitops/").func) is None  # not the viewset's other routes
+    assert wait_of(resolve("/auth/oidc/callback/").func).on == "the identity provider"
+    assert wait_of(resolve("/graphs/").func) is None

@@ -2,6 +2,8 @@
 
 from django.urls import path
 
+from availability.waiting import waiting
+
 from . import views
 
 routes = [
@@ -9,8 +11,8 @@ routes = [
     ("benchmarks/studies", views.StudyViewSet, "study"),
     ("benchmarks/recommendations", views.RecommendationViewSet, "recommendation"),
 ]
-urlpatterns = [
+urlpatterns = waiting([
     path("benchmarks/profiles/", views.ProfilesView.as_view(), name="profiles"),
     path("benchmarks/compare/", views.CompareView.as_view(), name="compare"),
     path("benchmarks/compare/report/", views.CompareReportView.as_view(), name="compare-report"),
-]
+], "Prometheus and a benchmark's files")

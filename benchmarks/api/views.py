@@ -16,6 +16,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from availability.waiting import waits_on
 from core.untrusted import query_int
 
 from .. import reports, services, sizing, studies
@@ -56,6 +57,7 @@ def report_response(*, kind: str, title: str, runs: list[BenchmarkRun], filename
     return response
 
 
+@waits_on("Prometheus and a benchmark's files")
 class BenchmarkRunViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
                           mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Benchmark runs of graphs. Create one with a profile (streaming-chat, long, short, custom) and
@@ -123,6 +125,7 @@ class BenchmarkRunViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
                                title=f"Benchmark #{run.pk} of {run.graph.name}", filename=f"benchmark-{run.pk}")
 
 
+@waits_on("Prometheus and a benchmark's files")
 class StudyViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                    viewsets.GenericViewSet):
     """A/B studies: one graph, several shapes on (by default) the same GPU budget, the same
@@ -188,6 +191,7 @@ class CompareReportView(APIView):
                                filename=f"benchmarks-{ids}")
 
 
+@waits_on("Prometheus and a benchmark's files")
 class RecommendationViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
                             mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Replica recommendations. Create one for a graph (targets from the request, else from

@@ -12,6 +12,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from accounts.roles import Role
+from availability.waiting import waits_on
 from core.errors import RuntimeFailure
 
 from .. import services
@@ -39,6 +40,7 @@ def _fields(data: dict) -> dict:
     return {k: v for k, v in data.items() if k in services.EDITABLE}
 
 
+@waits_on("a cluster's API server")
 class ClusterViewSet(viewsets.ModelViewSet):
     """Registered Kubernetes clusters and their last health check."""
 

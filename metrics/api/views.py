@@ -13,6 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
+from availability.waiting import waits_on
 from graphs.models import Graph
 
 from .. import charts, planner, services
@@ -36,6 +37,7 @@ def _window(request) -> str | None:
     return windows[0] if windows else None
 
 
+@waits_on("Prometheus")
 class GraphMetricsViewSet(viewsets.GenericViewSet):
     """Latency, load, SLO state and cost of graphs, read from Prometheus. When Prometheus does
     not answer, the response still comes at once, with ``state``/``error`` saying why."""

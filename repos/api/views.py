@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.roles import Role
+from availability.waiting import waits_on
 from graphs.models import Graph
 
 from .. import services
@@ -72,6 +73,7 @@ class RepositoryViewSet(viewsets.ModelViewSet):
         409: OpenApiResponse(OpenApiTypes.OBJECT, description="git could not fetch the branch (unreachable, "
                              "refused credentials, no such repository), or another sync of the repository is "
                              "running now: the same body, its error saying why")})
+    @waits_on("the Git host")
     @action(detail=True, methods=["post"])
     def sync(self, request, name=None):
         """Fetch the branch now and turn each new commit into revisions; answers what it did.

@@ -15,6 +15,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from graphs.engines import MOCKER_LABEL
+from graphs.runtimes.registry import ON_THIS_HOST
 from sizing.predictions import prediction, versus
 
 from .models import BenchmarkRun
@@ -217,7 +218,7 @@ def html_report(*, title: str, runs: list[BenchmarkRun], intro: str = "", recomm
             notes.append(f"#{run.pk}: token counts from the {res.token_counts.source} "
                          f"({res.token_counts.tokenizer}): {res.token_counts.note}")
         notes += [f"#{run.pk}: {w}" for w in res.warnings]
-        if run.run_config.runtime == "local":
+        if run.run_config.runtime in ON_THIS_HOST:
             notes.append(f"#{run.pk}: measured on the local runtime (mocker engines). The 1.6.1 frontend delays the "
                          "first token by about 35 ms on reused keep-alive connections (ai-dynamo/dynamo#14643): "
                          "compare TTFTs between runs that pay the same stall, not as absolute numbers.")

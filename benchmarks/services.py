@@ -32,6 +32,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation
 from graphs.runtimes.local.tinymodel import ensure_model_dir
+from graphs.runtimes.registry import on_this_host
 from jobs.dispatch import enqueue
 from jobs.runner import JobFailed, JobRunner
 
@@ -147,7 +148,7 @@ def resolve_tokenizer(dep: Deployment, model: str) -> aiperf.Tokenizer:
     """The graph's own tokenizer where the control plane can reach it (the local runtime's
     model directory; a Kubernetes graph's model in this host's Hugging Face cache); else a
     stand-in that only shapes the prompts, with the server's usage counts in the report."""
-    if dep.runtime == "local":
+    if on_this_host(dep):
         path = ensure_model_dir(Path(settings.LOCAL_RUNTIME_DIR) / "models", model)
         return aiperf.Tokenizer(str(path), "client", "the graph's own model directory on the local runtime")
     try:

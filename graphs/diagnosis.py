@@ -15,6 +15,7 @@ from .runtimes.local.hostlimits import (
     inotify_in_use,
     inotify_limit,
 )
+from .runtimes.registry import on_cluster, on_this_host
 
 SHM_DEFAULT_BYTES = 64 * 2**20
 _GPU_SHORTAGE = re.compile(r"(\d+)/(\d+) nodes are available.*Insufficient nvidia\.com/gpu")
@@ -31,7 +32,7 @@ class Diagnosis:
 
 def _free_gpus(deployment) -> int | None:
     """Free GPUs on the deployment's cluster as its watcher last saw them (None: unknown)."""
-    if getattr(deployment, "runtime", "") != "kubernetes" or not deployment.cluster_name:
+    if not on_cluster(deployment) or not deployment.cluster_name:
         return None
     return deployment.cluster.gpu_free
 
@@ -57,7 +58,7 @@ def _shm(deployment, pod, spec) -> list[Diagnosis]:
     measured = pod.shm_bytes
     disagg = pod.role in ("prefill", "decode")
     where = f" ({pod.shm_source})" if getattr(pod, "shm_source", "") else ""
-    local = getattr(deployment, "runtime", "") == "local"
+    local = on_this_host(deployment)
     if requested and measured < requested * 0.99:  # tmpfs sizes round to pages
         title = (f"{pod.name} runs on the 64 MB default /dev/shm" if measured <= SHM_DEFAULT_BYTES
                  else f"{pod.name} has less /dev/shm than its spec asks")
@@ -84,7 +85,7 @@ def _shm(deployment, pod, spec) -> list[Diagnosis]:
 def _too_many_open_files(deployment, pod) -> Diagnosis:
     """"Too many open files" from a Dynamo process is, far more often than the descriptor limit,
     the kernel's per-user inotify limit: file discovery watches through inotify."""
-    local = getattr(deployment, "runtime", "") == "local"
+    local = on_this_host(deployment)
     where = "this host" if local else "its node"
     limit = inotify_limit() if local else None
     known = f" ({limit} on this host, {inotify_in_use()} in use)" if limit is not None else ""

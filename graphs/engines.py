@@ -24,6 +24,8 @@ from typing import Any
 from core.dgd.commandline import engine_of, flag_value, tokens
 from core.spec import GraphSpec, Service
 
+from .runtimes.registry import ON_THIS_HOST
+
 MOCKER_LABEL = "simulated with Dynamo's mocker"
 VLLM_CPU_LABEL = "vLLM on CPU"
 RANDOM_WEIGHTS = "random weights"
@@ -166,9 +168,9 @@ def cluster_engine(spec: GraphSpec, service: Service) -> EngineChoice:
 
 
 def engine_choices(spec: GraphSpec, runtime: str, host: Host | None = None) -> list[EngineChoice]:
-    """Per worker or frontend service, what it runs on ``runtime`` ("local" or a cluster)."""
+    """Per worker or frontend service, what it runs on ``runtime`` (a runtime kind, or a cluster's name)."""
     services = [s for s in spec.services if s.role in ("frontend", "prefill", "decode", "worker")]
-    if runtime == "local":
+    if runtime in ON_THIS_HOST:
         host = host or Host.detect()
         return [local_engine(spec, s, host) for s in services]
     return [cluster_engine(spec, s) for s in services]

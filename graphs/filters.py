@@ -11,6 +11,7 @@ from core.labels import FORMS_TEXT, MAX_SELECTOR, SelectorError, parse_selector
 from core.spec import DNS1123_LABEL
 
 from .models import GraphState
+from .runtimes.registry import KINDS
 from .selectors import GraphFilter
 
 
@@ -24,7 +25,7 @@ class GraphFilterSerializer(serializers.Serializer):
                                        help_text="the Kubernetes namespace the graph is deployed in")
     cluster = serializers.CharField(required=False, allow_blank=True, max_length=100, trim_whitespace=False,
                                     help_text="the registered cluster the graph is deployed on, by name")
-    runtime = serializers.ChoiceField(choices=["local", "kubernetes"], required=False, allow_blank=True,
+    runtime = serializers.ChoiceField(choices=KINDS, required=False, allow_blank=True,
                                       help_text="where the graph runs: local processes or a cluster")
     state = serializers.ChoiceField(choices=GraphState.choices, required=False, allow_blank=True,
                                     help_text="its live state (not_deployed: also graphs never applied)")

@@ -24,18 +24,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import audit_record
-from clusters.selectors import check_target
-from core.dgd import immutable, topology
-from core.dgd.pod_checks import drain_findings
 from core.dgd.render import normalise_api_version, render
 from core.errors import Missing, OperationRefused, RuntimeFailure
 from core.findings import Severity
 from core.spec import MAX_REPLICAS, WORKER_ROLES
 from core.validation import validate_spec
 from jobs.dispatch import enqueue
-from jobs.runner import JobFailed, JobRunner
+from jobs.runner import JobRunner
 
-from .diagnosis import diagnose
 from .engines import graph_simulation
 from .models import (
     ACTIVE_STATES,
@@ -48,9 +44,7 @@ from .models import (
     OperationState,
     Pod,
 )
-from .runtimes.base import Target
-from .runtimes.local.capacity import local_capacity_check
-from .runtimes.registry import get_runtime, target_for
+from .runtimes.registry import DEFAULT_KIND, get_runtime, on_cluster, target_for
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
@@ -91,7 +85,7 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
 
 
 @transaction.atomic
-def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: str = "local",
+def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: str = DEFAULT_KIND,
                   revision_number: int | None = None, api_version: str | None = None,
                   dry_run: bool = False, cluster: str = "", namespace: str = "", force: bool = False,
                   recreate: bool = False, confirm: str = "") -> Operation:
@@ -114,81 +108,13 @@ def graph_apply(*, graph: Graph, user: Actor = None, via: str = "ui", runtime: s
     deployment = Deployment.objects.filter(graph=graph).first()
     if deployment and deployment.active and deployment.runtime != runtime:
         raise OperationRefused(f"{graph.name} runs on the {deployment.runtime} runtime; delete it there first")
-    gitops = (deployment.ownership or {}).get("gitops") if deployment and runtime == "kubernetes" else None
-    if gitops and not dry_run:
-        # Applying over a GitOps tool's object is reverted at its next sync: the change goes to Git.
-        raise OperationRefused(
-            f"{gitops['tool']} applies {graph.name} from Git ({gitops['evidence']}): apply means commit to Git "
-            f"(Commit to Git on the graph page, POST /api/repos/<repository>/commit/); a revision saved for a "
-            f"graph kept in a repository is committed at once, and {gitops['tool']} applies it. "
-            f"Scaling a pool stays live.")
-    target = _kubernetes_target(graph, deployment, runtime, cluster, namespace)
-    if not dry_run and not force:
-        busy = rollout_in_progress(deployment) if runtime == "kubernetes" else ""
-        if busy:
-            raise OperationRefused(busy)
-    if runtime == "local" and not dry_run:
-        spec = revision.graph_spec
-        local_capacity_check(graph=graph, deployment=deployment, spec=spec,
-                             replicas={s.name: s.effective_replicas for s in spec.services})
-    options = {}
-    if runtime == "kubernetes":
-        options = _cluster_options(graph, deployment, revision, force=force, recreate=recreate, confirm=confirm,
-                                   dry_run=dry_run)
+    where = get_runtime(runtime).admit_apply(graph=graph, deployment=deployment, revision=revision, cluster=cluster,
+                                             namespace=namespace, dry_run=dry_run, force=force, recreate=recreate,
+                                             confirm=confirm)
     return _record(graph=graph, kind=OperationKind.APPLY, user=user, via=via, revision=revision,
-                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run, **target, **options},
+                   params={"runtime": runtime, "apiVersion": api_version, "dryRun": dry_run, **where},
                    before={"revision": deployment.revision.number if deployment and deployment.revision else None},
                    after={"revision": revision.number})
-
-
-def rollout_in_progress(deployment: Deployment | None) -> str:
-    """Why a change must wait on Kubernetes: the operator deletes the generation that serves when a
-    DGD is changed in the middle of a rollout (ai-dynamo/dynamo#13620). "" when nothing rolls. The
-    local runtime never refuses: its rules carry a change on from where the rollout stands (rollout.py)."""
-    if deployment is None or not deployment.active or deployment.state != GraphState.PROGRESSING:
-        return ""
-    if not Pod.objects.filter(deployment=deployment, ready=True).exists():
-        return ""  # nothing serves yet: there is no generation to lose
-    at = f"revision {deployment.revision.number}" if deployment.revision else "the last apply"
-    return (f"a rollout of {at} is in progress ({deployment.message or 'not every pod is ready'}): changing the "
-            f"DynamoGraphDeployment now makes the operator delete the generation that serves "
-            f"(ai-dynamo/dynamo#13620). Wait until it is ready or has failed, or pass force to apply anyway")
-
-
-def _cluster_options(graph: Graph, deployment, revision, *, force: bool, recreate: bool, confirm: str,
-                     dry_run: bool) -> dict:
-    """Refuse, before anything reaches the cluster, a revision that adds or removes components of
-    a deployed DGD unless the user chose to delete and recreate it (and confirmed the downtime)."""
-    live = topology.components(deployment.manifest) if deployment and deployment.active else None
-    change = topology.change(live, [s.name for s in revision.graph_spec.services]) if live is not None else None
-    if change is not None and not recreate:
-        raise OperationRefused(change.refusal(graph.name, revision.number))
-    fixed = []
-    if live is not None:  # the other update rules of the operator (core/dgd/immutable.py)
-        fixed = immutable.changes(deployment.manifest, render(revision.graph_spec, deployment.api_version))
-    if fixed and not recreate:
-        raise OperationRefused(immutable.refusal(graph.name, revision.number, fixed))
-    recreating = change is not None or bool(fixed)
-    if recreating and not dry_run and confirm != graph.name:
-        downtime = change.downtime(graph.name) if change is not None else (
-            f"Deleting and recreating {graph.name} stops all of its pods until the new ones are ready.")
-        raise OperationRefused(f"{downtime} To go ahead, confirm with the graph's name ({graph.name}).")
-    return {**({"force": True} if force else {}), **({"recreate": True} if recreating else {})}
-
-
-def _kubernetes_target(graph: Graph, deployment, runtime: str, cluster: str, namespace: str) -> dict:
-    """The Kubernetes runtime needs a registered cluster and one of the namespaces it allows,
-    and a deployed graph stays where it is until deleted there."""
-    if runtime != "kubernetes":
-        return {}
-    try:
-        check_target(cluster, namespace)
-    except ValueError as exc:
-        raise OperationRefused(str(exc)) from None
-    if deployment and deployment.active and (deployment.cluster_name, deployment.namespace) != (cluster, namespace):
-        raise OperationRefused(f"{graph.name} runs on cluster {deployment.cluster_name} in namespace "
-                               f"{deployment.namespace}; delete it there first")
-    return {"cluster": cluster, "namespace": namespace}
 
 
 @transaction.atomic
@@ -212,9 +138,8 @@ def graph_scale(*, graph: Graph, service: str, replicas: int, user: Actor = None
         raise OperationRefused(f"{service} is managed by Dynamo's Planner ({planner}), which will set its replicas "
                                "again on its next decision: scale anyway with force, or change the planner's bounds",
                                forceable=True)
-    if deployment.runtime == "local":
-        local_capacity_check(graph=graph, deployment=deployment, spec=spec,
-                             replicas={**deployment.desired_replicas(spec), service: replicas}, changed=service)
+    get_runtime(deployment.runtime).admit_scale(graph=graph, deployment=deployment, spec=spec, service=service,
+                                                replicas=replicas)
     return _record(graph=graph, kind=OperationKind.SCALE, user=user, via=via, revision=deployment.revision,
                    params={"service": service, "replicas": replicas, **({"force": True} if force else {}),
                            **({"decision": decision} if decision is not None else {})},
@@ -334,45 +259,11 @@ def _execute_change(runner: OperationRunner, op: Operation) -> tuple[str, str]:
         text = f"{service}: {op.before.get('replicas')} → {replicas} replicas"
         if settings.OPERATION_OBSERVE_SECONDS <= 0:  # 0: nothing observes (no local operator)
             return text, ""
-        if runtime.kind == "local":
-            runner.awaiting = {"service": service, "replicas": replicas}
-        elif runtime.kind == "kubernetes":
-            runner.changed = True
-            if replicas < int(op.before.get("replicas") or 0):  # what the scale-down will cut, said with it
-                text += "".join(f"; {f.message}" for p in spec.services if p.name == service
-                                for f in drain_findings(p, ""))
-            return _kubernetes_scale_seen(runner, runtime, target, spec, deployment, service, replicas, text), ""
-        return text, ""
+        return runtime.settle_scale(runner, target=target, spec=spec, deployment=deployment, service=service,
+                                    replicas=replicas, before=int(op.before.get("replicas") or 0), text=text), ""
     runtime.delete(target=target, spec=spec, deployment=deployment)
     runner.event = ("Deleted", graph.name, "delete requested: stopping every pod")
     return "delete requested", ""
-
-
-def _kubernetes_scale_seen(runner: OperationRunner, runtime, target: Target, spec, deployment: Deployment,
-                           service: str, replicas: int, text: str) -> str:
-    """Wait, with no transaction open and the lease kept by the heartbeat, until the cluster
-    runs the new count; else fail saying what was asked, what the cluster shows and why."""
-    timeout = settings.OPERATION_OBSERVE_SECONDS
-    seen = runtime.wait_scaled(target=target, spec=spec, service=service, replicas=replicas, deployment=deployment,
-                               timeout=timeout, stop=runner.heartbeat.lost if runner.heartbeat else None)
-    if seen.done:
-        return f"{text} ({replicas} ready, observed)"
-    message = (f"{service}: asked for {replicas} replica(s) (the DynamoGraphDeployment asks for them now), but "
-               f"after {timeout:g} s (setting OPERATION_OBSERVE_SECONDS) the cluster shows {seen.observed}")
-    reason = _likely_reason(deployment, seen)
-    if reason:
-        message += f". Likely: {reason}"
-    runner.event = ("ScaleNotObserved", service, message, "Warning")
-    raise JobFailed(message)
-
-
-def _likely_reason(deployment: Deployment, seen) -> str:
-    """Why a pool does not reach its count: the product's diagnosis of its pods (no GPU free,
-    an image that cannot be pulled, a crash loop), else the DGD's Ready condition."""
-    found = [d for d in diagnose(deployment, seen.pods) if d.severity == "error"]
-    if found:
-        return f"{found[0].title}: {found[0].detail}" + (f" {found[0].fix}" if found[0].fix else "")
-    return seen.condition
 
 
 def _execute_apply(runner: OperationRunner, op: Operation) -> tuple[str, str]:
@@ -380,17 +271,12 @@ def _execute_apply(runner: OperationRunner, op: Operation) -> tuple[str, str]:
     spec = revision.graph_spec
     api_version = op.params.get("apiVersion", "nvidia.com/v1beta1")
     manifest = render(spec, api_version)
-    runtime = get_runtime(op.params.get("runtime", "local"))
+    runtime = get_runtime(op.params.get("runtime", DEFAULT_KIND))
     with transaction.atomic():  # the row the outcome is written to; short, before any cluster call
         deployment, _ = Deployment.objects.get_or_create(
             graph=graph, defaults={"runtime": runtime.kind, "api_version": api_version})
     _read_deployment(runner, graph, deployment)
-    target = target_for(deployment, runtime=runtime.kind)
-    options = {}
-    if runtime.kind == "kubernetes":  # the operation names its cluster and namespace; the row follows on success
-        target = Target(kind=runtime.kind, cluster=op.params.get("cluster", ""),
-                        namespace=op.params.get("namespace", ""))
-        options = {"force": bool(op.params.get("force")), "recreate": bool(op.params.get("recreate"))}
+    target, options = runtime.apply_target(deployment, op.params)
     result = runtime.apply(target=target, spec=spec, manifest=manifest, dry_run=bool(op.params.get("dryRun")),
                            deployment=deployment, revision=revision, **options)
     if op.params.get("dryRun"):
@@ -490,7 +376,7 @@ def ownership_snapshot(graph: Graph) -> dict:
     made (ReplicaChange rows: ``at``, ``service``, ``before``, ``after``, ``manager``, ``actor``,
     ``via``): from the status cache only."""
     deployment = Deployment.objects.filter(graph=graph).select_related("revision").first()
-    view = dict(deployment.ownership or {}) if deployment and deployment.runtime == "kubernetes" else {}
+    view = dict(deployment.ownership or {}) if on_cluster(deployment) else {}
     changes = graph.replica_changes.all()[:200]
     return {"graph": graph.name, "revision": deployment.revision.number if deployment and deployment.revision
             else None, "pools": view.get("pools", []), "drift": view.get("drift", []),

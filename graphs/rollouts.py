@@ -1,6 +1,6 @@
 """Rollback in one step: an earlier revision runs again as a new one, with the runtime's rolling
 rules (graphs/runtimes/local/rollout.py on the local runtime; on Kubernetes, refused in the
-middle of a rollout: operations.rollout_in_progress)."""
+middle of a rollout: the runtime's change_refused)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from core.errors import OperationRefused
 
 from . import services
 from .models import Deployment, Graph, Operation
-from .operations import graph_apply, rollout_in_progress
+from .operations import graph_apply
+from .runtimes.registry import get_runtime
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
@@ -39,7 +40,7 @@ def graph_rollback(*, graph: Graph, revision_number: int, user: Actor = None, vi
     if target.spec == deployment.revision.spec and target.companions == deployment.revision.companions:
         raise OperationRefused(f"revision {revision_number} is what runs now (revision {deployment.revision.number}): "
                                "nothing to roll back")
-    if not force and deployment.runtime == "kubernetes" and (busy := rollout_in_progress(deployment)):
+    if not force and (busy := get_runtime(deployment.runtime).change_refused(deployment)):
         raise OperationRefused(busy)
     running = deployment.revision.number
     revision = services.graph_update(

@@ -16,6 +16,7 @@ from core.dgd import topology
 
 from . import fragments
 from .models import ACTIVE_STATES, Deployment, Event, Graph, Operation, PlannerDecision, Pod, ReplicaChange
+from .runtimes.registry import on_cluster
 from .status_cache import POD_READINGS, ROUTABLE_READINGS, TIMELINE_SECONDS
 from .templatetags.graphs_extras import age
 
@@ -75,7 +76,7 @@ def _stamp_of(graph: Graph) -> int | None:
 
 def _on_kubernetes(deployment: Deployment | None) -> bool:
     """Whether the graph runs on a cluster (its status then shows the scaling changes others made)."""
-    return deployment is not None and deployment.runtime == "kubernetes" and deployment.active
+    return on_cluster(deployment) and deployment.active
 
 
 def status_rows(graph: Graph, deployment: Deployment | None) -> StatusRows:

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from graphs.engines import deployment_simulation
 from graphs.models import Deployment, Graph, Operation, OperationKind
+from graphs.runtimes.registry import DEFAULT_KIND, RUNTIMES, on_cluster
 
 from . import promql
 from .models import Objectives, global_gpu_hour_price
@@ -74,20 +75,20 @@ def kubernetes_names(graph: Graph, deployment: Deployment | None) -> tuple[str, 
 
 
 def source_for(graph: Graph, deployment: Deployment | None) -> Source:
-    if deployment is not None and deployment.runtime == "kubernetes":
+    if on_cluster(deployment):
         namespace, dgd = kubernetes_names(graph, deployment)
         scope = promql.kubernetes_scope(namespace, dgd, scrape_interval=settings.PROMETHEUS_KUBERNETES_SCRAPE_INTERVAL,
                                         recorded=settings.PROMETHEUS_KUBERNETES_RECORDING_RULES)
-        return Source(settings.PROMETHEUS_KUBERNETES_URL or settings.PROMETHEUS_URL, scope, "kubernetes",
+        return Source(settings.PROMETHEUS_KUBERNETES_URL or settings.PROMETHEUS_URL, scope, deployment.runtime,
                       (namespace, promql.dynamo_namespace(namespace, dgd)))
     scope = promql.local_scope(graph.name, scrape_interval=settings.PROMETHEUS_SCRAPE_INTERVAL)
-    return Source(settings.PROMETHEUS_URL, scope, "local", (graph.name,))
+    return Source(settings.PROMETHEUS_URL, scope, deployment.runtime if deployment else DEFAULT_KIND, (graph.name,))
 
 
 def batch_scope(runtime: str, sources: list[Source]) -> promql.Scope:
     """One scope for several graphs read from the same server."""
     first = sources[0].scope
-    if runtime == "kubernetes":
+    if RUNTIMES[runtime].on_cluster:
         pairs = [(ns, dns.removeprefix(f"{ns}-")) for ns, dns in (s.key for s in sources)]
         return promql.kubernetes_graphs_scope(pairs, scrape_interval=first.scrape_interval, recorded=first.recorded)
     return promql.local_graphs_scope((s.key[0] for s in sources), scrape_interval=first.scrape_interval)
@@ -239,7 +240,7 @@ def _targets(source: Source, at: float) -> dict:
 def _no_data_message(graph: Graph, source: Source, targets: dict, window: int) -> str:
     span = window_label(window)
     if targets["total"] == 0:
-        if source.runtime == "local":
+        if not RUNTIMES[source.runtime].on_cluster:
             return (f"Prometheus at {source.url} has no scrape targets for {graph.name}. Local graphs are scraped by "
                     "the control plane's own Prometheus (manage.py runprometheus, started by manage.py up) once "
                     "their pods run.")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from graphs.models import Deployment, Graph, Pod
+from graphs.runtimes.registry import on_cluster
 
 from . import promql
 from .charts import source_for
@@ -27,7 +28,7 @@ def gpu_usage(graph: Graph, deployment: Deployment | None, pods: list[Pod] | Non
         out.update(state="not_deployed", message=f"{graph.name} is not deployed")
         return out
     pods = list(Pod.objects.filter(deployment=deployment)) if pods is None else pods
-    if deployment.runtime != "kubernetes":
+    if not on_cluster(deployment):
         out["source"] = "nvml"
         out["pods"] = {p.name: {"gpu_memory_bytes": p.gpu_memory_bytes, "gpu_util": p.gpu_util,
                                 "gpu_devices": p.gpu_devices} for p in pods if p.gpu_devices}

@@ -25,6 +25,7 @@ from pathlib import Path
 from django.conf import settings
 
 from graphs.models import Pod
+from graphs.runtimes.registry import ON_THIS_HOST
 
 from .promql import LOCAL_JOB
 
@@ -69,7 +70,7 @@ def write_config(directory: Path | str | None = None, *, scrape_interval: int | 
 
 def local_targets() -> list[dict]:
     """file_sd target groups for every pod of every local graph that has a metrics port."""
-    pods = (Pod.objects.filter(deployment__runtime="local", port__isnull=False)
+    pods = (Pod.objects.filter(deployment__runtime__in=ON_THIS_HOST, port__isnull=False)
             .values_list("deployment__graph__name", "name", "service", "role", "port")
             .order_by("deployment__graph__name", "name"))
     return [{"targets": [f"{HOST}:{port}"], "labels": {"graph": graph, "pool": role, "pod": pod, "service": service}}

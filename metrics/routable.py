@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from graphs.models import Deployment
+from graphs.runtimes.registry import on_cluster
 from graphs.status_cache import TIMELINE_SECONDS
 
 from . import promql
@@ -41,7 +42,7 @@ def pool_names(deployment: Deployment) -> dict[str, str]:
 def kubernetes_timeline(deployment: Deployment, *, now: float | None = None) -> dict | None:
     """{"points": [[t, {pool: routable}], ...] change points, "note": how it is counted, or
     "error": why there are none} for a deployed Kubernetes graph; None for any other."""
-    if deployment.runtime != "kubernetes" or not deployment.active:
+    if not on_cluster(deployment) or not deployment.active:
         return None
     source = source_for(deployment.graph, deployment)
     if not source.url:

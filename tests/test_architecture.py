@@ -66,3 +66,32 @@ def test_the_measure_sees_imports_inside_functions(tmp_path):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     assert script.measure(tmp_path)["circles"] == [["app.services", "app.tasks"]]
+
+
+def _product_modules():
+    skip = {".venv", "tests", "bench", "scripts", "node_modules", "var", "static", "docs", "deploy"}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT).parts
+        if parts[0] in skip or "migrations" in parts or parts[:2] == ("graphs", "runtimes"):
+            continue
+        yield path
+
+
+def test_no_module_outside_the_runtimes_compares_a_runtime_kind():
+    """What differs between runtimes is asked of the runtime (graphs/runtimes/base.py) or of its
+    row (graphs/runtimes/registry.py RUNTIMES), so that a new runtime is a folder and a row, not
+    a search for every ``== "kubernetes"`` in the product."""
+    import ast
+
+    from graphs.runtimes.registry import KINDS
+
+    found = []
+    for path in _product_modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                named = [s.value for side in sides for s in ast.walk(side)
+                         if isinstance(s, ast.Constant) and s.value in KINDS]
+                if named:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} compares with {named[0]!r}")
+    assert found == []

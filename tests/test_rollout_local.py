@@ -17,6 +17,7 @@ from graphs import operations, rollouts, services
 from graphs.models import Deployment, Event, Operation, Pod
 from graphs.runtimes.local.supervisor import http_get
 from graphs.runtimes.processes import wait_until
+from graphs.runtimes.registry import get_runtime
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 
@@ -189,10 +190,10 @@ def test_kubernetes_refuses_a_change_in_the_middle_of_a_rollout_naming_why(db):
     services.graph_update(graph=graph, spec=_spec("--max-num-batched-tokens 2048"))
     dep = Deployment.objects.create(graph=graph, runtime="kubernetes", revision=graph.head, active=True,
                                     state="progressing", message="decode: 1 of 2 pods of the new generation ready")
-    assert operations.rollout_in_progress(dep) == ""  # nothing serves yet: nothing to lose
+    assert get_runtime("kubernetes").change_refused(dep) == ""  # nothing serves yet: nothing to lose
     Pod.objects.create(deployment=dep, name="roll-decode-abc", service="decode", role="decode", phase="Running",
                        ready=True)
-    reason = operations.rollout_in_progress(Deployment.objects.get(graph=graph))
+    reason = get_runtime("kubernetes").change_refused(Deployment.objects.get(graph=graph))
     assert "#13620" in reason and "1 of 2 pods" in reason
     with pytest.raises(operations.OperationRefused, match="rollout of revision 2 is in progress"):
         rollouts.graph_rollback(graph=graph, revision_number=1)

@@ -17,6 +17,7 @@ from core.specio import spec_from_data
 from ..companions import shown
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
 from ..pool_rules import RULES as POOL_RULES
+from ..runtimes.registry import DEFAULT_KIND, KINDS
 
 # What the schema can say about a name and a release (the server checks the rest).
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -441,7 +442,7 @@ class GraphStatusSerializer(serializers.Serializer):
 
 
 class ApplySerializer(serializers.Serializer):
-    runtime = serializers.ChoiceField(choices=["local", "kubernetes"], default="local")
+    runtime = serializers.ChoiceField(choices=KINDS, default=DEFAULT_KIND)
     cluster = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)  # kubernetes only
     namespace = serializers.CharField(max_length=63, required=False, default="", allow_blank=True)
     revision = serializers.IntegerField(required=False, min_value=1)

@@ -107,6 +107,30 @@ class Runtime(Protocol):
     def pod_log(self, *, deployment, pod: str, lines: int = 200) -> str:
         """The last ``lines`` lines of one pod's log."""
 
+    # What the operations ask of the runtime a graph runs on (graphs/operations.py), so that no
+    # operation names a runtime: a new runtime answers these and nothing else changes there.
+    def admit_apply(self, *, graph, deployment, revision, cluster: str, namespace: str, dry_run: bool, force: bool,
+                    recreate: bool, confirm: str) -> dict:
+        """Refuse (OperationRefused), before the operation is recorded, an apply this runtime would
+        refuse, undo or be unable to run; else the parameters the operation records beside
+        ``runtime``: where it applies, and how (``deployment``: the graph's row, or None)."""
+
+    def admit_scale(self, *, graph, deployment, spec, service: str, replicas: int) -> None:
+        """Refuse, before the operation is recorded, a pool's count this runtime cannot run."""
+
+    def change_refused(self, deployment) -> str:
+        """Why a change to the deployment must wait now ("" when it need not): a rollout the
+        change would cut short."""
+
+    def apply_target(self, deployment, params: dict) -> tuple[Target, dict]:
+        """Where a recorded apply goes (its ``params``, as admit_apply wrote them) and the keyword
+        arguments apply() takes beside the common ones."""
+
+    def settle_scale(self, runner, *, target: Target, spec, deployment, service: str, replicas: int, before: int,
+                     text: str) -> str:
+        """After scale(): how the operation learns the pool runs its new count (wait for it, or
+        leave ``runner`` waiting for the observer); the operation's result text."""
+
 
 def nixl_backend(kind: str, log_text: str) -> str:
     """The KV-transfer backend a worker brought up, from its log: "UCX" (or several, joined),

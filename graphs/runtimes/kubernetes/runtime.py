@@ -44,7 +44,7 @@ from core.specio import dump_yaml
 from ...companions import label
 from ...models import GraphState
 from ..base import ApplyResult, Target
-from . import companions, gateway, scaled
+from . import admission, companions, gateway, scaled
 from .observe import dgd_name
 
 _CONFLICT_WITH = re.compile(r'conflict with "([^"]+)"')
@@ -127,6 +127,13 @@ def _conflicting_managers(failure: KubeFailure) -> set[str]:
 
 class KubernetesRuntime:
     kind = "kubernetes"
+
+    # The operations' questions (runtimes/base.py states them; admission.py answers them).
+    admit_apply = staticmethod(admission.admit_apply)
+    admit_scale = staticmethod(admission.admit_scale)
+    change_refused = staticmethod(admission.rollout_in_progress)
+    apply_target = staticmethod(admission.apply_target)
+    settle_scale = admission.settle_scale  # (runtime, runner, ...): it waits through this runtime
 
     def apply(self, *, target: Target, spec, manifest: dict, dry_run: bool = False, deployment,
               revision, force: bool = False, recreate: bool = False) -> ApplyResult:

@@ -17,6 +17,7 @@ from core.specio import dump_yaml
 from ...companions import local_note
 from ...models import GraphState
 from ..base import ApplyResult, Target
+from .capacity import local_capacity_check
 
 LOG_DIR_NAME = "logs"
 
@@ -35,6 +36,33 @@ def pod_log_path(graph_name: str, pod: str) -> Path:
 
 class LocalRuntime:
     kind = "local"
+
+    # The operations' questions (runtimes/base.py states them).
+    def admit_apply(self, *, graph, deployment, revision, cluster: str, namespace: str, dry_run: bool, force: bool,
+                    recreate: bool, confirm: str) -> dict:
+        """This host must have room for the revision's processes; the local runtime has one
+        place, and its rules carry a change on from where a rollout stands (rollout.py)."""
+        if not dry_run:
+            spec = revision.graph_spec
+            local_capacity_check(graph=graph, deployment=deployment, spec=spec,
+                                 replicas={s.name: s.effective_replicas for s in spec.services})
+        return {}
+
+    def admit_scale(self, *, graph, deployment, spec, service: str, replicas: int) -> None:
+        local_capacity_check(graph=graph, deployment=deployment, spec=spec,
+                             replicas={**deployment.desired_replicas(spec), service: replicas}, changed=service)
+
+    def change_refused(self, deployment) -> str:
+        return ""
+
+    def apply_target(self, deployment, params: dict) -> tuple[Target, dict]:
+        return Target(kind=self.kind, cluster=deployment.cluster_name, namespace=deployment.namespace), {}
+
+    def settle_scale(self, runner, *, target: Target, spec, deployment, service: str, replicas: int, before: int,
+                     text: str) -> str:
+        """The operation finishes when the local operator reports the new count (OperationRunner.finish)."""
+        runner.awaiting = {"service": service, "replicas": replicas}
+        return text
 
     def apply(self, *, target: Target, spec, manifest: dict, dry_run: bool = False, deployment, revision):
         live = deployment.manifest if deployment.active else None

@@ -147,7 +147,7 @@ _CHANGES = ('arms[0].changes."a: revision changing every worker pool".{0}',
 # found by the start of its "measure" cell.
 _LIVE = ("pushed (this commit)", "polled every 2 s (commit e026c0a)")  # bench/live.py's arms
 # bench/pages_http.py's fleet: the baseline arm, and the narrowed pages in the order the README quotes them
-_FLEET_BASE = "prometheus up, uvicorn, the code of commit 12c0dfd"
+_FLEET_BASE = "prometheus up, uvicorn, the code of commit ca452e8"
 _NARROWED = ("list_filtered", "api_filtered", "api_labelled", "api_list_end", "overview")
 # bench/watch_churn.py's arms
 _CHURN = ("this code", "this code, free GPUs counted every cycle", "the code of commit 12c0dfd")
@@ -186,7 +186,8 @@ PLACES: dict[str, list[str]] = {
     "the same fleet, p95: the graph list narrowed": [f"latency_ms.{p}.\"prometheus up\".p95" for p in _NARROWED]
     + [f"latency_ms.{p}.\"{_FLEET_BASE}\".p95" for p in _NARROWED],
     "the same fleet: the one-hour chart": ['latency_ms.chart."prometheus up".p95',
-                                           'latency_ms.overview_data."prometheus up".p95'],
+                                           'latency_ms.overview_data."prometheus up".p95',
+                                           f'latency_ms.overview_data."{_FLEET_BASE}".p95'],
     "the same fleet: SQL queries per page": [f"sql_queries.at_5000_graphs.{p}" for p in (
         "list", "detail", "status", "api_list", "list_filtered", "api_filtered", "api_labelled", "api_list_end",
         "overview")],

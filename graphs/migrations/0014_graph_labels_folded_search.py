@@ -2,7 +2,7 @@ import importlib
 
 from django.db import migrations, models
 
-STAMPED = importlib.import_module("graphs.migrations.0009_status_stamp")
+LABELLED = importlib.import_module("graphs.migrations.0012_revision_labels")
 SEARCHED = importlib.import_module("graphs.migrations.0013_graph_search_text")
 
 
@@ -27,13 +27,7 @@ def unfold(apps, schema_editor):
     SEARCHED.fill(apps, schema_editor)
 
 
-def graph_delete_trigger(apps, schema_editor):
-    """SQLite rebuilt graphs_graph to add the column, dropping its trigger (0009's)."""
-    if schema_editor.connection.vendor == "sqlite":
-        schema_editor.execute(STAMPED.SQLITE_GRAPH_DELETE)
-
-
-def indexes(apps, schema_editor):
+def drop_indexes(apps, schema_editor):
     """PostgreSQL: no index on either column, and 0013's trigram index and 0012's label index go.
     The list's queries are prepared statements (settings.py), and PostgreSQL's generic plan for
     them cannot know how many graphs a search or a selector matches: with a GIN index at hand it
@@ -46,9 +40,9 @@ def indexes(apps, schema_editor):
         schema_editor.execute('DROP INDEX IF EXISTS "graphs_revision_labels_gin"')
 
 
-def drop_indexes(apps, schema_editor):
+def restore_indexes(apps, schema_editor):
     if schema_editor.connection.vendor == "postgresql":
-        importlib.import_module("graphs.migrations.0012_revision_labels").gin_index(apps, schema_editor)
+        LABELLED.gin_index(apps, schema_editor)
         SEARCHED.trigram_index(apps, schema_editor)
 
 
@@ -59,13 +53,15 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(migrations.RunPython.noop, graph_delete_trigger),  # after the column goes, back
+        # SQLite rebuilds graphs_graph to add the column, dropping 0009's trigger: 0013's step
+        # creates it again, after the column comes and after it goes
+        migrations.RunPython(migrations.RunPython.noop, SEARCHED.graph_delete_trigger),
         migrations.AddField(
             model_name="graph",
             name="labels",
             field=models.JSONField(blank=True, default=dict),
         ),
-        migrations.RunPython(graph_delete_trigger, migrations.RunPython.noop),
+        migrations.RunPython(SEARCHED.graph_delete_trigger, migrations.RunPython.noop),
         migrations.RunPython(fill, unfold),
-        migrations.RunPython(indexes, drop_indexes),
+        migrations.RunPython(drop_indexes, restore_indexes),
     ]

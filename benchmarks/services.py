@@ -1,4 +1,4 @@
-"""Benchmark runs as operations: request, execute (in a Celery worker), cancel, reconcile.
+"""Benchmark runs as jobs: request, execute (in a Celery worker), cancel.
 
 State machine (RunState): pending → running → succeeded | failed | cancelled.
 
@@ -11,8 +11,9 @@ State machine (RunState): pending → running → succeeded | failed | cancelled
   finishes the row. Every run is bounded by its ``max_seconds``.
 * ``benchmark_cancel`` cancels a pending run at once, and asks a running one to stop (its
   worker SIGTERMs aiperf's process group within a second).
-* ``runs_reconcile`` (periodic) fails runs whose worker stopped heart-beating, after killing
-  their aiperf process group, and re-enqueues pending runs nobody picked up."""
+* the sweep of every job kind (jobs/registry.py) fails runs whose worker stopped heart-beating,
+  after killing their aiperf process group (``BenchmarkRunner.lost``), and sends again pending
+  runs nobody picked up."""
 
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ def benchmark_request(*, graph: Graph, profile: str, params: dict | RunParams | 
 # --- execution -----------------------------------------------------------------------------------
 
 def _finish(run_id: int, state: str, *, error: str = "", results: RunResults | None = None) -> bool:
-    """End a run from outside its worker (the reconcile, a cancel of an orphan)."""
+    """End a run from outside its worker (the sweep, a cancel of an orphan)."""
     fields = _ending(state, {"error": error[:20000]} if results is None else
                      {"error": error[:20000], "results": results.model_dump(mode="json")})
     done = BenchmarkRun.finish(run_id, state, **fields)
@@ -186,7 +187,7 @@ def _heartbeat(runner: JobRunner, progress: int, text: str) -> tuple[bool, str]:
     """Renew the lease, publish progress: (keep going, why not). A database blip does not stop aiperf."""
     try:
         if not runner.renew(progress=progress, progress_text=text[:200]):
-            return False, "the run was finished elsewhere (reconciled or cancelled)"
+            return False, "the run was finished elsewhere (swept or cancelled)"
         row = BenchmarkRun.objects.filter(pk=runner.pk).values("cancel_requested_at",
                                                                "cancel_requested_by__username").get()
     except (OperationalError, InterfaceError):
@@ -284,14 +285,17 @@ def _invoke(runner: JobRunner, argv: list[str], env: dict[str, str], workdir: Pa
 
 
 class BenchmarkRunner(JobRunner):
-    """Runs one benchmark (jobs.runner), once: a run whose worker died is failed by the reconcile
+    """Runs one benchmark (jobs.runner), once: a run whose worker died is failed by the sweep
     (its aiperf stopped), never retried: half a measurement cannot be resumed. Its work beats
     every second with progress and reads cancellation requests from the row."""
 
+    kind = "benchmark"
     model = BenchmarkRun
     task = EXECUTE_TASK
     message_field = "error"
     failures = (RunFailed, BenchmarkRefused, aiperf.BadTarget, aiperf.ExportMissing)
+    stale_pending = STALE_PENDING
+    give_up_pending = GIVE_UP_PENDING
 
     @classmethod
     def lease_seconds(cls) -> float:
@@ -311,8 +315,18 @@ class BenchmarkRunner(JobRunner):
             shutil.rmtree(scratch, ignore_errors=True)
         return {"results": results.model_dump(mode="json")}
 
-    def failure_fields(self, message: str) -> dict:
+    @classmethod
+    def failure_fields(cls, message: str) -> dict:
         return {"error": message[:20000]}
+
+    @classmethod
+    def lost(cls, job: BenchmarkRun) -> str:
+        """Never tried again (half a measurement cannot be resumed): its aiperf is stopped and
+        the run failed with the end of aiperf's log."""
+        _kill_orphan(job)
+        why = "the worker running this benchmark stopped (its heartbeat expired); aiperf was stopped"
+        return "failed" if _finish(job.pk, RunState.FAILED, error=_failure(why, Path(job.log_path))
+                                   if job.log_path else why) else ""
 
     def ending(self, state: str, fields: dict) -> dict:
         return _ending(state, fields)
@@ -327,7 +341,7 @@ def benchmark_execute(run_id: int) -> str:
     return BenchmarkRunner.handle(run_id)
 
 
-# --- cancel, reconcile ---------------------------------------------------------------------------
+# --- cancel --------------------------------------------------------------------------------------
 
 def _kill_orphan(run: BenchmarkRun) -> None:
     """Stop the aiperf group of a run whose worker is gone, and remove its scratch folder,
@@ -366,22 +380,6 @@ def benchmark_cancel(*, run: BenchmarkRun, user: Actor = None, via: str = "ui") 
         _finish(run.pk, RunState.CANCELLED, error=f"cancelled by {who} (its worker had stopped)")
     run.refresh_from_db()
     return run
-
-
-def runs_reconcile() -> dict[str, int]:
-    now = timezone.now()
-    failed = requeued = 0
-    for run in BenchmarkRun.lease_expired(now):
-        _kill_orphan(run)
-        why = "the worker running this benchmark stopped (its heartbeat expired); aiperf was stopped"
-        failed += _finish(run.pk, RunState.FAILED, error=_failure(why, Path(run.log_path)) if run.log_path else why)
-    for run in BenchmarkRun.waiting_since(now - STALE_PENDING):
-        if run.created_at < now - GIVE_UP_PENDING:
-            failed += BenchmarkRun.give_up(run, RunState.FAILED, error="no worker picked this run up within 10 minutes")
-        else:
-            enqueue(EXECUTE_TASK, run.pk, on_commit=False)
-            requeued += 1
-    return {"failed": failed, "requeued": requeued}
 
 
 def artifacts_zip(run: BenchmarkRun) -> Path:

@@ -30,7 +30,7 @@ from core.spec import MAX_REPLICAS
 from graphs import operations
 from graphs.engines import MOCKER_LABEL
 from graphs.models import Deployment, Graph, Operation, OperationState
-from jobs.dispatch import enqueue
+from jobs.registry import Driver
 
 from .errors import BenchmarkRefused
 from .models import BenchmarkRun, Recommendation, RecommendationState, RunState
@@ -283,8 +283,21 @@ def recommendation_create(*, graph: Graph, user: Actor = None, via: str = "ui", 
     return rec
 
 
-def _schedule(rec_id: int, *, now: bool) -> None:
-    enqueue("benchmarks.tasks.recommendation_advance", rec_id, countdown=0 if now else 2)
+class RecommendationDriver(Driver):
+    """A recommendation applied one scale operation after the other (jobs.registry.Driver): the
+    sweep advances every one still applying."""
+
+    kind = "recommendation"
+    task = "benchmarks.tasks.recommendation_advance"
+    step_delay = 2.0
+
+    @classmethod
+    def active(cls) -> list[int]:
+        return list(Recommendation.objects.filter(state=RecommendationState.APPLYING).values_list("pk", flat=True))
+
+    @classmethod
+    def advance(cls, pk: int) -> str:
+        return recommendation_advance(pk)
 
 
 @transaction.atomic
@@ -321,7 +334,7 @@ def _advance(rec_id: int) -> str:
     if rec.operations:
         op = Operation.objects.filter(pk=rec.operations[-1]).first()
         if op is not None and op.is_active:
-            _schedule(rec_id, now=False)
+            RecommendationDriver.schedule(rec_id, now=False)
             return rec.state
         if op is None or op.state == OperationState.FAILED:
             return finish(RecommendationState.FAILED, f"scale operation #{rec.operations[-1]} failed: "
@@ -344,16 +357,9 @@ def _advance(rec_id: int) -> str:
                                       user=rec.applied_by, via=rec.via)
     except OperationRefused as exc:
         if "already has" in str(exc):  # another operation of the graph runs: wait for it
-            _schedule(rec_id, now=False)
+            RecommendationDriver.schedule(rec_id, now=False)
             return rec.state
         return finish(RecommendationState.FAILED, str(exc))
     Recommendation.objects.filter(pk=rec_id).update(operations=[*rec.operations, op.pk])
-    _schedule(rec_id, now=True)
+    RecommendationDriver.schedule(rec_id, now=True)
     return rec.state
-
-
-def recommendations_reconcile() -> dict[str, int]:
-    ids = list(Recommendation.objects.filter(state=RecommendationState.APPLYING).values_list("pk", flat=True))
-    for rec_id in ids:
-        recommendation_advance(rec_id)
-    return {"recommendations": len(ids)}

@@ -8,7 +8,7 @@ runs, revisions and operations kept, since the study's results point at them).
 
 ``study_advance`` is a step function: it reads what the study recorded for its current arm
 (graph created? apply requested? ready? run requested? finished? undeployed?) and does the
-next thing. Safe to call any number of times, from a task chain or the periodic reconcile."""
+next thing. Safe to call any number of times, from a task chain or the periodic sweep (StudyDriver)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from core.errors import ManifestError, OperationRefused
 from graphs import operations, services
 from graphs.models import ACTIVE_STATES, Deployment, Graph, GraphState, Operation, OperationState
 from graphs.services import GraphConflict
-from jobs.dispatch import enqueue
+from jobs.registry import Driver
 
 from .errors import BenchmarkRefused
 from .models import ACTIVE_STUDY_STATES, BenchmarkRun, RunState, Study, StudyState
@@ -92,12 +92,26 @@ def study_create(*, graph: Graph, profile: str, params: dict | None = None, arms
                                          message="waiting for a worker")
     except IntegrityError:
         raise BenchmarkRefused(f"{graph.name} already has an unfinished study; wait for it or cancel it") from None
-    _schedule(study.pk, now=True)
+    StudyDriver.schedule(study.pk, now=True)
     return study
 
 
-def _schedule(study_id: int, *, now: bool) -> None:
-    enqueue("benchmarks.tasks.study_advance", study_id, countdown=0 if now else WAIT_SECONDS)
+class StudyDriver(Driver):
+    """A study's steps, one variant after the other (jobs.registry.Driver): the sweep advances
+    every study still running or still tearing its variants down."""
+
+    kind = "study"
+    task = "benchmarks.tasks.study_advance"
+    step_delay = WAIT_SECONDS
+
+    @classmethod
+    def active(cls) -> list[int]:
+        return list(Study.objects.filter(Q(state__in=ACTIVE_STUDY_STATES) | Q(teardown_pending=True))
+                    .values_list("pk", flat=True))
+
+    @classmethod
+    def advance(cls, pk: int) -> str:
+        return study_advance(pk)
 
 
 def study_cancel(*, study: Study, user: Actor = None) -> Study:
@@ -141,7 +155,7 @@ def study_advance(study_id: int) -> str:
         study.arms = [a.model_dump(mode="json") for a in arms]
         study.save(update_fields=["state", "arms", "message", "error", "finished_at", "teardown_pending"])
         if outcome != "done":
-            _schedule(study_id, now=outcome == "next")
+            StudyDriver.schedule(study_id, now=outcome == "next")
     return study.state
 
 
@@ -333,15 +347,6 @@ def _teardown(study: Study, arms: list[Arm]) -> str:
             arm.teardown_message = (f"deployment deleted by operation #{arm.delete_op}; graph archived"
                                     if arm.delete_op else "never deployed; graph archived")
     return "wait" if waiting else "done"
-
-
-def studies_reconcile() -> dict[str, int]:
-    advanced = 0
-    for study_id in Study.objects.filter(Q(state__in=ACTIVE_STUDY_STATES) | Q(teardown_pending=True)).values_list(
-            "pk", flat=True):
-        study_advance(study_id)
-        advanced += 1
-    return {"studies": advanced}
 
 
 def study_shapes(study: Study) -> list[Shape]:

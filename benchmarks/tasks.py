@@ -3,14 +3,12 @@
 from celery import shared_task
 from django.conf import settings
 
-from sizing import services as sizing_services
-
 from . import services, sizing, studies
 
 
 # acks_late with reject_on_worker_lost: a worker killed mid-run gets its message redelivered,
-# and the redelivery finds the row already claimed ("not claimed"); the reconcile task fails
-# the run once its heartbeat lease expires. The time limit is a backstop above max_seconds.
+# and the redelivery finds the row already claimed ("not claimed"); the sweep (jobs/registry.py)
+# fails the run once its heartbeat lease expires. The time limit is a backstop above max_seconds.
 @shared_task(acks_late=True, reject_on_worker_lost=True, time_limit=settings.BENCHMARK_MAX_SECONDS + 300)
 def benchmark_execute(run_id: int) -> str:
     return services.benchmark_execute(run_id)
@@ -18,18 +16,9 @@ def benchmark_execute(run_id: int) -> str:
 
 @shared_task
 def study_advance(study_id: int) -> str:
-    return studies.study_advance(study_id)
+    return studies.StudyDriver.advance(study_id)
 
 
 @shared_task
 def recommendation_advance(recommendation_id: int) -> str:
-    return sizing.recommendation_advance(recommendation_id)
-
-
-@shared_task
-def benchmarks_reconcile() -> dict:
-    out = services.runs_reconcile()
-    out.update(studies.studies_reconcile())
-    out.update(sizing.recommendations_reconcile())
-    out.update(sizing_services.estimates_reconcile())  # AIConfigurator estimates: one beat entry for both apps
-    return out
+    return sizing.RecommendationDriver.advance(recommendation_id)

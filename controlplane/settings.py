@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "axes",
     "accounts",
     "controlplane",
+    "jobs",  # background work: one runner, one registry of kinds, one sweep (jobs/registry.py)
     "audit",
     "graphs",
     "clusters",
@@ -279,13 +280,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     if CELERY_BROKER_URL.startswith("filesystem")
     # A paused Redis (SIGSTOP, a partition) answers nothing and refuses nothing: without a socket
     # timeout a request that sends a task waits for as long as it lasts (bench/faults.py redis-pause).
-    # The task is recorded first; the reconcile sends it again (jobs/dispatch.py).
+    # The task is recorded first; the sweep sends it again (jobs/registry.py).
     else {"visibility_timeout": 3600, "socket_timeout": float(env("CELERY_BROKER_TIMEOUT", "5")),
           "socket_connect_timeout": float(env("CELERY_BROKER_TIMEOUT", "5"))}
     if CELERY_BROKER_URL.startswith(("redis", "rediss"))
     else {"visibility_timeout": 3600}
 )
-# Sending a task tries once: the row it runs is already recorded, and the periodic reconcile
+# Sending a task tries once: the row it runs is already recorded, and the periodic sweep
 # sends it again; retries would hold the request that sent it for each attempt's timeout.
 CELERY_TASK_PUBLISH_RETRY = False
 if CELERY_BROKER_URL.startswith("filesystem"):
@@ -297,9 +298,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
-    "operations-reconcile": {"task": "graphs.tasks.operations_reconcile", "schedule": 5.0},
+    # Every kind of job, what got stuck: pending rows no worker took, leases that ran out.
+    "jobs-sweep": {"task": "jobs.tasks.jobs_sweep", "schedule": 5.0},
     "clusters-check": {"task": "clusters.tasks.clusters_check", "schedule": float(env("CLUSTER_CHECK_SECONDS", "60"))},
-    "benchmarks-reconcile": {"task": "benchmarks.tasks.benchmarks_reconcile", "schedule": 5.0},
     "repos-sync": {"task": "repos.tasks.repositories_sync", "schedule": float(env("REPOS_SYNC_SECONDS", "60"))},
 }
 

@@ -288,7 +288,7 @@ class OperationKind(models.TextChoices):
 class OperationState(models.TextChoices):
     """pending → running → succeeded | failed. A pending operation waits for the one before it
     on the same graph; a running one whose worker died is finished or failed by the periodic
-    reconcile task, never left running."""
+    sweep (jobs/registry.py), never left running."""
 
     PENDING = "pending", "Pending"  # recorded, waiting for a worker (and for earlier operations)
     RUNNING = "running", "Running"  # claimed by exactly one worker (conditional UPDATE)

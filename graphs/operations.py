@@ -7,9 +7,9 @@ State machine (OperationState): pending → running → succeeded | failed.
   index makes that race-proof) and enqueue ``operation_run`` after commit.
 * ``operation_run`` hands the row to OperationRunner (the one job runner, jobs/runner.py):
   claim, heartbeat, work with no transaction open, then record the outcome.
-* ``operations_reconcile`` (periodic) re-enqueues what no worker picked up (its broker message
-  was lost, or its worker died: the lease expired) and fails what was retried too often: no
-  operation stays pending or running forever."""
+* the sweep of every job kind (jobs/registry.py, every 5 s) sends again what no worker picked
+  up (its broker message was lost, or its worker died: the lease expired) and fails what was
+  retried too often (``OperationRunner.lost``): no operation stays pending or running forever."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 # A pending row older than this has most likely lost its broker message (a broker restarted
-# with its queue lost): the reconcile sends it again; a duplicate message finds it claimed.
+# with its queue lost): the sweep sends it again; a duplicate message finds it claimed.
 STALE_PENDING = dt.timedelta(seconds=10)
 RUN_TASK = "graphs.tasks.operation_run"
 # What a runtime changes on the Deployment row it is handed; the operation's commit saves it.
@@ -166,11 +166,13 @@ class OperationRunner(JobRunner):
     still holds it. Local-runtime work is only that database write, so it happens exactly once;
     cluster work is server-side apply, which is idempotent, so a re-run changes nothing."""
 
+    kind = "operation"
     model = Operation
     task = RUN_TASK
     max_attempts = MAX_ATTEMPTS
     message_field = "result"
     failures = (OperationRefused, RuntimeFailure)
+    stale_pending = STALE_PENDING
 
     @classmethod
     def lease_seconds(cls) -> float:
@@ -193,8 +195,20 @@ class OperationRunner(JobRunner):
     def transient(self, exc: BaseException) -> bool:
         return isinstance(exc, RuntimeFailure) and exc.transient
 
-    def failure_fields(self, message: str) -> dict:
+    @classmethod
+    def failure_fields(cls, message: str) -> dict:
         return {"result": message[:10000]}
+
+    @classmethod
+    def lost(cls, job: Operation) -> str:
+        """A local scale past its deadline fails saying what the runtime runs instead; a job
+        whose worker died is tried again up to MAX_ATTEMPTS."""
+        if "await" in (job.params or {}):
+            return cls.fail(job, _not_observed(job), params={k: v for k, v in job.params.items() if k != "await"})
+        if job.attempts >= MAX_ATTEMPTS:
+            return cls.fail(job, (job.result + "\n" if job.result else "")
+                            + f"gave up after {job.attempts} attempts (worker lost)")
+        return cls.send(job)
 
     def work(self) -> dict:
         if settings.OPERATION_FAULT_DELAY:  # fault tests kill workers here: claimed, nothing done yet
@@ -206,7 +220,7 @@ class OperationRunner(JobRunner):
     def finish(self, state: str, fields: dict) -> bool:
         """A local scale is not done once its desired state is written: it stays running until
         the local operator has observed the pool at its new size (graphs.status_cache
-        .scales_settle), or fails at its deadline (operations_reconcile)."""
+        .scales_settle), or fails at its deadline (the sweep: OperationRunner.lost)."""
         if state != OperationState.SUCCEEDED or self.awaiting is None:
             return super().finish(state, fields)
         self.heartbeat.__exit__(None, None, None)  # the deadline below is the lease from now on
@@ -290,24 +304,6 @@ def _execute_apply(runner: OperationRunner, op: Operation) -> tuple[str, str]:
 
 def _event(graph: Graph, reason: str, obj: str, message: str, type_: str = "Normal") -> None:
     Event.objects.create(graph=graph, at=timezone.now(), type=type_, reason=reason, object=obj, message=message)
-
-
-def operations_reconcile() -> dict[str, int]:
-    """Finish or fail what got stuck: re-enqueue pending rows nobody picked up and running
-    rows whose lease expired (their worker died); fail those out of attempts."""
-    now = timezone.now()
-    requeued = failed = 0
-    for op in Operation.waiting_since(now - STALE_PENDING) | Operation.lease_expired(now):
-        if op.state == OperationState.RUNNING and "await" in (op.params or {}):
-            failed += Operation.give_up(op, OperationState.FAILED, result=_not_observed(op),
-                                        params={k: v for k, v in op.params.items() if k != "await"})
-        elif op.attempts >= MAX_ATTEMPTS:
-            failed += Operation.give_up(op, OperationState.FAILED, result=(op.result + "\n" if op.result else "")
-                                        + f"gave up after {op.attempts} attempts (worker lost)")
-        else:
-            enqueue(RUN_TASK, op.pk, on_commit=False)
-            requeued += 1
-    return {"requeued": requeued, "failed": failed}
 
 
 def _not_observed(op: Operation) -> str:

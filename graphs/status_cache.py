@@ -65,7 +65,7 @@ def scales_settle(deployment: Deployment, observation: Observation, observed_gen
     """Finish the scale operations that wait for this observation (operations.operation_run
     leaves a local scale running with ``params["await"]``): succeeded once the pool runs the
     replicas asked for, failed when the runtime reports it cannot run them. What is not seen by
-    the deadline, the reconcile task fails."""
+    the deadline, the sweep fails (OperationRunner.lost)."""
     waiting = Operation.objects.filter(graph_id=deployment.graph_id, state=OperationState.RUNNING,
                                        params__has_key="await")
     for op in waiting:

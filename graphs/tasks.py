@@ -12,7 +12,3 @@ from . import operations
 def operation_run(op_id: int) -> str:
     return operations.operation_run(op_id)
 
-
-@shared_task
-def operations_reconcile() -> dict:
-    return operations.operations_reconcile()

@@ -4,7 +4,7 @@ Services call :func:`enqueue` instead of importing task objects, so no service i
 module (tasks import services, never the other way round) and a web process can enqueue work
 without loading the worker's code. The eager-mode decision lives here too: with
 ``CELERY_TASK_ALWAYS_EAGER`` (tests, benches) the work runs inline, and a *delayed* enqueue is
-dropped, because nothing would wait: the caller or the periodic reconcile drives what waits."""
+dropped, because nothing would wait: the caller or the periodic sweep (jobs/registry.py) drives what waits."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def enqueue(name: str, *args, countdown: float = 0, on_commit: bool = True) -> N
                 app.send_task(name, args, countdown=countdown or None)
             except BrokerError as exc:
                 # The work is recorded (a pending row) and the request must not fail for it:
-                # the periodic reconcile sends it again once the broker is back.
-                log.warning("task %s%r not sent, the broker is unreachable (the reconcile sends it again): %s",
+                # the periodic sweep sends it again once the broker is back.
+                log.warning("task %s%r not sent, the broker is unreachable (the sweep sends it again): %s",
                             name, args, exc)
 
     if on_commit:

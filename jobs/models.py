@@ -4,7 +4,7 @@ lease of the worker that holds it, and the helpers that move a row through its s
 
 A job is claimed with a conditional UPDATE (exactly one caller wins), holds a lease while it
 runs (a worker that dies stops renewing it), is finished only from ``running`` (a late worker
-cannot overwrite a reconcile's verdict), and the periodic reconcile of each app finds what is
+cannot overwrite the sweep's verdict), and the periodic sweep (registry.py) finds what is
 stuck through ``waiting_since`` and ``lease_expired``. Subclasses add their ``graph`` (the
 constraint below names it), their own states (``pending`` and ``running`` are shared) and
 what they carry."""
@@ -59,7 +59,7 @@ class Job(models.Model):
     @classmethod
     def renew(cls, pk: int, *, lease_seconds: float, **fields) -> bool:
         """Extend a running job's lease (a worker's heartbeat), with ``fields`` set; False when
-        it no longer runs (finished elsewhere: reconciled or cancelled)."""
+        it no longer runs (finished elsewhere: swept or cancelled)."""
         lease = timezone.now() + dt.timedelta(seconds=lease_seconds)
         return bool(cls.objects.filter(pk=pk, state=RUNNING).update(lease_until=lease, **fields))
 

@@ -1,6 +1,7 @@
 """The one job runner: claim → work → succeeded | failed | internal error → retry, for every
-background job (operations, benchmark runs), after NetBox's ``JobRunner.handle``. Each app
-subclasses :class:`JobRunner` and writes only its work function.
+background job (operations, benchmark runs, sizing estimates), after NetBox's
+``JobRunner.handle``. Each app subclasses :class:`JobRunner`, names its ``kind`` (the class
+registers itself: jobs/registry.py) and writes only its work function.
 
 * **claim**: a conditional UPDATE of the row (``claimable``, attempts below ``max_attempts``):
   exactly one caller wins, and it owns that attempt number.
@@ -9,12 +10,15 @@ subclasses :class:`JobRunner` and writes only its work function.
   could take.
 * **work** runs outside any transaction (a cluster call never holds a row lock open) and
   returns what to record. **finish** then takes the row lock, checks the attempt is still
-  this caller's (a reconcile, a cancel or a taken-over claim may have ended it), records the
+  this caller's (the sweep, a cancel or a taken-over claim may have ended it), records the
   outcome through :meth:`JobRunner.commit` and ends the row, in one short transaction.
 * A failure the app names (``failures``, or :class:`JobFailed`) ends the job failed with its
   message; a transient one leaves it running with an expired lease for the task's retry or
-  the reconcile while attempts remain; anything else ends it failed as an internal error,
-  logged with its traceback."""
+  the sweep while attempts remain; anything else ends it failed as an internal error,
+  logged with its traceback.
+* **sweep** (the one periodic task, jobs/registry.py): a pending row no worker took within
+  ``stale_pending`` is sent again (failed after ``give_up_pending``, if set); a running row whose
+  lease ran out is tried again while attempts remain, else failed (:meth:`JobRunner.lost`)."""
 
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ from django.db import InterfaceError, OperationalError, close_old_connections, c
 from django.db.models import F, Q
 from django.utils import timezone
 
+from . import registry
+from .dispatch import enqueue
 from .models import PENDING, RUNNING, Job
 
 log = logging.getLogger(__name__)
@@ -89,13 +95,20 @@ class Heartbeat:
 
 
 class JobRunner:
-    """Runs one job row. Subclasses set ``model`` and ``task`` and write :meth:`work`."""
+    """Runs one job row. Subclasses set ``kind``, ``model`` and ``task`` and write :meth:`work`."""
 
+    kind: ClassVar[str]  # its name in jobs.registry.KINDS
     model: ClassVar[type[Job]]
-    task: ClassVar[str]  # the Celery task that runs this kind (the reconcile re-enqueues by it)
+    task: ClassVar[str]  # the Celery task that runs this kind (the sweep sends it again by it)
     max_attempts: ClassVar[int] = 1
     message_field: ClassVar[str] = "result"  # where a failure's text is written
     failures: ClassVar[tuple[type[BaseException], ...]] = ()  # expected: failed with their message
+    stale_pending: ClassVar[dt.timedelta] = dt.timedelta(seconds=10)  # unclaimed this long: sent again
+    give_up_pending: ClassVar[dt.timedelta | None] = None  # unclaimed this long: failed (None: never)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        registry.registering(cls, cls.__dict__)
 
     def __init__(self, pk: int, attempt: int):
         self.pk = pk
@@ -128,7 +141,7 @@ class JobRunner:
         the attempt verified. By default nothing beyond the row's own fields."""
 
     def transient(self, exc: BaseException) -> bool:
-        """Whether ``exc`` is worth another attempt (the task's retry or the reconcile)."""
+        """Whether ``exc`` is worth another attempt (the task's retry or the sweep)."""
         return False
 
     def ending(self, state: str, fields: dict) -> dict:
@@ -138,8 +151,44 @@ class JobRunner:
     def finished(self, state: str) -> None:
         """After the row ended in ``state`` (committed): what follows it, e.g. a next step."""
 
-    def failure_fields(self, message: str) -> dict:
-        return {self.message_field: message}
+    @classmethod
+    def failure_fields(cls, message: str) -> dict:
+        return {cls.message_field: message}
+
+    # --- the sweep: what got stuck -------------------------------------------------------------
+
+    @classmethod
+    def sweep(cls, now: dt.datetime) -> dict[str, int]:
+        """Send again what no worker took, and hand on what a dead worker held."""
+        counts = {"requeued": 0, "failed": 0}
+        for job in cls.model.lease_expired(now):
+            counts[cls.lost(job)] += 1
+        for job in cls.model.waiting_since(now - cls.stale_pending):
+            if cls.give_up_pending is not None and job.created_at < now - cls.give_up_pending:
+                counts[cls.fail(job, f"no worker picked this {cls.kind} up within "
+                                     f"{cls.give_up_pending.total_seconds() / 60:g} minutes")] += 1
+            else:
+                counts[cls.send(job)] += 1
+        counts.pop("", None)
+        return counts
+
+    @classmethod
+    def lost(cls, job: Job) -> str:
+        """A running job whose worker stopped renewing its lease: tried again while attempts
+        remain, else failed. "requeued", "failed", or "" when it moved on meanwhile."""
+        if job.attempts < cls.max_attempts:
+            return cls.send(job)
+        return cls.fail(job, f"gave up after {job.attempts} attempt(s): the worker running it was lost")
+
+    @classmethod
+    def send(cls, job: Job) -> str:
+        enqueue(cls.task, job.pk, on_commit=False)
+        return "requeued"
+
+    @classmethod
+    def fail(cls, job: Job, message: str, **fields) -> str:
+        """End a stuck job failed with ``message``, unless it moved on since it was read."""
+        return "failed" if cls.model.give_up(job, FAILED, **cls.failure_fields(message), **fields) else ""
 
     # --- the ladder ----------------------------------------------------------------------------
 
@@ -183,7 +232,7 @@ class JobRunner:
         return True
 
     def release(self, message: str) -> None:
-        """Leave the row running with an expired lease: the retry, or the reconcile, takes it."""
+        """Leave the row running with an expired lease: the retry, or the sweep, takes it."""
         self.model.objects.filter(self.mine()).update(lease_until=timezone.now(), **self.failure_fields(message))
 
     @classmethod
@@ -202,7 +251,7 @@ class JobRunner:
             except Exception as exc:
                 if isinstance(exc, (OperationalError, InterfaceError)):
                     # The database went away mid-work (a failover): not the job's fault. Another
-                    # attempt, on a new connection, once it is back (the reconcile hands it on).
+                    # attempt, on a new connection, once it is back (the sweep hands it on).
                     if not connection.in_atomic_block:
                         connection.close()
                     if attempt < cls.max_attempts:

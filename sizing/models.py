@@ -13,7 +13,7 @@ from .aic import Inputs
 
 class EstimateState(models.TextChoices):
     """pending → running → succeeded | failed. An estimate is claimed once (conditional UPDATE);
-    a worker that dies stops renewing the lease and the reconcile fails the row, after which the
+    a worker that dies stops renewing the lease and the sweep fails the row, after which the
     same inputs are estimated afresh."""
 
     PENDING = "pending", "Pending"  # recorded, waiting for a worker

@@ -1,5 +1,6 @@
 """Sizing estimates: ask (answered from a stored estimate of the same inputs when there is
-one), run (a Celery job: claim, AIConfigurator, finish), reconcile, compare. Every write is
+one), run (a job on the one runner: claim, AIConfigurator, finish; swept as every job is),
+compare. Every write is
 here; pages, the API and the CLI call these."""
 
 from __future__ import annotations
@@ -7,23 +8,26 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from audit.services import audit_record
 from core.errors import Unprocessable
 from jobs.dispatch import enqueue
+from jobs.runner import JobFailed, JobRunner
 
 from . import aic
 from .models import Estimate, EstimateState
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
+
+log = logging.getLogger(__name__)
 
 EXECUTE_TASK = "sizing.tasks.estimate_execute"
 LEASE_SECONDS = 120.0  # one AIConfigurator search takes seconds; the lease is renewed at each step
@@ -80,46 +84,55 @@ def estimate_request(*, inputs: aic.Inputs, user: Actor = None, via: str = "ui",
     return estimate, False
 
 
-def _progress(estimate_id: int):
-    def report(percent: int, text: str) -> None:
-        Estimate.renew(estimate_id, lease_seconds=LEASE_SECONDS, progress=percent, progress_text=text[:200])
-    return report
+class EstimateRunner(JobRunner):
+    """One AIConfigurator search (jobs.runner), once: the row ends succeeded with the answer, its
+    artefacts kept under ``SIZING_DIR``, or failed with AIConfigurator's reason. A search whose
+    worker died is failed by the sweep, after which the same inputs are estimated afresh; one no
+    worker took is sent again after WAITING_SECONDS."""
+
+    kind = "estimate"
+    model = Estimate
+    task = EXECUTE_TASK
+    message_field = "error"
+    failures = (aic.SizingError,)
+    stale_pending = dt.timedelta(seconds=WAITING_SECONDS)
+
+    @classmethod
+    def lease_seconds(cls) -> float:
+        return LEASE_SECONDS
+
+    @classmethod
+    def failure_fields(cls, message: str) -> dict:
+        return {"error": message[:20000], "progress_text": "failed"}
+
+    @classmethod
+    def lost(cls, job: Estimate) -> str:
+        return cls.fail(job, "the worker running this estimate was lost")
+
+    def report(self, percent: int, text: str) -> None:
+        self.renew(progress=percent, progress_text=text[:200])
+
+    def work(self) -> dict:
+        self.renew(progress_text="starting")
+        estimate = Estimate.objects.get(pk=self.pk)
+        workdir = estimate_dir(self.pk)
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True)
+        try:
+            result = aic.run_default(estimate.estimate_inputs, save_dir=workdir, progress=self.report)
+        except aic.SizingError:
+            raise
+        except Exception as exc:  # AIConfigurator's internals raise what they like; the row says what
+            log.exception("estimate %s: AIConfigurator failed", self.pk)
+            raise JobFailed(f"AIConfigurator failed: {exc!r}") from exc
+        return {"result": result, "progress": 100, "progress_text": "done", "elapsed_s": result["elapsed_s"],
+                "perf_db_version": result["perf_db_version"] or "", "aiconfigurator_version": result["aiconfigurator"],
+                "artifact_dir": str(workdir)}
 
 
 def estimate_execute(estimate_id: int) -> str:
-    """Run a pending estimate once: AIConfigurator's search, its artefacts kept under
-    ``SIZING_DIR``; the row ends succeeded with the answer or failed with AIConfigurator's reason."""
-    if not Estimate.claim(estimate_id, lease_seconds=LEASE_SECONDS, attempts=1, progress_text="starting"):
-        return "not claimed"
-    estimate = Estimate.objects.get(pk=estimate_id)
-    workdir = estimate_dir(estimate_id)
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
-    try:
-        result = aic.run_default(estimate.estimate_inputs, save_dir=workdir, progress=_progress(estimate_id))
-    except aic.SizingError as exc:
-        Estimate.finish(estimate_id, EstimateState.FAILED, error=str(exc)[:20000], progress_text="failed")
-        return "failed"
-    except Exception as exc:  # AIConfigurator's internals raise what they like; the row says what
-        Estimate.finish(estimate_id, EstimateState.FAILED, error=f"AIConfigurator failed: {exc!r}"[:20000],
-                        progress_text="failed")
-        raise
-    Estimate.finish(estimate_id, EstimateState.SUCCEEDED, result=result, progress=100, progress_text="done",
-                    elapsed_s=result["elapsed_s"], perf_db_version=result["perf_db_version"] or "",
-                    aiconfigurator_version=result["aiconfigurator"], artifact_dir=str(workdir))
-    return "succeeded"
-
-
-def estimates_reconcile() -> dict[str, int]:
-    """Fail estimates whose worker stopped renewing the lease; enqueue again those no worker took."""
-    now = timezone.now()
-    lost = sum(Estimate.give_up(e, EstimateState.FAILED, error="the worker running this estimate was lost",
-                                progress_text="failed")
-               for e in Estimate.lease_expired(now))
-    waiting = list(Estimate.waiting_since(now - dt.timedelta(seconds=WAITING_SECONDS)).values_list("pk", flat=True))
-    for pk in waiting:
-        enqueue(EXECUTE_TASK, pk, on_commit=False)
-    return {"estimates_lost": lost, "estimates_requeued": len(waiting)}
+    """Run a pending estimate once (EstimateRunner); "not claimed" when another caller has it."""
+    return EstimateRunner.handle(estimate_id)
 
 
 def estimates_compare(first: Estimate, second: Estimate) -> dict:

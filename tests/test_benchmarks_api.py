@@ -1,5 +1,5 @@
 """The benchmarks API and pages without a live graph: roles, bad input, refusals, cancel,
-comparisons and exports, recommendations applied as scale operations, the reconcile task.
+comparisons and exports, recommendations applied as scale operations, the sweep.
 Runs that need aiperf and a real frontend are in test_benchmarks_live.py."""
 
 from __future__ import annotations
@@ -148,11 +148,11 @@ def test_cancelling_a_pending_run_is_immediate_and_final(api_for):
     assert api_for("operator").post(f"{RUNS}{run_id}/cancel/").status_code == 409
 
 
-def test_a_run_whose_worker_stopped_is_failed_by_the_reconcile():
+def test_a_run_whose_worker_stopped_is_failed_by_the_sweep():
     graph = _graph()
     run = BenchmarkRun.objects.create(graph=graph, profile="custom", params=resolve("custom").model_dump(),
                                       state=RunState.RUNNING, lease_until=timezone.now() - dt.timedelta(seconds=5))
-    assert services.runs_reconcile()["failed"] == 1
+    assert services.BenchmarkRunner.sweep(timezone.now())["failed"] == 1
     run.refresh_from_db()
     assert run.state == "failed" and "heartbeat expired" in run.error
 

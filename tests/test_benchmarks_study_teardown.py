@@ -49,14 +49,14 @@ def _observe(graph_ids):
 
 
 def _drive(study_id, capture, *, steps=30):
-    """The periodic reconcile's part: advance the study until it has ended and torn down."""
+    """The periodic sweep's part: advance the study until it has ended and torn down."""
     for _ in range(steps):
         study = Study.objects.get(pk=study_id)
         if not study.settling:
             return study
         _observe([a.graph_id for a in study.arm_list if a.graph_id])
         with capture(execute=True):
-            studies.studies_reconcile()
+            studies.StudyDriver.sweep(timezone.now())
     raise AssertionError(f"study {study_id} did not settle: {Study.objects.get(pk=study_id).arm_list}")
 
 
@@ -162,9 +162,9 @@ def test_a_study_that_keeps_its_variants_leaves_them_deployed_and_listed(
     assert {g["name"] for g in api_for("viewer").get("/api/graphs/").json()["results"]} == {"demo", variant.name}
 
 
-def test_studies_that_ended_before_teardown_existed_are_torn_down_by_the_reconcile(
+def test_studies_that_ended_before_teardown_existed_are_torn_down_by_the_sweep(
         api_for, eager, django_capture_on_commit_callbacks):
-    """What the migration marks (ended, variants not kept) the reconcile tears down."""
+    """What the migration marks (ended, variants not kept) the sweep tears down."""
     _graph()
     with django_capture_on_commit_callbacks(execute=True):
         response = api_for("operator").post(STUDIES, {"graph": "demo", "profile": "custom", "concurrency": 1,

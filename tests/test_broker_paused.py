@@ -1,6 +1,6 @@
 """A Redis broker that is paused (SIGSTOP, a partition: it accepts and never answers) holds a
 request that sends a task for at most the broker's socket timeout (CELERY_BROKER_TIMEOUT), and
-the request goes on: the work is recorded and the periodic reconcile sends it again."""
+the request goes on: the work is recorded and the periodic sweep sends it again."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class Keep(logging.Handler):
         seen.append(record.getMessage())
 logging.getLogger("jobs.dispatch").addHandler(Keep())
 started = time.monotonic()
-enqueue("graphs.tasks.operations_reconcile", on_commit=False)
+enqueue("jobs.tasks.jobs_sweep", on_commit=False)
 print(json.dumps({"seconds": time.monotonic() - started, "logged": seen}))
 """
 

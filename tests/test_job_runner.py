@@ -177,10 +177,10 @@ def test_an_operation_whose_broker_message_was_lost_is_found_and_run_once(start_
     start_worker()
     assert Operation.objects.get(pk=op.pk).state == "pending"
     # Not yet stale: nothing is sent again while the message may still be on its way.
-    assert operations.operations_reconcile()["requeued"] == 0
+    assert operations.OperationRunner.sweep(timezone.now())["requeued"] == 0
     Operation.objects.filter(pk=op.pk).update(created_at=timezone.now() - operations.STALE_PENDING * 2)
-    for _ in range(3):  # three reconciles before the worker gets to it: three messages, one run
-        assert operations.operations_reconcile()["requeued"] == 1
+    for _ in range(3):  # three sweeps before the worker gets to it: three messages, one run
+        assert operations.OperationRunner.sweep(timezone.now())["requeued"] == 1
     wait_until(lambda: not Operation.objects.get(pk=op.pk).is_active, timeout=60, what="the re-enqueued operation")
     op.refresh_from_db()
     assert (op.state, op.attempts) == ("succeeded", 1), op.result
@@ -205,6 +205,6 @@ def test_a_database_that_goes_away_mid_work_hands_the_job_to_another_attempt(mon
     op.refresh_from_db()
     assert op.state == "running" and op.lease_until <= timezone.now() and "database went away" in op.result
     monkeypatch.setattr(operations, "_execute_change", real)
-    assert operations.operation_run(op.pk) == "succeeded"  # the next attempt (the reconcile's) does it
+    assert operations.operation_run(op.pk) == "succeeded"  # the next attempt (the sweep's) does it
     op.refresh_from_db()
     assert op.attempts == 2

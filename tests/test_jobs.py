@@ -1,6 +1,6 @@
 """The one job model behind operations and benchmark runs (jobs.models.Job): the database keeps
 one unfinished job of a kind per graph, a claim has one winner, a lease keeps a run alive and
-a late finish cannot overwrite a reconcile's verdict."""
+a late finish cannot overwrite the sweep's verdict."""
 
 import datetime as dt
 
@@ -59,7 +59,7 @@ def test_a_renewed_lease_is_not_expired_and_an_unrenewed_one_is_found(graph):
     assert BenchmarkRun.objects.get(pk=run.pk).progress == 50
 
 
-def test_a_late_finish_cannot_overwrite_what_the_reconcile_decided(graph):
+def test_a_late_finish_cannot_overwrite_what_the_sweep_decided(graph):
     run = _run(graph)
     BenchmarkRun.claim(run.pk, lease_seconds=60)
     run.refresh_from_db()

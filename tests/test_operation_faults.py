@@ -21,6 +21,7 @@ from core.catalog import PoolFields, build_spec
 from graphs import operations, services
 from graphs.models import Deployment, Event, Operation
 from graphs.runtimes.processes import wait_until
+from jobs.registry import sweep as jobs_sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +103,7 @@ def test_killing_the_worker_mid_operation_never_leaves_one_stuck_or_doubled(work
         worker.start()
 
         def settled(op_id=op.pk):
-            operations.operations_reconcile()
+            jobs_sweep()
             return not Operation.objects.get(pk=op_id).is_active
 
         wait_until(settled, timeout=60, interval=0.5, what=f"operation {op.pk} to finish")

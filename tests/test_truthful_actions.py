@@ -348,10 +348,10 @@ def test_a_local_scale_never_observed_fails_at_its_deadline_naming_the_setting(d
     graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="late"))
     _deploy(graph, message="1/2 pods ready")
     op = _scaled(graph, 2)
-    operations.operations_reconcile()
+    operations.OperationRunner.sweep(timezone.now())
     assert Operation.objects.get(pk=op.pk).state == "running"  # before its deadline
     Operation.objects.filter(pk=op.pk).update(lease_until=timezone.now() - dt.timedelta(seconds=1))
-    assert operations.operations_reconcile()["failed"] == 1
+    assert operations.OperationRunner.sweep(timezone.now())["failed"] == 1
     failed = Operation.objects.get(pk=op.pk)
     assert failed.state == "failed"
     assert failed.result == ("the local runtime did not run 2 replica(s) of decode within 120 s (setting "

@@ -160,7 +160,7 @@ class Command(BaseCommand):
             for line in proc.stdout:
                 log.write(line)
                 log.flush()
-                # The worker's periodic reconcile tasks would print a line every few seconds:
+                # The worker's periodic sweep would print a line every few seconds:
                 # show only what users act on (operations, benchmark runs) and problems.
                 if name != "worker" or "ERROR" in line or "WARNING" in line or any(
                         task in line for task in ("operation_run", "benchmark_run", "study_step")):

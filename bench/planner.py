@@ -29,7 +29,7 @@ def main(count: int = 6) -> dict:
 
     from controlplane.celery import app
     from core.catalog import PoolFields, build_spec
-    from core.planner import PlannerSettings
+    from core.planner_config import PlannerSettings
     from graphs import operations, services
     from graphs.models import Deployment
     from graphs.runtimes.local.operator import LocalOperator

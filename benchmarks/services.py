@@ -39,9 +39,9 @@ from jobs.runner import JobFailed, JobRunner
 
 from . import aiperf
 from .errors import BenchmarkRefused, RunCancelled, RunFailed
+from .invocation import Invocation, ProcessRef, hostname, log_tail, stop_group
 from .models import ACTIVE_RUN_STATES, BenchmarkRun, RunState
 from .profiles import RunParams, resolve
-from .runner import Invocation, ProcessRef, hostname, log_tail, stop_group
 from .schema import RunConfig, RunResults, TokenCounts
 from .shapes import gpu_count, shape_of
 from .targets import slo_targets

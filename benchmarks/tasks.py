@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.conf import settings
 
-from . import services, sizing, studies
+from . import recommendations, services, studies
 
 
 # acks_late with reject_on_worker_lost: a worker killed mid-run gets its message redelivered,
@@ -21,4 +21,4 @@ def study_advance(study_id: int) -> str:
 
 @shared_task
 def recommendation_advance(recommendation_id: int) -> str:
-    return sizing.RecommendationDriver.advance(recommendation_id)
+    return recommendations.RecommendationDriver.advance(recommendation_id)

@@ -18,7 +18,7 @@ from accounts.roles import Role, role_required
 from graphs.models import Deployment, Graph
 from sizing.selectors import estimates_for
 
-from . import reports, services, sizing, studies
+from . import recommendations, reports, services, studies
 from .api.views import report_response
 from .errors import BenchmarkRefused
 from .forms import ParamsForm, RecommendForm, StudyForm
@@ -246,7 +246,7 @@ def study_cancel(request, pk: int):
 # --- sizing ----------------------------------------------------------------------------------------
 
 def _sizing(request, graph: Graph, form: RecommendForm, error: str = "") -> HttpResponse:
-    evidence = sizing.evidence_runs(graph)
+    evidence = recommendations.evidence_runs(graph)
     targets = slo_targets(graph)
     return render(request, "benchmarks/sizing.html", {
         "graph": graph, "form": form, "error": error, "targets": targets, "evidence": evidence,
@@ -271,8 +271,9 @@ def graph_recommend(request, name: str):
     if not form.is_valid():
         return _sizing(request, graph, form, "check the targets")
     try:
-        sizing.recommendation_create(graph=graph, user=request.user, via="ui", ttft_ms=form.cleaned_data.get("ttft_ms"),
-                                     itl_ms=form.cleaned_data.get("itl_ms"))
+        recommendations.recommendation_create(graph=graph, user=request.user, via="ui",
+                                              ttft_ms=form.cleaned_data.get("ttft_ms"),
+                                              itl_ms=form.cleaned_data.get("itl_ms"))
     except ProfileError as exc:
         return _sizing(request, graph, form, " ".join(m for ms in exc.errors.values() for m in ms))
     except BenchmarkRefused as exc:
@@ -285,7 +286,7 @@ def graph_recommend(request, name: str):
 def recommendation_apply(request, pk: int):
     rec = get_object_or_404(Recommendation.objects.select_related("graph"), pk=pk)
     try:
-        sizing.recommendation_apply(recommendation=rec, user=request.user, via="ui")
+        recommendations.recommendation_apply(recommendation=rec, user=request.user, via="ui")
         messages.success(request, f"Applying recommendation #{rec.pk}: scale operations on {rec.graph.name} follow.")
     except BenchmarkRefused as exc:
         messages.error(request, str(exc))

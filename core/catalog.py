@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from core.dgd.commandline import build_frontend_command, build_worker_command
 from core.facts import ENGINES, LATEST, DynamoVersion, default_image, default_workdir
-from core.planner import PlannerSettings, graph_mode, planner_args
+from core.planner_config import PlannerSettings, graph_mode, planner_args
 from core.pool import PoolFields, split_engine_args
 from core.spec import GraphSpec, Service
 from core.specio import spec_from_data

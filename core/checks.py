@@ -36,7 +36,7 @@ from core.facts import (
     version_from_image,
 )
 from core.findings import Finding, Severity
-from core.planner import PlannerSettingsError, config_arg, settings_from_config, unknown_keys
+from core.planner_config import PlannerSettingsError, config_arg, settings_from_config, unknown_keys
 from core.spec import MAX_REPLICAS, GraphSpec, Service
 
 
@@ -121,7 +121,7 @@ def _check_names(spec: GraphSpec, paths: _Paths) -> list[Finding]:
 
 
 def _check_planner(service: Service, paths: _Paths) -> list[Finding]:
-    """The Planner's --config against what 1.6.1's PlannerConfig accepts (core/planner.py)."""
+    """The Planner's --config against what 1.6.1's PlannerConfig accepts (core/planner_config.py)."""
     path = f"{paths.container(service)}.args"
     try:
         arg = config_arg(service.command, service.args)

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from core.catalog import TEMPLATES
 from core.errors import ManifestError
 from core.facts import KNOWN_RELEASES, LATEST, known_release
-from core.planner import TARGETS, PlannerSettings
+from core.planner_config import TARGETS, PlannerSettings
 from core.pool import POOL_FIELDS, PoolField, PoolFields
 from core.spec import MAX_REPLICAS, check_dns_label
 

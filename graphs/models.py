@@ -170,7 +170,7 @@ class Deployment(models.Model):
     endpoint = models.CharField(max_length=200, blank=True)
     ports = models.JSONField(default=dict)  # local runtime: name -> port
     # What a Dynamo tool needs to attach to the graph (its Dynamo namespace, discovery store,
-    # the virtual connector's etcd) and whether the Planner runs (graphs/runtimes/local/planner.py).
+    # the virtual connector's etcd) and whether the Planner runs (graphs/runtimes/local/planner_executor.py).
     runtime_info = models.JSONField(default=dict, blank=True)
     observed_at = models.DateTimeField(null=True, blank=True)
     # Kubernetes: per pool the revision's, the adapter's and the live replicas and who owns the
@@ -282,7 +282,7 @@ class Event(models.Model):
 class OperationKind(models.TextChoices):
     APPLY = "apply", "Apply"
     SCALE = "scale", "Scale"
-    DELETE = "delete", "Delete"
+    DELETE = "delete", "Delete"  # undeploy: stops every pod; the graph and its revisions stay
 
 
 class OperationState(models.TextChoices):

@@ -335,7 +335,7 @@ def status_snapshot(graph: Graph) -> dict:
         "message": deployment.message if deployment else "",
         "endpoint": deployment.endpoint if deployment else "",
         # Local graphs: the Dynamo namespace, discovery store and environment a Planner or any
-        # Dynamo tool needs to attach, and whether the Planner runs (graphs/runtimes/local/planner.py).
+        # Dynamo tool needs to attach, and whether the Planner runs (graphs/runtimes/local/planner_executor.py).
         "attach": deployment.runtime_info if deployment and deployment.active else {},
         "replicas": deployment.desired_replicas(deployment.revision.graph_spec)
         if deployment and deployment.revision else {},

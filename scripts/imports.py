@@ -50,7 +50,7 @@ COMPONENTS: list[tuple[str, str, tuple[str, ...]]] = [
     ("core", "definition", (
         "core.facts", "core.spec", "core.specio", "core.schema", "core.catalog", "core.pool", "core.findings",
         "core.errors", "core.untrusted", "core.labels")),
-    ("core", "manifest", ("core.dgd", "core.validation", "core.checks", "core.planner", "core.documents",
+    ("core", "manifest", ("core.dgd", "core.validation", "core.checks", "core.planner_config", "core.documents",
                           "core.cel")),
     ("base", "accounts", ("accounts",)),
     ("base", "telemetry", ("telemetry",)),

@@ -206,7 +206,7 @@ case "$WHAT" in
     # and diff need kubectl >= 1.27 (Debian's 1.20 fails them).
     ensure_kubectl
     # Dynamo 1.6.1's Planner virtual connector keeps its decisions in etcd
-    # (graphs/runtimes/local/planner.py runs one on loopback per graph with a Planner).
+    # (graphs/runtimes/local/planner_executor.py runs one on loopback per graph with a Planner).
     ensure_debian_package etcd etcd-server "tests/test_planner_local.py"
     # bench/pages_http.py loads the pages with wrk (a C load generator: no client-side queueing).
     ensure_debian_package wrk wrk "bench/pages_http.py"

@@ -118,7 +118,7 @@ def full_world(users, kube, cluster, tmp_path, settings, api_for, client_for, ai
     from audit.models import AuditRecord
     from benchmarks.models import BenchmarkRun, RunState, Study
     from benchmarks.profiles import resolve
-    from benchmarks.sizing import recommendation_create
+    from benchmarks.recommendations import recommendation_create
     from core.dgd.render import render
     from core.specio import dump_yaml
     from endpoint.services import policy_set

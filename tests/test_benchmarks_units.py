@@ -11,8 +11,8 @@ import pytest
 
 from benchmarks import aiperf
 from benchmarks.profiles import ProfileError, RunParams, resolve
+from benchmarks.recommendations import Observation, recommend
 from benchmarks.shapes import Shape, parse_shape, same_budget_shapes, shape_gpus, shape_of, variant_spec
-from benchmarks.sizing import Observation, recommend
 from core.catalog import PoolFields, build_spec
 
 EXPORT = Path(__file__).resolve().parent / "fixtures" / "aiperf" / "profile_export_aiperf.json"

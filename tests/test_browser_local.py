@@ -81,7 +81,7 @@ def test_apply_watch_ready_scale_decode_and_delete_in_the_browser(product):
         expect(ready).to_have_count(4, timeout=30_000)
         expect(page.locator("#pods tr[data-pod='demo-prefill-1']")).to_have_count(0)
 
-        page.click("text=Delete deployment")
+        page.click("text=Undeploy")
         expect(page.locator("#graph-state")).to_have_text("Not deployed", timeout=60_000)
         expect(page.locator("#pods")).to_have_count(0)
         browser.close()

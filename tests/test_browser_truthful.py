@@ -13,7 +13,7 @@ import yaml
 
 from core.catalog import PoolFields, build_spec
 from core.dgd.render import render
-from core.planner import PlannerSettings
+from core.planner_config import PlannerSettings
 from graphs import services
 from graphs.models import Deployment, Graph, Operation
 from tests.test_truthful_actions import ALPHA_WITH_RESOURCES

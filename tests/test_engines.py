@@ -323,7 +323,7 @@ def finished_run(dep) -> BenchmarkRun:
 
 @pytest.mark.django_db
 def test_a_recommendation_from_simulated_runs_says_so_first():
-    from benchmarks.sizing import recommendation_create
+    from benchmarks.recommendations import recommendation_create
 
     dep = deploy(mocker_spec("simrec"))
     run = finished_run(dep)

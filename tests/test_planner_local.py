@@ -18,7 +18,7 @@ import pytest
 
 from core.catalog import PoolFields, build_spec
 from core.errors import OperationRefused
-from core.planner import PlannerSettings
+from core.planner_config import PlannerSettings
 from graphs import operations, services
 from graphs.models import Deployment, Operation, PlannerDecision, Pod
 from graphs.runtimes.processes import wait_until
@@ -137,7 +137,7 @@ def test_decisions_published_by_the_real_coordinator_scale_the_pools_via_planner
 def test_an_unacknowledged_decision_warns_on_the_health_line(client_for, settings):
     from django.utils import timezone
 
-    from graphs.planner import services as planner_services
+    from graphs import planner_decisions as planner_services
 
     graph = _graph("stuck")
     decision = planner_services.decision_record(graph=graph, source=planner_services.SOURCE_VIRTUAL,

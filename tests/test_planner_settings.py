@@ -15,7 +15,7 @@ import pytest
 from core.catalog import PoolFields, build_spec
 from core.dgd.render import render
 from core.errors import ManifestError
-from core.planner import (
+from core.planner_config import (
     PlannerSettings,
     PlannerSettingsError,
     local_config,
@@ -170,7 +170,7 @@ def test_the_graph_form_adds_the_planner_with_its_settings(client_for):
 @pytest.mark.django_db
 def test_the_local_runtime_starts_the_real_planner_with_a_config_it_accepts(tmp_path):
     from graphs.models import Deployment
-    from graphs.runtimes.local.planner import PlannerExecutor
+    from graphs.runtimes.local.planner_executor import PlannerExecutor
 
     graph = services.graph_create(spec=_spec(optimization_target="sla", ttft_ms=120, itl_ms=9,
                                              adjustment_interval_seconds=20))

@@ -15,11 +15,11 @@ import pytest
 from django.utils import timezone
 
 from core.catalog import PoolFields, build_spec
-from core.planner import PlannerSettings
+from core.planner_config import PlannerSettings
+from graphs import planner_decisions as planner_services
 from graphs import services as graph_services
 from graphs.models import Deployment, PlannerDecision
-from graphs.planner import services as planner_services
-from metrics.planner import health, planner_of
+from metrics.planner_timeline import health, planner_of
 from tests.metrics_fixtures import (  # noqa: F401
     INPUT_TOKENS_PER_S,
     KNOWN,

@@ -61,7 +61,7 @@ def test_every_path_the_prose_names_exists():
 
 def test_the_path_finder_finds_a_path_that_moved_and_leaves_upstreams_alone():
     assert NAMED.findall("checked by graphs/planner/settings.py, once") == ["graphs/planner/settings.py"]
-    assert NAMED.findall("see (core/planner.py).") == ["core/planner.py"]
+    assert NAMED.findall("see (core/planner_config.py).") == ["core/planner_config.py"]
     assert NAMED.findall("core/state_machine.py:69-71@2a6da14c") == []  # Dynamo's file, at a commit
     assert NAMED.findall("lib/llm/src/http/service/metrics.rs") == []  # not one of our folders
 

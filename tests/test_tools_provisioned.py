@@ -4,7 +4,7 @@ scripts/services.sh, and found there."""
 
 from __future__ import annotations
 
-from graphs.runtimes.local.planner import etcd_binary
+from graphs.runtimes.local.planner_executor import etcd_binary
 
 
 def test_the_planners_etcd_is_found_where_services_sh_unpacks_it(settings, tmp_path):

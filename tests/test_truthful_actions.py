@@ -16,7 +16,7 @@ from django.utils import timezone
 from core.catalog import TEMPLATES, PoolFields, build_spec
 from core.dgd.render import V1ALPHA1, V1BETA1, conversion_losses, render
 from core.errors import OperationRefused
-from core.planner import PlannerSettings
+from core.planner_config import PlannerSettings
 from core.specio import dump_yaml
 from graphs import operations, services
 from graphs.diagnosis import diagnose

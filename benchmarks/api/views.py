@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from availability.waiting import waits_on
 from core.untrusted import query_int
 
-from .. import reports, services, sizing, studies
+from .. import recommendations, reports, services, studies
 from ..models import BenchmarkRun, Recommendation, Study
 from ..profiles import PROFILES
 from ..selectors import runs_by_ids
@@ -215,7 +215,7 @@ class RecommendationViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
         body = RecommendSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        rec = sizing.recommendation_create(graph=data["graph"], user=request.user, via="api",
+        rec = recommendations.recommendation_create(graph=data["graph"], user=request.user, via="api",
                                            ttft_ms=data.get("ttft_ms"), itl_ms=data.get("itl_ms"),
                                            run_ids=data.get("runs"))
         return Response(RecommendationSerializer(rec).data, status=status.HTTP_201_CREATED)
@@ -223,7 +223,7 @@ class RecommendationViewSet(mixins.CreateModelMixin, mixins.ListModelMixin,
     @extend_schema(request=None, responses={200: RecommendationSerializer})
     @action(detail=True, methods=["post"])
     def apply(self, request, pk=None):
-        rec = sizing.recommendation_apply(recommendation=self.get_object(), user=request.user, via="api")
+        rec = recommendations.recommendation_apply(recommendation=self.get_object(), user=request.user, via="api")
         rec.refresh_from_db()  # after commit: its first scale operation may have run already
         return Response(RecommendationSerializer(rec).data)
 

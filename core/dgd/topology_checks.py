@@ -7,7 +7,7 @@ from __future__ import annotations
 from core.dgd.commandline import declared_role, engine_of
 from core.facts import ENGINES
 from core.findings import Finding, Severity
-from core.planner import PlannerSettingsError, config_arg
+from core.planner_config import PlannerSettingsError, config_arg
 from core.spec import GraphSpec, Service
 
 

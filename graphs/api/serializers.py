@@ -282,7 +282,7 @@ class PoolSerializer(serializers.Serializer):
 
 
 class PlannerSettingsSerializer(serializers.Serializer):
-    """Dynamo's Planner as a component of the graph (core/planner.py checks the rules
+    """Dynamo's Planner as a component of the graph (core/planner_config.py checks the rules
     1.6.1 applies across settings)."""
 
     optimization_target = serializers.ChoiceField(choices=["throughput", "latency", "load", "sla"],

@@ -21,7 +21,7 @@ from core.catalog import TEMPLATES, build_spec
 from core.documents import load_bundle
 from core.errors import ManifestError, Unprocessable
 from core.facts import DEFAULT_ROUTER_MODE
-from core.planner import PlannerSettings
+from core.planner_config import PlannerSettings
 from core.pool import PoolFields
 from core.untrusted import INT_MAX, query_bool, query_int
 from core.validation import validate_manifest

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from availability.waiting import waits_on
 from graphs.models import Graph
 
-from .. import charts, planner, services
+from .. import charts, planner_timeline, services
 from ..models import Objectives
 from . import serializers as s
 
@@ -122,6 +122,6 @@ class PlannerTimelineView(generics.GenericAPIView):
         its reason, TTFT/ITL against the targets, the Planner's estimates, and its health."""
         graph = self.get_object()
         try:
-            return Response(planner.timeline_data(graph, _window(request)))
+            return Response(planner_timeline.timeline_data(graph, _window(request)))
         except charts.WindowError as exc:
             raise ValidationError({"window": str(exc)}) from None

@@ -22,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.example_graph import ExampleGraph
 from graphs.runtimes.local.engine_env import engine_env, engine_python
-from graphs.runtimes.local.planner import etcd_binary
+from graphs.runtimes.local.planner_executor import etcd_binary
 from metrics.localprom import find_binary
 
 WEB_TIMEOUTS = ("--timeout-keep-alive", "75", "--timeout-worker-healthcheck", "30")

@@ -8,7 +8,7 @@
   control plane: the Planner's decisions (its field manager on the adapter's replicas through
   ``/scale``), an HPA's, a person's with kubectl: ``at``, ``service``, ``before`` -> ``after``,
   ``manager``, ``actor`` (in words), ``via`` (``adapter`` or ``dgd``);
-* for the Planner timeline (graphs/planner/services.py): each change the Planner made as an
+* for the Planner timeline (graphs/planner_decisions.py): each change the Planner made as an
   observed decision (source ``kubernetes-watch``), and every pool's desired and ready replicas.
 """
 
@@ -21,8 +21,8 @@ from django.utils import timezone
 from core.dgd import ownership
 from core.dgd.gitops import gitops_owner
 
+from ... import planner_decisions as planner_services
 from ...models import Deployment, ReplicaChange
-from ...planner import services as planner_services
 from .observe import parse_time
 
 MAX_DRIFT = 200  # fields listed per graph; the count says how many there were

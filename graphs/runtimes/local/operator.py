@@ -21,12 +21,12 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from core.dgd.commandline import flag_value, tokens
-from core.planner import PlannerSettingsError
+from core.planner_config import PlannerSettingsError
 from core.spec import GraphSpec, Service
 
+from ... import planner_decisions as planner_services
 from ...engines import ENGINES, Host, local_engine, timed_profile
 from ...models import Deployment, GraphState
-from ...planner import services as planner_services
 from ...status_cache import observation_record
 from ..base import EventRecord, Observation, PodStatus, nixl_backend
 from ..processes import PortRangeExhausted, allocate_ports, group_members
@@ -36,7 +36,7 @@ from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
 from .gpus import probe as probe_gpus
 from .hostlimits import inotify_problem
 from .observe import engine_facts, head_file, process_shm, shm_used, worker_pods
-from .planner import PlannerExecutor
+from .planner_executor import PlannerExecutor
 from .realengine import kv_events_socket, real_worker
 from .rolling import Planned, RollingPools, pod_name
 from .rollout import FrontendView

@@ -22,7 +22,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from core.errors import OperationRefused
 
-from ..models import (
+from .models import (
     ACTIVE_STATES,
     DecisionState,
     Deployment,
@@ -117,7 +117,7 @@ def decision_advance(*, deployment: Deployment, ready: dict[str, int]) -> list[i
 
 
 def _request(decision: PlannerDecision, service: str, count: int) -> list[int]:
-    from .. import operations
+    from . import operations
 
     try:
         op = operations.graph_scale(graph=decision.graph, service=service, replicas=count, via="planner",

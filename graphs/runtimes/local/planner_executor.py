@@ -8,7 +8,7 @@ For each local graph with a Planner component the local operator runs, beside th
 * the real Planner (``python -m dynamo.planner --config …``) where ``dynamo.planner`` imports.
 
 Each operator pass reads the decisions the bridge received, records them, turns them into scale
-operations made via ``planner`` (graphs.planner.services.decision_advance), and hands the acknowledged ids back
+operations made via ``planner`` (graphs.planner_decisions.decision_advance), and hands the acknowledged ids back
 to the bridge, which completes them with the coordinator."""
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from pathlib import Path
 
 from django.conf import settings
 
-from core.planner import PlannerSettingsError, graph_mode, local_config, planner_settings
+from core.planner_config import PlannerSettingsError, graph_mode, local_config, planner_settings
 
+from ... import planner_decisions as services
 from ...models import Deployment
-from ...planner import services
 from ..base import EventRecord
 from ..processes import LOOPBACK
 from .argv import build_process_env

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from core.planner import PlannerSettingsError, planner_settings
+from core.planner_config import PlannerSettingsError, planner_settings
 from graphs.models import DecisionState, Deployment, Graph, PlannerDecision, ReplicaSample
 
 from . import promql

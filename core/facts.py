@@ -104,13 +104,17 @@ LEGACY_PREFILL_FLAG_ENGINES = {"vllm", "mocker"}
 ROLE_ENV = {"vllm": "DYN_VLLM_DISAGGREGATION_MODE", "trtllm": "DYN_TRTLLM_DISAGGREGATION_MODE"}
 LEGACY_ROLE_ENV = {"DYN_VLLM_IS_PREFILL_WORKER": "prefill", "DYN_VLLM_IS_DECODE_WORKER": "decode"}
 
-ENGINES = {"vllm", "mocker"}
-
+# The engines a worker runs, each declared once: the create form's and the API's backend choices
+# are these keys (core.spec.Engine names the same ones as a type; tests/test_pydantic_fields.py).
 ENGINES = {
-    "vllm": {"module": "dynamo.vllm", "image": "vllm-runtime", "gpu": True, "model_flag": "--model"},
-    "sglang": {"module": "dynamo.sglang", "image": "sglang-runtime", "gpu": True, "model_flag": "--model-path"},
-    "trtllm": {"module": "dynamo.trtllm", "image": "tensorrtllm-runtime", "gpu": True, "model_flag": "--model-path"},
-    "mocker": {"module": "dynamo.mocker", "image": "dynamo-planner", "gpu": False, "model_flag": "--model-path"},
+    "vllm": {"module": "dynamo.vllm", "image": "vllm-runtime", "gpu": True, "model_flag": "--model",
+             "title": "vLLM"},
+    "sglang": {"module": "dynamo.sglang", "image": "sglang-runtime", "gpu": True, "model_flag": "--model-path",
+               "title": "SGLang"},
+    "trtllm": {"module": "dynamo.trtllm", "image": "tensorrtllm-runtime", "gpu": True, "model_flag": "--model-path",
+               "title": "TensorRT-LLM"},
+    "mocker": {"module": "dynamo.mocker", "image": "dynamo-planner", "gpu": False, "model_flag": "--model-path",
+               "title": "Mocker (no GPU)"},
 }
 
 

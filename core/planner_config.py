@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import json
 import math
+import typing
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.dgd.commandline import flag_value, tokens
+from core.spec import MAX_REPLICAS
 
 Target = Literal["throughput", "latency", "load", "sla"]
-TARGETS: tuple[str, ...] = ("throughput", "latency", "load", "sla")
+TARGETS: tuple[str, ...] = typing.get_args(Target)
 # 1.6.1 defaults (config/defaults.py: SLAPlannerDefaults, BasePlannerDefaults).
 DEFAULT_TTFT_MS = 500.0
 DEFAULT_ITL_MS = 50.0
@@ -67,20 +69,35 @@ class PlannerSettingsError(ValueError):
 class PlannerSettings(BaseModel):
     """What the graph form and the spec expose. ``adjustment_interval_seconds`` is the interval of
     the loop that decides for the chosen target: the throughput loop for ``sla``, the load loop
-    otherwise (1.6.1 turns load scaling on and throughput scaling off for every target but sla)."""
+    otherwise (1.6.1 turns load scaling on and throughput scaling off for every target but sla).
+
+    Each setting is declared here once: the create form's fields and the API's
+    (graphs/pydantic_fields.py) are made from these declarations, title and description included."""
 
     model_config = ConfigDict(extra="forbid")
 
-    optimization_target: Target = "throughput"
-    ttft_ms: float = Field(default=DEFAULT_TTFT_MS, gt=0)
-    itl_ms: float = Field(default=DEFAULT_ITL_MS, gt=0)
-    adjustment_interval_seconds: int = Field(default=DEFAULT_LOAD_INTERVAL, gt=0, le=86400)
-    min_replicas: int = Field(default=DEFAULT_MIN_ENDPOINT, ge=0, le=512)
-    max_gpu_budget: int = Field(default=DEFAULT_MAX_GPU_BUDGET, ge=-1, le=100000)
-    prefill_scale_up_queue_tokens: int | None = Field(default=None, ge=0)
-    prefill_scale_down_queue_tokens: int | None = Field(default=None, ge=0)
-    decode_scale_up_kv_rate: float | None = Field(default=None, ge=0, le=1)
-    decode_scale_down_kv_rate: float | None = Field(default=None, ge=0, le=1)
+    optimization_target: Target = Field(
+        default="throughput", title="Optimization target",
+        description="sla scales for the TTFT/ITL targets; the others react to queue depth and KV-cache load")
+    ttft_ms: float = Field(default=DEFAULT_TTFT_MS, gt=0, title="TTFT target (ms)",
+                           description="time to first token the sla target scales for")
+    itl_ms: float = Field(default=DEFAULT_ITL_MS, gt=0, title="ITL target (ms)",
+                          description="inter-token latency the sla target scales for")
+    adjustment_interval_seconds: int = Field(
+        default=DEFAULT_LOAD_INTERVAL, gt=0, le=86400, title="Adjustment interval (s)",
+        description="How often it decides (the throughput loop for sla, the load loop otherwise)")
+    min_replicas: int = Field(default=DEFAULT_MIN_ENDPOINT, ge=0, le=MAX_REPLICAS, title="Minimum replicas per pool")
+    max_gpu_budget: int = Field(default=DEFAULT_MAX_GPU_BUDGET, ge=-1, le=100000, title="GPU budget",
+                                description="-1: no GPU budget")
+    # The load target's thresholds (1.6.1 needs all four for it; the others ignore them).
+    prefill_scale_up_queue_tokens: int | None = Field(
+        default=None, ge=0, title="Prefill: scale up above (queued tokens)", description="target load")
+    prefill_scale_down_queue_tokens: int | None = Field(
+        default=None, ge=0, title="Prefill: scale down below (queued tokens)", description="target load")
+    decode_scale_up_kv_rate: float | None = Field(
+        default=None, ge=0, le=1, title="Decode: scale up above (KV-cache use, 0-1)", description="target load")
+    decode_scale_down_kv_rate: float | None = Field(
+        default=None, ge=0, le=1, title="Decode: scale down below (KV-cache use, 0-1)", description="target load")
 
     @model_validator(mode="after")
     def _planner_rules(self) -> PlannerSettings:

@@ -8,13 +8,14 @@ from pydantic import ValidationError
 
 from core.catalog import TEMPLATES
 from core.errors import ManifestError
-from core.facts import KNOWN_RELEASES, LATEST, known_release
-from core.planner_config import TARGETS, PlannerSettings
+from core.facts import ENGINES, KNOWN_RELEASES, LATEST, known_release
+from core.planner_config import PlannerSettings
 from core.pool import POOL_FIELDS, PoolField, PoolFields
-from core.spec import MAX_REPLICAS, check_dns_label
+from core.spec import check_dns_label
 
 from .archive import built_manifest, is_archive
 from .pool_rules import RULES as POOL_RULES
+from .pydantic_fields import form_fields
 
 
 def pool_form_field(field: PoolField) -> forms.Field:
@@ -43,8 +44,7 @@ class TemplateForm(forms.Form):
     name = forms.CharField(max_length=63, help_text="Lower-case letters, digits and '-'")
     namespace = forms.CharField(max_length=63, required=False, help_text="Kubernetes namespace (optional)")
     model = forms.CharField(max_length=300, required=False)
-    backend = forms.ChoiceField(choices=[("vllm", "vLLM"), ("sglang", "SGLang"), ("trtllm", "TensorRT-LLM"),
-                                         ("mocker", "Mocker (no GPU)")])
+    backend = forms.ChoiceField(choices=[(k, e["title"]) for k, e in ENGINES.items()])
     dynamo_version = forms.CharField(max_length=20, initial=LATEST,
                                      widget=forms.TextInput(attrs={"list": "dynamo-releases"}))
     description = forms.CharField(max_length=500, required=False)
@@ -69,36 +69,10 @@ class TemplateForm(forms.Form):
             required=False, label="Add Dynamo's Planner",
             help_text="It scales the prefill and decode pools from live load; on the local runtime the control "
                       "plane executes its decisions")
-        self.fields["planner_optimization_target"] = forms.ChoiceField(
-            choices=[(t, t) for t in TARGETS], required=False, initial="throughput", label="Optimization target",
-            help_text="sla scales for the TTFT/ITL targets; the others react to queue depth and KV-cache load")
-        self.fields["planner_ttft_ms"] = forms.FloatField(min_value=0.001, required=False, initial=500.0,
-                                                          label="TTFT target (ms)")
-        self.fields["planner_itl_ms"] = forms.FloatField(min_value=0.001, required=False, initial=50.0,
-                                                         label="ITL target (ms)")
-        self.fields["planner_adjustment_interval_seconds"] = forms.IntegerField(
-            min_value=1, max_value=86400, required=False, initial=5, label="Adjustment interval (s)",
-            help_text="How often it decides (the throughput loop for sla, the load loop otherwise)")
-        self.fields["planner_min_replicas"] = forms.IntegerField(
-            min_value=0, max_value=MAX_REPLICAS, required=False, initial=1, label="Minimum replicas per pool")
-        self.fields["planner_max_gpu_budget"] = forms.IntegerField(
-            min_value=-1, max_value=100000, required=False, initial=8, label="GPU budget", help_text="-1: none")
-        # The load target's thresholds (1.6.1 needs all four for it; the others ignore them).
-        self.fields["planner_prefill_scale_up_queue_tokens"] = forms.IntegerField(
-            min_value=0, required=False, label="Prefill: scale up above (queued tokens)", help_text="target load")
-        self.fields["planner_prefill_scale_down_queue_tokens"] = forms.IntegerField(
-            min_value=0, required=False, label="Prefill: scale down below (queued tokens)", help_text="target load")
-        self.fields["planner_decode_scale_up_kv_rate"] = forms.FloatField(
-            min_value=0, max_value=1, required=False, label="Decode: scale up above (KV-cache use, 0-1)",
-            help_text="target load")
-        self.fields["planner_decode_scale_down_kv_rate"] = forms.FloatField(
-            min_value=0, max_value=1, required=False, label="Decode: scale down below (KV-cache use, 0-1)",
-            help_text="target load")
+        # Core's PlannerSettings declares each setting once (graphs/pydantic_fields.py).
+        self.fields.update(form_fields(PlannerSettings, prefix="planner_"))
 
-    PLANNER_FIELDS = ("planner_enabled", "planner_optimization_target", "planner_ttft_ms", "planner_itl_ms",
-                      "planner_adjustment_interval_seconds", "planner_min_replicas", "planner_max_gpu_budget",
-                      "planner_prefill_scale_up_queue_tokens", "planner_prefill_scale_down_queue_tokens",
-                      "planner_decode_scale_up_kv_rate", "planner_decode_scale_down_kv_rate")
+    PLANNER_FIELDS = ("planner_enabled", *(f"planner_{name}" for name in PlannerSettings.model_fields))
 
     # Each load threshold pair: the scale-up one must be above the scale-down one (1.6.1's
     # PlannerConfig._validate_config refuses it for the load target; for the others the pair is a

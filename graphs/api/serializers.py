@@ -10,13 +10,15 @@ from core import untrusted
 from core.catalog import TEMPLATES
 from core.dgd.render import API_VERSIONS, normalise_api_version
 from core.errors import UNPROCESSABLE, ManifestError
-from core.facts import KNOWN_RELEASES, ROUTER_MODES, DynamoVersion, known_release, known_release_pattern
+from core.facts import ENGINES, KNOWN_RELEASES, ROUTER_MODES, DynamoVersion, known_release, known_release_pattern
+from core.planner_config import PlannerSettings
 from core.pool import FIELD, POOL_FIELDS, PoolField
 from core.specio import spec_from_data
 
 from ..companions import shown
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
 from ..pool_rules import RULES as POOL_RULES
+from ..pydantic_fields import serializer_class
 from ..runtimes.registry import DEFAULT_KIND, KINDS
 
 # What the schema can say about a name and a release (the server checks the rest).
@@ -281,22 +283,11 @@ class PoolSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-class PlannerSettingsSerializer(serializers.Serializer):
-    """Dynamo's Planner as a component of the graph (core/planner_config.py checks the rules
-    1.6.1 applies across settings)."""
-
-    optimization_target = serializers.ChoiceField(choices=["throughput", "latency", "load", "sla"],
-                                                  default="throughput")
-    ttft_ms = serializers.FloatField(min_value=0.001, default=500.0, help_text="TTFT target (target sla)")
-    itl_ms = serializers.FloatField(min_value=0.001, default=50.0, help_text="ITL target (target sla)")
-    adjustment_interval_seconds = serializers.IntegerField(min_value=1, max_value=86400, default=5)
-    min_replicas = serializers.IntegerField(min_value=0, max_value=512, default=1)
-    max_gpu_budget = serializers.IntegerField(min_value=-1, max_value=100000, default=8,
-                                              help_text="-1: no GPU budget")
-    prefill_scale_up_queue_tokens = serializers.IntegerField(min_value=0, required=False)
-    prefill_scale_down_queue_tokens = serializers.IntegerField(min_value=0, required=False)
-    decode_scale_up_kv_rate = serializers.FloatField(min_value=0, max_value=1, required=False)
-    decode_scale_down_kv_rate = serializers.FloatField(min_value=0, max_value=1, required=False)
+# Core's PlannerSettings declares each setting once: its fields here are made from it.
+PlannerSettingsSerializer = serializer_class(
+    PlannerSettings, "PlannerSettingsSerializer", module=__name__,
+    doc="Dynamo's Planner as a component of the graph (core/planner_config.py checks the rules 1.6.1 applies "
+        "across settings).")
 
 
 class FromTemplateSerializer(serializers.Serializer):
@@ -305,7 +296,7 @@ class FromTemplateSerializer(serializers.Serializer):
     namespace = serializers.RegexField(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$", max_length=63, allow_blank=True,
                                        default="", error_messages={"invalid": NAME_MESSAGE})
     model = serializers.CharField(max_length=300, allow_blank=True, default="")
-    backend = serializers.ChoiceField(choices=["", "vllm", "sglang", "trtllm", "mocker"], default="")
+    backend = serializers.ChoiceField(choices=["", *ENGINES], default="", help_text="empty: the template's")
     # Only a release this control plane knows (core.facts.known_release), and the schema says which.
     dynamo_version = serializers.RegexField(
         known_release_pattern(), max_length=20, default="1.6.1",

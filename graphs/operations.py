@@ -44,6 +44,7 @@ from .models import (
     OperationState,
     Pod,
 )
+from .runtimes.base import POD_SHOWN
 from .runtimes.registry import DEFAULT_KIND, get_runtime, on_cluster, target_for
 
 if TYPE_CHECKING:
@@ -344,15 +345,10 @@ def status_snapshot(graph: Graph) -> dict:
         "age_seconds": round((now - deployment.observed_at).total_seconds(), 1)
         if deployment and deployment.observed_at else None,
         "pods": [
-            {"name": p.name, "service": p.service, "role": p.role, "phase": p.phase, "ready": p.ready,
-             "restarts": p.restarts, "started_at": p.started_at.isoformat() if p.started_at else None,
-             "node": p.node, "gpus": p.gpus, "shm_bytes": p.shm_bytes, "shm_source": p.shm_source,
-             "shm_requested_bytes": spec.shm_requested_bytes(p.service) if spec else None, "port": p.port,
-             "reason": p.reason, "message": p.message,
-             # The main container's command line, as kubectl describe pod shows it.
-             "command": p.command, "args": p.args,
-             "nixl_backend": p.nixl_backend, "gpu_devices": p.gpu_devices,
-             "gpu_memory_bytes": p.gpu_memory_bytes, "gpu_util": p.gpu_util}
+            {**{c: getattr(p, c) for c in POD_SHOWN},
+             "started_at": p.started_at.isoformat() if p.started_at else None,
+             # What the pod's spec asks for /dev/shm, beside what it has (shm_bytes).
+             "shm_requested_bytes": spec.shm_requested_bytes(p.service) if spec else None}
             for p in pods
         ],
         "events": [{"at": e.at.isoformat(), "type": e.type, "reason": e.reason, "object": e.object,

@@ -9,11 +9,25 @@ from django.db import transaction
 from django.utils import timezone
 
 from .models import Deployment, Event, GraphState, Operation, OperationState, Pod
-from .runtimes.base import Observation
+from .runtimes.base import POD_COLUMNS, Observation, PodStatus
 
-POD_FIELDS = ["service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus", "shm_bytes", "port",
-              "reason", "message", "last_log", "shm_source", "command", "args", "nixl_backend", "gpu_devices",
-              "gpu_memory_bytes", "gpu_util", "updated_at"]
+# An upsert rewrites every column a runtime reports (runtimes.base.POD_COLUMNS), and the time.
+POD_FIELDS = [*(c for c in POD_COLUMNS if c != "name"), "updated_at"]
+# Text kept of the unbounded columns: the end of a log, the start of a message.
+LAST_LOG_CHARS, MESSAGE_CHARS = 4000, 2000
+
+
+BOUNDED = {f.name: f.max_length for f in Pod._meta.concrete_fields if f.name in POD_COLUMNS and f.max_length}
+
+
+def pod_row(pod: PodStatus) -> dict:
+    """A reported pod as its row's columns, each text cut to what its column holds."""
+    row = {c: getattr(pod, c) for c in POD_COLUMNS}
+    for name, limit in BOUNDED.items():
+        row[name] = row[name][:limit]
+    row["message"] = pod.message[:MESSAGE_CHARS]
+    row["last_log"] = pod.last_log[-LAST_LOG_CHARS:]
+    return row
 
 # Readings of live pods that apps above the graph store add to the pod table, registered in
 # their AppConfig.ready (metrics adds each pod's GPU memory and utilisation from Prometheus):
@@ -38,12 +52,7 @@ def observation_record(deployment: Deployment, observation: Observation, *, obse
         Pod.objects.filter(deployment=deployment).exclude(name__in=[p.name for p in pods]).delete()
         if pods:
             Pod.objects.bulk_create(
-                [Pod(deployment=deployment, name=p.name, service=p.service, role=p.role, phase=p.phase[:40],
-                     ready=p.ready, restarts=p.restarts, started_at=p.started_at, node=p.node, gpus=p.gpus,
-                     shm_bytes=p.shm_bytes, port=p.port, reason=p.reason[:100], message=p.message[:2000],
-                     last_log=p.last_log[-4000:], shm_source=p.shm_source[:40], command=p.command, args=p.args,
-                     nixl_backend=p.nixl_backend[:60], gpu_devices=p.gpu_devices[:100],
-                     gpu_memory_bytes=p.gpu_memory_bytes, gpu_util=p.gpu_util) for p in pods],
+                [Pod(deployment=deployment, **pod_row(p)) for p in pods],
                 update_conflicts=True, unique_fields=["deployment", "name"], update_fields=POD_FIELDS,
             )
         if merge_events:

@@ -98,3 +98,18 @@ def test_the_engines_are_declared_once_and_the_type_names_the_same_ones():
     assert set(typing.get_args(Engine)) == set(ENGINES)
     assert [c for c, _ in TemplateForm().fields["backend"].choices] == list(ENGINES)
     assert list(FromTemplateSerializer().fields["backend"].choices) == ["", *ENGINES]
+
+
+def test_a_pod_s_columns_are_declared_once_by_what_runtimes_report():
+    from dataclasses import fields
+
+    from graphs.api.serializers import PodSerializer
+    from graphs.models import Pod
+    from graphs.runtimes.base import POD_COLUMNS, PodStatus
+    from graphs.status_cache import POD_FIELDS
+
+    stored = {f.name for f in Pod._meta.concrete_fields}
+    assert set(POD_COLUMNS) == {f.name for f in fields(PodStatus)} and set(POD_COLUMNS) <= stored
+    assert set(POD_FIELDS) == set(POD_COLUMNS) - {"name"} | {"updated_at"}  # every reading is rewritten
+    shown = set(PodSerializer().fields)
+    assert shown == set(POD_COLUMNS) - {"last_log"} | {"shm_requested_bytes", "updated_at"}

@@ -19,6 +19,7 @@ from ..companions import shown
 from ..models import Deployment, Event, Graph, Operation, Pod, Revision
 from ..pool_rules import RULES as POOL_RULES
 from ..pydantic_fields import serializer_class
+from ..runtimes.base import POD_SHOWN
 from ..runtimes.registry import DEFAULT_KIND, KINDS
 
 # What the schema can say about a name and a release (the server checks the rest).
@@ -385,9 +386,7 @@ class PodSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Pod
-        fields = ["name", "service", "role", "phase", "ready", "restarts", "started_at", "node", "gpus",
-                  "shm_bytes", "shm_source", "shm_requested_bytes", "port", "reason", "message", "command", "args",
-                  "nixl_backend", "gpu_devices", "gpu_memory_bytes", "gpu_util", "updated_at"]
+        fields = [*POD_SHOWN, "shm_requested_bytes", "updated_at"]  # the columns runtimes report (PodStatus)
 
 
 class EventSerializer(serializers.ModelSerializer):

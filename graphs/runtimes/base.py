@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # the process layer imports this module on hosts without the spec's pydantic
@@ -55,6 +55,14 @@ class PodStatus:
     gpu_devices: str = ""  # CUDA_VISIBLE_DEVICES (local GPU workers)
     gpu_memory_bytes: int | None = None
     gpu_util: float | None = None  # percent
+
+
+# A pod's columns, declared once by PodStatus: the status cache's Pod rows hold each of them
+# (graphs/status_cache.py writes them all), and pages and the API show them all but the log
+# lines, which are shown inside a diagnosis. A new reading is a field above, a column on
+# graphs.models.Pod (a migration), and the runtime that reads it.
+POD_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(PodStatus))
+POD_SHOWN: tuple[str, ...] = tuple(c for c in POD_COLUMNS if c != "last_log")
 
 
 @dataclass

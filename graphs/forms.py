@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from core.catalog import TEMPLATES
 from core.errors import ManifestError
-from core.facts import ENGINES, KNOWN_RELEASES, LATEST, known_release
+from core.facts import ENGINES, KNOWN_RELEASES, LATEST
 from core.planner_config import PlannerSettings
 from core.pool import POOL_FIELDS, PoolField, PoolFields
 from core.spec import check_dns_label
@@ -16,6 +16,7 @@ from core.spec import check_dns_label
 from .archive import built_manifest, is_archive
 from .pool_rules import RULES as POOL_RULES
 from .pydantic_fields import form_fields
+from .version_fields import DynamoVersionFormField
 
 
 def pool_form_field(field: PoolField) -> forms.Field:
@@ -45,8 +46,8 @@ class TemplateForm(forms.Form):
     namespace = forms.CharField(max_length=63, required=False, help_text="Kubernetes namespace (optional)")
     model = forms.CharField(max_length=300, required=False)
     backend = forms.ChoiceField(choices=[(k, e["title"]) for k, e in ENGINES.items()])
-    dynamo_version = forms.CharField(max_length=20, initial=LATEST,
-                                     widget=forms.TextInput(attrs={"list": "dynamo-releases"}))
+    dynamo_version = DynamoVersionFormField(known=True, initial=LATEST,
+                                            widget=forms.TextInput(attrs={"list": "dynamo-releases"}))
     description = forms.CharField(max_length=500, required=False)
     router_mode = forms.ChoiceField(
         choices=[("round-robin", "Round-robin (Dynamo's default)"),
@@ -130,12 +131,6 @@ class TemplateForm(forms.Form):
     def planner_group(self):
         return [self[f] for f in self.PLANNER_FIELDS]
 
-    def clean_dynamo_version(self):
-        try:
-            return known_release(self.cleaned_data["dynamo_version"])
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from None
-
     def pool(self, name: str) -> PoolFields | None:
         """The pool's fields, or None for a pool the template does not have."""
         if name not in self.pools:
@@ -160,19 +155,10 @@ class ManifestForm(forms.Form):
     archive_path = forms.CharField(max_length=500, required=False, strip=True,
                                    help_text="For a .tar.gz or .zip of a kustomize directory: the folder to build "
                                              "(default: the archive's one kustomization that nothing else uses)")
-    dynamo_version = forms.CharField(max_length=20, required=False,
-                                     help_text="Target Dynamo release (default: read from the image tags)")
+    dynamo_version = DynamoVersionFormField(known=True, required=False,
+                                            help_text="Target Dynamo release (default: read from the image tags)")
     message = forms.CharField(max_length=500, required=False)
     expected_revision = forms.IntegerField(required=False, widget=forms.HiddenInput)
-
-    def clean_dynamo_version(self):
-        value = self.cleaned_data.get("dynamo_version")
-        if not value:
-            return None
-        try:
-            return known_release(value)
-        except ValueError as exc:
-            raise forms.ValidationError(str(exc)) from None
 
     def clean(self):
         data = super().clean()

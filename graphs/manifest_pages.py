@@ -23,6 +23,7 @@ from . import rollouts, services
 from .companions import companions_context, label
 from .forms import ManifestForm
 from .models import Deployment, Graph, Revision
+from .version_fields import read_version
 from .views import api_version_of
 
 
@@ -52,9 +53,7 @@ def manifest_check(request):
     text = request.POST.get("yaml", "")
     version = request.POST.get("dynamo_version") or None
     try:
-        from core.facts import DynamoVersion
-
-        version = str(DynamoVersion.parse(version)) if version else None
+        version = read_version(version, known=False) if version else None
     except ValueError as exc:
         return render(request, "graphs/_findings.html",
                       {"report": Report([Finding(Severity.ERROR, "dynamo_version", "dynamo_version", str(exc))])})

@@ -113,3 +113,22 @@ def test_a_pod_s_columns_are_declared_once_by_what_runtimes_report():
     assert set(POD_FIELDS) == set(POD_COLUMNS) - {"name"} | {"updated_at"}  # every reading is rewritten
     shown = set(PodSerializer().fields)
     assert shown == set(POD_COLUMNS) - {"last_log"} | {"shm_requested_bytes", "updated_at"}
+
+
+@pytest.mark.parametrize("known, text, read", [
+    (True, "1.6.1", "1.6.1"), (True, "v1.6.0", "1.6.0"), (True, "1.6.7", None), (True, "9.9.9", None),
+    (False, "9.9.9", "9.9.9"), (False, "v1.7.0", "1.7.0"), (False, "1.6", None), (False, "latest", None),
+])
+def test_a_dynamo_version_reads_the_same_in_a_form_and_the_api(known, text, read):
+    from graphs.version_fields import DynamoVersionField, DynamoVersionFormField
+
+    api = DynamoVersionField(known=known)
+    form = DynamoVersionFormField(known=known)
+    if read is None:
+        with pytest.raises(Exception) as api_error:
+            api.run_validation(text)
+        with pytest.raises(forms.ValidationError) as form_error:
+            form.clean(text)
+        assert type(api_error.value).__name__ == "ValidationError" and form_error.value.messages
+    else:
+        assert api.run_validation(text) == form.clean(text) == read

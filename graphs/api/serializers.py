@@ -10,7 +10,7 @@ from core import untrusted
 from core.catalog import TEMPLATES
 from core.dgd.render import API_VERSIONS, normalise_api_version
 from core.errors import UNPROCESSABLE, ManifestError
-from core.facts import ENGINES, KNOWN_RELEASES, ROUTER_MODES, DynamoVersion, known_release, known_release_pattern
+from core.facts import ENGINES, LATEST, ROUTER_MODES
 from core.planner_config import PlannerSettings
 from core.pool import FIELD, POOL_FIELDS, PoolField
 from core.specio import spec_from_data
@@ -21,14 +21,11 @@ from ..pool_rules import RULES as POOL_RULES
 from ..pydantic_fields import serializer_class
 from ..runtimes.base import POD_SHOWN
 from ..runtimes.registry import DEFAULT_KIND, KINDS
+from ..version_fields import DynamoVersionField
 
 # What the schema can say about a name and a release (the server checks the rest).
 K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 NAME_MESSAGE = "must be a Kubernetes name: lower-case letters, digits and '-', starting and ending alphanumeric"
-VERSION_MESSAGE = "must be a Dynamo release MAJOR.MINOR.PATCH, e.g. 1.6.1"
-DYNAMO_VERSION = r"^v?\d{1,4}\.\d{1,4}\.\d{1,4}$"
-# A query parameter: empty is as absent (DRF reads an empty optional query value as not given).
-DYNAMO_VERSION_OR_EMPTY = r"^(?:v?\d{1,4}\.\d{1,4}\.\d{1,4})?$"
 
 
 class FindingSerializer(serializers.Serializer):
@@ -299,10 +296,7 @@ class FromTemplateSerializer(serializers.Serializer):
     model = serializers.CharField(max_length=300, allow_blank=True, default="")
     backend = serializers.ChoiceField(choices=["", *ENGINES], default="", help_text="empty: the template's")
     # Only a release this control plane knows (core.facts.known_release), and the schema says which.
-    dynamo_version = serializers.RegexField(
-        known_release_pattern(), max_length=20, default="1.6.1",
-        error_messages={"invalid": "is not a known Dynamo release: the known releases are "
-                                   f"{', '.join(KNOWN_RELEASES)} (or an earlier patch of one)"})
+    dynamo_version = DynamoVersionField(known=True, default=LATEST)
     prefill = PoolSerializer(required=False)
     decode = PoolSerializer(required=False)
     planner = PlannerSettingsSerializer(required=False, help_text="add Dynamo's Planner with these settings")
@@ -311,11 +305,6 @@ class FromTemplateSerializer(serializers.Serializer):
         choices=ROUTER_MODES, required=False, allow_null=True, default=None,
         help_text="The Frontend's --router-mode (kv: KV-aware routing). Default: the template's, else round-robin.")
 
-    def validate_dynamo_version(self, value):
-        try:
-            return known_release(value)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
 
 
 # The DGD API versions a request may name, as the schema lists them ("": the revision's own).
@@ -354,13 +343,7 @@ class QueryIntegerField(serializers.IntegerField):
 class RenderQuerySerializer(serializers.Serializer):
     apiVersion = ApiVersionField()
     revision = QueryIntegerField(required=False)
-    dynamoVersion = serializers.RegexField(DYNAMO_VERSION, required=False, error_messages={"invalid": VERSION_MESSAGE})
-
-    def validate_dynamoVersion(self, value):
-        try:
-            return str(DynamoVersion.parse(value))
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from None
+    dynamoVersion = DynamoVersionField(known=False, required=False)
 
 
 class DiffQuerySerializer(serializers.Serializer):

@@ -31,6 +31,7 @@ from ..archive import built_manifest
 from ..filters import GraphFilterSerializer
 from ..models import Graph, Operation, Revision
 from ..selectors import graph_summaries
+from ..version_fields import VERSION_OR_EMPTY, read_version
 from . import serializers as s
 from .pagination import NameCursorPagination
 from .parsers import ARCHIVE_PARSERS, YAML_PARSERS
@@ -57,7 +58,7 @@ ARCHIVE_PATH_PARAMETER = OpenApiParameter(
     "path", str, description="An archive: the folder to build (default: its one kustomization that nothing else "
     "in it uses).")
 DYNAMO_VERSION_PARAMETER = OpenApiParameter(
-    "dynamoVersion", {"type": "string", "pattern": s.DYNAMO_VERSION_OR_EMPTY},
+    "dynamoVersion", {"type": "string", "pattern": VERSION_OR_EMPTY},
     description="A Dynamo release, e.g. 1.6.1 (empty: the graph's own)")
 
 
@@ -369,10 +370,8 @@ def _version_param(request) -> str | None:
     value = request.query_params.get("dynamoVersion")
     if not value:  # absent or empty: the graph's own
         return None
-    from core.facts import DynamoVersion
-
     try:
-        return str(DynamoVersion.parse(value))
+        return read_version(value, known=False)
     except ValueError as exc:
         raise ValidationError({"dynamoVersion": str(exc)}) from None
 

@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import NotFound
 
 from clusters.models import Cluster
-from core.facts import KNOWN_RELEASES, known_release_pattern
+from graphs.version_fields import DynamoVersionField
 
 from ..aic import Inputs, support_matrix
 from ..models import DeploymentRequest, Estimate
@@ -63,17 +63,15 @@ class GraphFromEstimateSerializer(serializers.Serializer):
     mode = serializers.ChoiceField(choices=["agg", "disagg"], required=False,
                                    help_text="the experiment; default: the one AIConfigurator chose")
     # Only a release this control plane knows (core.facts.known_release), and the schema says which.
-    dynamo_version = serializers.RegexField(
-        known_release_pattern(), required=False, help_text="the Dynamo release the graph is for; default: the latest",
-        error_messages={"invalid": "is not a known Dynamo release: the known releases are "
-                                   f"{', '.join(KNOWN_RELEASES)} (or an earlier patch of one)"})
+    dynamo_version = DynamoVersionField(known=True, required=False,
+                                        help_text="the Dynamo release the graph is for; default: the latest")
 
 
 class DgdrQuerySerializer(serializers.Serializer):
     name = serializers.SlugField(max_length=63)
     namespace = serializers.SlugField(max_length=63, required=False)
     # Empty is as absent (a query string's empty optional value): the schema says so.
-    dynamo_version = serializers.RegexField(r"^(\d{1,4}\.\d{1,4}\.\d{1,4})?$", required=False, allow_blank=True)
+    dynamo_version = DynamoVersionField(known=False, required=False, allow_blank=True)
     # The same option and default as the POST that applies it: a preview is what would be applied.
     auto_apply = serializers.BooleanField(default=False, help_text="as the POST's auto_apply (default false)")
 
@@ -94,7 +92,7 @@ class DgdrApplySerializer(serializers.Serializer):
     cluster = ClusterByName()
     namespace = serializers.SlugField(max_length=63)
     name = serializers.SlugField(max_length=63)
-    dynamo_version = serializers.RegexField(r"^\d{1,4}\.\d{1,4}\.\d{1,4}$", required=False)
+    dynamo_version = DynamoVersionField(known=False, required=False)
     auto_apply = serializers.BooleanField(default=False, help_text=(
         "let the operator create the DGD (default: the control plane adopts it as a graph and applies it)"))
 

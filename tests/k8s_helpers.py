@@ -3,10 +3,11 @@ as the Celery task would run them (fixtures: tests/k8s_fixtures.py)."""
 
 from __future__ import annotations
 
-from core.catalog import PoolFields, build_spec
+from core.catalog import PoolFields
 from core.specio import spec_from_data
 from graphs import operations, services
 from graphs.models import Graph, Operation
+from tests import factories
 
 NS = "llm"
 CLUSTER = "emu"
@@ -19,9 +20,8 @@ def make_graph(name: str = "g", *, adapter: bool = False, planner: bool = False,
                decode_replicas: int = 1) -> Graph:
     """A disaggregated vLLM graph (Frontend, prefill, decode), optionally with a scaling adapter
     on decode and a Planner component."""
-    spec = build_spec(template="vllm-disagg", name=name, model="Qwen/Qwen3-0.6B",
-                      prefill=PoolFields(gpus=gpus), decode=PoolFields(gpus=gpus, replicas=decode_replicas))
-    data = spec.model_dump()
+    data = factories.spec(name, template="vllm-disagg", model="Qwen/Qwen3-0.6B", prefill=PoolFields(gpus=gpus),
+                          decode=PoolFields(gpus=gpus, replicas=decode_replicas)).model_dump()
     if adapter:
         next(s for s in data["services"] if s["name"] == "decode")["scaling_adapter"] = True
     if planner:

@@ -131,15 +131,10 @@ def _fresh_limits():
 def make_graph(name: str, model: str, endpoint: str, *, user=None, state: str = "ready", active: bool = True):
     """A Graph (through the service, from the mocker template) with a Deployment that points
     at ``endpoint``, as the runtime's observer would have written it."""
-    from core.catalog import build_spec
-    from graphs.models import Deployment
-    from graphs.services import graph_create
+    from tests import factories
 
-    graph = graph_create(spec=build_spec(template="mocker-disagg", name=name, model=model, backend="mocker"),
-                         user=user)
-    Deployment.objects.create(graph=graph, revision=graph.head, runtime="local", active=active, state=state,
-                              endpoint=endpoint)
-    return graph
+    return factories.serving(name, endpoint=endpoint, model=model, backend="mocker", user=user, state=state,
+                             active=active, observed=None)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from core.dgd.parse import import_manifest
 from core.dgd.render import V1ALPHA1, V1BETA1, render
 from graphs import services
 from graphs.models import Graph, Revision
+from tests import factories
 
 
 def spec_json(name: str = "alpha", **kwargs) -> dict:
@@ -22,7 +23,7 @@ def spec_json(name: str = "alpha", **kwargs) -> dict:
 
 
 def make_graph(name: str = "alpha", user=None, **kwargs) -> Graph:
-    return services.graph_create(spec=build_spec(template="vllm-disagg", name=name, **kwargs), user=user)
+    return factories.graph(name, template="vllm-disagg", user=user, **kwargs)
 
 
 def with_decode_replicas(spec: dict, replicas: int) -> dict:
@@ -147,7 +148,7 @@ def test_a_list_row_is_the_detail_s_fields_exactly(viewer_api):
     one whose head revision changed model."""
     from graphs.models import Deployment
 
-    services.graph_create(spec=build_spec(template="vllm-disagg", name="alpha"), description="first <b>one</b>")
+    factories.graph("alpha", template="vllm-disagg", description="first <b>one</b>")
     bravo = make_graph("bravo")
     services.graph_update(graph=bravo, spec=build_spec(template="vllm-disagg", name="bravo", model="org/other"))
     Deployment.objects.create(graph=bravo, runtime="local", revision=bravo.head, active=True, state="ready")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.catalog import PoolFields, build_spec
-from graphs import services
+from core.catalog import PoolFields
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ def test_one_page_number_is_served(api_for):
 @pytest.mark.parametrize("window", ["", " 1h", "015m", "1H", "8d"])
 def test_a_chart_window_outside_its_pattern_is_refused(api_for, window):
     pool = PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret="")
-    services.graph_create(spec=build_spec(template="mocker-disagg", name="w", model="m", backend="mocker",
-                                          prefill=pool, decode=pool))
+    factories.graph("w", model="m", backend="mocker",
+                                          prefill=pool, decode=pool)
     response = api_for("viewer").get("/api/metrics/graphs/w/chart/", {"window": window})
     assert response.status_code == 400 and "window" in response.json(), response.content

@@ -15,8 +15,9 @@ import pytest
 from django.db import connection
 
 from accounts.tokens import token_create
-from core.catalog import PoolFields, build_spec
+from core.catalog import PoolFields
 from graphs import operations, services
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,8 +55,8 @@ def restored_db():
 
 def test_a_dump_restores_every_graph_revision_operation_audit_row_and_token_digest(users, restored_db, tmp_path):
     pool = PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret="")
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="kept", model="m", backend="mocker",
-                                                  prefill=pool, decode=pool))
+    graph = factories.graph("kept", model="m", backend="mocker",
+                                                  prefill=pool, decode=pool)
     revised = graph.head.graph_spec.model_copy(deep=True)
     revised.services[1].replicas = 2
     services.graph_update(graph=graph, spec=revised, message="two prefill workers")

@@ -14,9 +14,8 @@ from django.utils import timezone
 from benchmarks import services
 from benchmarks.models import BenchmarkRun, Recommendation, RunState, Study
 from benchmarks.profiles import resolve
-from core.catalog import PoolFields, build_spec
-from graphs import services as graph_services
 from graphs.models import Deployment, GraphState, Operation
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -31,13 +30,9 @@ def _benchmark_dir(settings, tmp_path):
 
 
 def _graph(name="demo", state=GraphState.READY, endpoint="http://127.0.0.1:18999", deployed=True):
-    spec = build_spec(template="mocker-disagg", name=name, model=f"{name}-model", backend="mocker",
-                      prefill=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""),
-                      decode=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""))
-    graph = graph_services.graph_create(spec=spec)
+    graph = factories.graph(name, model=f"{name}-model", backend="mocker", pool=factories.CPU)
     if deployed:
-        Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True, state=state,
-                                  endpoint=endpoint, observed_at=timezone.now())
+        factories.deployed(graph, state=state, endpoint=endpoint)
     return graph
 
 

@@ -11,10 +11,9 @@ from django.utils import timezone
 
 from benchmarks import studies
 from benchmarks.models import BenchmarkRun, Study
-from core.catalog import PoolFields, build_spec
 from graphs import operations
-from graphs import services as graph_services
 from graphs.models import Deployment, Graph, GraphState, Operation
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 STUDIES = "/api/benchmarks/studies/"
@@ -29,13 +28,7 @@ def _dirs(settings, tmp_path):
 
 
 def _graph(name="demo"):
-    pool = PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret="")
-    spec = build_spec(template="mocker-disagg", name=name, model=f"{name}-model", backend="mocker", prefill=pool,
-                      decode=PoolFields(**pool.__dict__))
-    graph = graph_services.graph_create(spec=spec)
-    Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True,
-                              state=GraphState.READY, endpoint=ENDPOINT, observed_at=timezone.now())
-    return graph
+    return factories.serving(name, endpoint=ENDPOINT, model=f"{name}-model", backend="mocker", pool=factories.CPU)
 
 
 def _observe(graph_ids):

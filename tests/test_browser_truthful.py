@@ -16,6 +16,7 @@ from core.dgd.render import render
 from core.planner_config import PlannerSettings
 from graphs import services
 from graphs.models import Deployment, Graph, Operation
+from tests import factories
 from tests.test_truthful_actions import ALPHA_WITH_RESOURCES
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -96,7 +97,7 @@ def test_a_bad_manifest_and_a_stale_edit_show_their_messages(page):
     page.click("button[type=submit]")
     expect(page.locator("main")).to_contain_text("YAML")
     # An edit of a revision that moved on under the editor is refused, with the reason.
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="moving"))
+    graph = factories.graph("moving")
     _open(page, "/graphs/moving/edit/")
     services.graph_update(graph=graph, spec=graph.head.graph_spec.model_copy(update={"model": "other"}),
                           message="meanwhile")

@@ -13,6 +13,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from accounts.tokens import token_create
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -108,10 +109,8 @@ def test_a_full_disk_is_a_503_saying_so_not_a_500(users, monkeypatch):
     def full(**kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    from core.catalog import build_spec
-    from graphs.services import graph_create
 
-    graph_create(spec=build_spec(template="mocker-disagg", name="full", model="m", backend="mocker"))
+    factories.graph("full", model="m", backend="mocker")
     monkeypatch.setattr(services, "conversation_save", full)
     client = Client(raise_request_exception=False)
     client.force_login(users["admin"])

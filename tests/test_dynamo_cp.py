@@ -27,6 +27,7 @@ from core.catalog import PoolFields, build_spec
 from dynamo_cp import exits
 from graphs import services
 from graphs.models import Deployment, Operation
+from tests import factories
 from tests.test_operation_faults import Worker, _database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,9 +36,7 @@ MOCKER = ROOT / "tests" / "fixtures" / "reference" / "dgd-templates-1.6.1" / "mo
 
 
 def mocker_graph(name: str = "cpdemo"):
-    pools = {"gpus": 0, "shared_memory": "1Gi", "hf_token_secret": ""}
-    return services.graph_create(spec=build_spec(template="mocker-disagg", name=name, model="m", backend="mocker",
-                                                 prefill=PoolFields(**pools), decode=PoolFields(**pools)))
+    return factories.graph(name, model="m", backend="mocker", pool=factories.CPU)
 
 
 class Cli:

@@ -12,21 +12,18 @@ from clusters.models import Cluster
 from core.catalog import PoolFields, build_spec
 from dynamo_cp import exits
 from graphs import services
-from graphs.models import Deployment, GraphState
+from graphs.models import GraphState
+from tests import factories
 from tests.test_dynamo_cp import Cli, err, out
 
 
 def _graph(name: str, *, model: str = "m", description: str = "", runtime: str | None = None,
            cluster: Cluster | None = None, namespace: str = "", state: str = GraphState.READY,
            labels: dict | None = None):
-    spec = build_spec(template="mocker-disagg", name=name, model=model, backend="mocker",
-                      prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0))
-    if labels is not None:
-        spec = spec.model_copy(update={"metadata_extra": {"labels": labels}})
-    graph = services.graph_create(spec=spec, description=description)
+    graph = factories.graph(name, model=model, backend="mocker", description=description, pool=PoolFields(gpus=0),
+                            labels=labels)
     if runtime:
-        Deployment.objects.create(graph=graph, revision=graph.head, runtime=runtime, cluster=cluster,
-                                  namespace=namespace, active=True, state=state)
+        factories.deployed(graph, runtime=runtime, cluster=cluster, namespace=namespace, state=state, observed=None)
     return graph
 
 

@@ -11,10 +11,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from core.catalog import build_spec
 from endpoint.models import GraphExposure
-from graphs import services
 from repos.models import Export, ExportState, GraphLink, Repository
+from tests import factories
 
 OTHER_APPS = ('"repos_graphlink"', '"repos_export"', '"repos_repository"', '"playground_graphexposure"')
 
@@ -38,8 +37,8 @@ def viewer(client_for):
 
 
 def test_a_graph_in_git_and_behind_a_gateway_costs_the_page_no_more_queries(db, viewer):
-    services.graph_create(spec=build_spec(template="mocker-disagg", name="plain", backend="mocker"))
-    kept = services.graph_create(spec=build_spec(template="mocker-disagg", name="kept", backend="mocker"))
+    factories.graph("plain", backend="mocker")
+    kept = factories.graph("kept", backend="mocker")
     plain_html, plain_queries = page(viewer, "plain")
     assert "/api/playground/plain/v1" in plain_html  # the control plane's relay: no exposure
 

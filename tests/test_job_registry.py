@@ -11,14 +11,13 @@ from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun, RunState
 from controlplane.celery import app as celery_app
-from core.catalog import build_spec
-from graphs import services
 from graphs.models import Operation, OperationState
 from jobs import registry
 from jobs.models import RUNNING
 from jobs.registry import Driver
 from jobs.runner import JobRunner
 from sizing.models import Estimate, EstimateState
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +26,7 @@ KINDS = {"operation", "benchmark", "estimate", "study", "recommendation"}
 
 @pytest.fixture
 def graph():
-    return services.graph_create(spec=build_spec(template="mocker-disagg", name="swept", model="m", backend="mocker"))
+    return factories.graph("swept", model="m", backend="mocker")
 
 
 @pytest.fixture

@@ -20,10 +20,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from controlplane.celery import app as celery_app
-from core.catalog import PoolFields, build_spec
-from graphs import operations, services
+from core.catalog import PoolFields
+from graphs import operations
 from graphs.models import Deployment, Event, Operation
 from graphs.runtimes.processes import wait_until
+from tests import factories
 from tests.k8s_helpers import CLUSTER, NS, dgd_path, make_graph
 
 pytest_plugins = ["tests.k8s_fixtures"]
@@ -38,8 +39,8 @@ def _no_local_operator(settings):
 
 def _deployed(name: str):
     pool = PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret="")
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name=name, model="m", backend="mocker",
-                                                  prefill=pool, decode=pool))
+    graph = factories.graph(name, model="m", backend="mocker",
+                                                  prefill=pool, decode=pool)
     op = operations.graph_apply(graph=graph, via="api")
     operations.operation_run(op.pk)
     op.refresh_from_db()

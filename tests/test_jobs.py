@@ -9,16 +9,15 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from benchmarks.models import BenchmarkRun, RunState
-from core.catalog import build_spec
-from graphs import services
 from graphs.models import Operation, OperationState
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def graph():
-    return services.graph_create(spec=build_spec(template="mocker-disagg", name="jobs", model="m", backend="mocker"))
+    return factories.graph("jobs", model="m", backend="mocker")
 
 
 def _run(graph, **fields):

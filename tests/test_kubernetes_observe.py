@@ -17,6 +17,7 @@ from graphs import services
 from graphs.diagnosis import diagnose
 from graphs.models import Deployment, Pod
 from graphs.runtimes.kubernetes.watch import ClusterWatcher
+from tests import factories
 from tests.k8s_helpers import NS, apply, make_graph
 from tests.metrics_fixtures import fresh_cache, prometheus_server, use_prometheus  # noqa: F401
 
@@ -42,7 +43,7 @@ def _status(client_for, graph) -> dict[str, dict]:
 
 
 def test_each_pod_shows_the_command_line_it_runs(cluster, kube, watcher, client_for):
-    graph = services.graph_create(spec=build_spec(template="vllm-agg-kv", name="g"))
+    graph = factories.graph("g", template="vllm-agg-kv")
     apply(graph)
     watcher.watch_once(timeout=0)
     pods = _status(client_for, graph)

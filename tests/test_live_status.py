@@ -14,22 +14,19 @@ import time
 import httpx
 import pytest
 
-from core.catalog import PoolFields, build_spec
-from graphs import live, services
+from core.catalog import PoolFields
+from graphs import live
 from graphs.models import Deployment, Graph, GraphState
 from graphs.runtimes.base import Observation, PodStatus
 from graphs.status_cache import observation_record
 from graphs.status_view import NOT_READ, WITH_HEAD_AND_DEPLOYMENT, WITH_STAMP
+from tests import factories
 from tests.playground_fixtures import routed_server  # noqa: F401
 
 
 def _graph(name: str = "pushed") -> tuple[Graph, Deployment]:
-    spec = build_spec(template="mocker-disagg", name=name, model="m", backend="mocker",
-                      prefill=PoolFields(gpus=0), decode=PoolFields(gpus=0))
-    graph = services.graph_create(spec=spec)
-    deployment = Deployment.objects.create(graph=graph, revision=graph.head, runtime="local", active=True,
-                                           state=GraphState.PROGRESSING)
-    return graph, deployment
+    graph = factories.graph(name, model="m", backend="mocker", pool=PoolFields(gpus=0))
+    return graph, factories.deployed(graph, state=GraphState.PROGRESSING, observed=None)
 
 
 def _observe(deployment: Deployment, *pods: str, state: str = GraphState.PROGRESSING) -> None:

@@ -15,15 +15,13 @@ from core.errors import OperationRefused
 from graphs import operations, services
 from graphs.models import Deployment, Event, Operation, Pod
 from graphs.runtimes.processes import group_members, port_is_free, wait_until
+from tests import factories
 
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
 
 
 def _graph(name="e2e"):
-    spec = build_spec(template="mocker-disagg", name=name, model=f"{name}-model", backend="mocker",
-                      prefill=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""),
-                      decode=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""))
-    return services.graph_create(spec=spec)
+    return factories.graph(name, model=f"{name}-model", backend="mocker", pool=factories.CPU)
 
 
 def _converge(operator, graph, predicate, timeout=90):

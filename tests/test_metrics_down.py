@@ -10,17 +10,16 @@ import time
 
 import pytest
 
-from core.catalog import build_spec
-from graphs import services as graph_services
 from graphs.models import Deployment
 from metrics import prometheus as prom
 from metrics.prometheus import PrometheusUnreachable
+from tests import factories
 from tests.metrics_fixtures import free_port, fresh_cache  # noqa: F401
 
 
 @pytest.fixture
 def graph(db):
-    graph = graph_services.graph_create(spec=build_spec(template="vllm-disagg", name="down"))
+    graph = factories.graph("down", template="vllm-disagg")
     Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True, state="ready")
     return graph
 

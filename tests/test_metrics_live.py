@@ -19,12 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from core.catalog import PoolFields, build_spec
-from graphs import services as graph_services
-from graphs.models import Deployment, Pod
+from core.catalog import PoolFields
+from graphs.models import Pod
 from metrics import localprom, promql
 from metrics import prometheus as prom
 from metrics.services import objectives_set
+from tests import factories
 from tests.dynamo_fixtures import dynamo_graph  # noqa: F401
 from tests.metrics_fixtures import (  # noqa: F401
     ACTIVE,
@@ -42,11 +42,9 @@ from tests.metrics_fixtures import (  # noqa: F401
 
 
 def make_graph(name: str, *, prefill: int = 2, decode: int = 3, runtime: str = "local"):
-    graph = graph_services.graph_create(spec=build_spec(
-        template="vllm-disagg", name=name, prefill=PoolFields(replicas=prefill, gpus=1),
-        decode=PoolFields(replicas=decode, gpus=1)))
-    Deployment.objects.create(graph=graph, runtime=runtime, revision=graph.head, active=True, state="ready",
-                              namespace="prod" if runtime == "kubernetes" else "")
+    graph = factories.graph(name, template="vllm-disagg", prefill=PoolFields(replicas=prefill, gpus=1),
+                            decode=PoolFields(replicas=decode, gpus=1))
+    factories.deployed(graph, runtime=runtime, observed=None, namespace="prod" if runtime == "kubernetes" else "")
     return graph
 
 

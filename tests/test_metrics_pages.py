@@ -26,6 +26,7 @@ from graphs import services as graph_services
 from graphs.models import Deployment, Operation, Pod
 from metrics import charts, localprom
 from metrics.models import Objectives
+from tests import factories
 from tests.metrics_fixtures import free_port, fresh_cache  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,7 +36,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 @pytest.fixture
 def graph(db, settings, fresh_cache):
     settings.PROMETHEUS_URL = f"http://127.0.0.1:{free_port()}"  # nothing there: these tests need no data
-    graph = graph_services.graph_create(spec=build_spec(template="vllm-disagg", name="pages"))
+    graph = factories.graph("pages", template="vllm-disagg")
     Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True, state="ready")
     return graph
 

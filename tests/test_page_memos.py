@@ -12,6 +12,7 @@ from django.utils import timezone
 from core.catalog import PoolFields, build_spec
 from graphs import services
 from graphs.models import Deployment, Event, Graph, Operation, Pod
+from tests import factories
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -24,7 +25,7 @@ def text(response) -> str:
 @pytest.fixture
 def served(db):
     """A graph applied to the local runtime with one decode pod that is not ready yet."""
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="memo", backend="mocker"))
+    graph = factories.graph("memo", backend="mocker")
     deployment = Deployment.objects.create(graph=graph, runtime="local", revision=graph.head, active=True,
                                            state="progressing")
     Pod.objects.create(deployment=deployment, name="memo-decode-0", service="decode", role="decode",

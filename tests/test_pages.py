@@ -15,6 +15,7 @@ from core.dgd.render import V1ALPHA1, V1BETA1, render
 from core.specio import dump_yaml
 from graphs import services
 from graphs.models import Graph, Operation, Revision
+from tests import factories
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -24,7 +25,7 @@ def text(response) -> str:
 
 
 def make_graph(name: str = "alpha", **kwargs) -> Graph:
-    return services.graph_create(spec=build_spec(template="vllm-disagg", name=name, **kwargs))
+    return factories.graph(name, template="vllm-disagg", **kwargs)
 
 
 def form_data(**overrides) -> dict:
@@ -96,7 +97,7 @@ def test_the_home_page_redirects_to_the_graph_list(viewer):
 
 def test_the_graph_list_shows_each_graph(viewer):
     make_graph("alpha")
-    services.graph_create(spec=build_spec(template="sglang-disagg", name="bravo", dynamo_version="1.5.1"))
+    factories.graph("bravo", template="sglang-disagg", dynamo_version="1.5.1")
     response = viewer.get("/graphs/")
     assert response.status_code == 200
     page = text(response)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from core.catalog import PoolFields, build_spec
 from core.errors import OperationRefused
 from core.planner_config import PlannerSettings
-from graphs import operations, services
+from graphs import operations
 from graphs.models import Deployment, Operation, PlannerDecision, Pod
 from graphs.runtimes.processes import wait_until
+from tests import factories
 
 # 1.6.1's virtual connector needs etcd: scripts/services.sh installs Debian's etcd-server.
 pytestmark = [pytest.mark.dynamo, pytest.mark.django_db(transaction=True)]
@@ -29,12 +29,8 @@ PUBLISHER = Path(__file__).with_name("planner_publisher.py")
 
 
 def _graph(name="plan"):
-    spec = build_spec(template="mocker-disagg", name=name, model=f"{name}-model", backend="mocker",
-                      prefill=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""),
-                      decode=PoolFields(gpus=0, shared_memory="1Gi", hf_token_secret=""),
-                      planner=PlannerSettings(optimization_target="sla", ttft_ms=200, itl_ms=20,
-                                              adjustment_interval_seconds=30, max_gpu_budget=-1))
-    return services.graph_create(spec=spec)
+    return factories.graph(name, model=f"{name}-model", backend="mocker", pool=factories.CPU, planner=PlannerSettings(
+        optimization_target="sla", ttft_ms=200, itl_ms=20, adjustment_interval_seconds=30, max_gpu_budget=-1))
 
 
 def _converge(operator, graph, predicate, timeout=90):

@@ -16,6 +16,7 @@ from core.dgd.parse import import_manifest
 from core.dgd.render import V1ALPHA1, V1BETA1, render
 from core.facts import ROUTER_MODES
 from graphs.runtimes.local.argv import build_process_argv, validate_extra_args
+from tests import factories
 
 
 def _wheel_parser() -> argparse.ArgumentParser:
@@ -234,9 +235,8 @@ def test_the_local_operator_starts_the_frontend_in_the_graphs_router_mode(tmp_pa
 def test_the_status_api_the_graph_page_and_the_cli_name_the_graphs_router_mode(api_for, client_for):
     from dynamo_cp.graphs import _status_table
     from graphs.models import Deployment
-    from graphs.services import graph_create
 
-    graph = graph_create(spec=build_spec(template="mocker-agg-kv", name="kvg", model="m", backend="mocker"))
+    graph = factories.graph("kvg", template="mocker-agg-kv", model="m", backend="mocker")
     Deployment.objects.create(graph=graph, revision=graph.head, runtime="local", active=True, state="ready")
     status = api_for("viewer").get("/api/graphs/kvg/status/").json()
     assert status["router_mode"] == "kv"

@@ -13,6 +13,7 @@ import yaml
 
 from core.schema import CRD_DIR, schema_source, schema_used, served_versions
 from core.validation import validate_manifest
+from tests import factories
 
 CORPUS = Path(__file__).resolve().parent / "fixtures" / "operator-manifests"
 SOURCE = (CRD_DIR / "SOURCE.txt").read_text()
@@ -95,10 +96,8 @@ def test_the_live_check_on_the_import_page_says_which_schema_it_used(client_for)
 
 @pytest.mark.django_db
 def test_validating_a_stored_graph_names_the_schema_of_the_rendered_api_version(api_for):
-    from core.catalog import build_spec
-    from graphs.services import graph_create
 
-    graph_create(spec=build_spec(template="vllm-disagg", name="stored", dynamo_version="0.5.1"))
+    factories.graph("stored", template="vllm-disagg", dynamo_version="0.5.1")
     api = api_for("viewer")
     # By default the version the graph's release serves (0.5.1: v1alpha1 only); either on request.
     default = api.get("/api/graphs/stored/validate/").json()["schema"]
@@ -112,9 +111,7 @@ def test_validating_a_stored_graph_names_the_schema_of_the_rendered_api_version(
 
 @pytest.mark.django_db
 def test_the_graph_page_says_which_schema_checked_its_manifest(client_for):
-    from core.catalog import build_spec
-    from graphs.services import graph_create
 
-    graph_create(spec=build_spec(template="vllm-disagg", name="shown"))
+    factories.graph("shown", template="vllm-disagg")
     page = client_for("viewer").get("/graphs/shown/?apiVersion=v1alpha1").content.decode()
     assert "Structure checked against the" in page and "nvidia.com/v1alpha1 schema" in page

@@ -13,11 +13,10 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from core.catalog import build_spec
-from graphs import services
 from graphs.models import Deployment, Graph, Operation, PlannerDecision, Pod, ReplicaChange, StatusStamp
 from graphs.runtimes.base import Observation, PodStatus
 from graphs.status_cache import observation_record
+from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -25,7 +24,7 @@ STATUS_TABLES = ('"graphs_pod"', '"graphs_operation"', '"graphs_event"', '"graph
 
 
 def applied(name: str, runtime: str = "local") -> Graph:
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name=name, backend="mocker"))
+    graph = factories.graph(name, backend="mocker")
     deployment = Deployment.objects.create(graph=graph, runtime=runtime, revision=graph.head, active=True,
                                            state="progressing", namespace="ns" if runtime == "kubernetes" else "")
     Pod.objects.create(deployment=deployment, name=f"{name}-decode-0", service="decode", role="decode",

@@ -11,8 +11,7 @@ import httpx
 import pytest
 
 from benchmarks.models import BenchmarkRun
-from core.catalog import build_spec
-from graphs import services
+from tests import factories
 from tests.playground_fixtures import AsgiServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,7 +49,7 @@ def test_static_files_stream_asynchronously_under_asgi(server):
 def test_a_file_download_streams_asynchronously_under_asgi(server, users, tmp_path):
     from accounts.tokens import token_create
 
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="logs"))
+    graph = factories.graph("logs")
     log = tmp_path / "aiperf.log"
     log.write_bytes(b"aiperf line\n" * 20_000)  # several chunks
     run = BenchmarkRun.objects.create(graph=graph, profile="custom", params={}, state="failed", log_path=str(log))

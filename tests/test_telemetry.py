@@ -21,6 +21,7 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import factories
 from tests.playground_fixtures import (  # noqa: F401
     CHAT,
     _fresh_limits,
@@ -150,13 +151,11 @@ def world(users):
     """Two deployed graphs (status cache 40 s and 5 s old), three finished operations and a
     running one, a cluster watched 30 s ago and one never watched."""
     from clusters.models import Cluster
-    from core.catalog import build_spec
     from graphs.models import Deployment, Operation
-    from graphs.services import graph_create
 
     now = timezone.now()
-    graph = graph_create(spec=build_spec(template="mocker-disagg", name="tm-a", model="m", backend="mocker"))
-    other = graph_create(spec=build_spec(template="mocker-disagg", name="tm-b", model="m", backend="mocker"))
+    graph = factories.graph("tm-a", model="m", backend="mocker")
+    other = factories.graph("tm-b", model="m", backend="mocker")
     Deployment.objects.create(graph=graph, revision=graph.head, runtime="kubernetes", active=True, state="ready",
                               observed_at=now - timedelta(seconds=40))
     Deployment.objects.create(graph=other, revision=other.head, runtime="kubernetes", active=True, state="ready",

@@ -24,6 +24,7 @@ from graphs.models import Deployment, Graph, Operation, Pod
 from graphs.runtimes.base import Observation, PodStatus
 from graphs.runtimes.local import hostlimits
 from graphs.status_cache import observation_record
+from tests import factories
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -171,7 +172,7 @@ def test_a_refused_scale_of_a_planner_pool_is_shown_above_the_status_and_offers_
 
 
 def test_every_refused_graph_action_answers_its_message_for_the_action_line(operator):
-    graph = services.graph_create(spec=build_spec(template="vllm-disagg", name="old", dynamo_version="0.5.1"))
+    graph = factories.graph("old", template="vllm-disagg", dynamo_version="0.5.1")
     for url, data, message in [
         ("/graphs/old/apply/", {"apiVersion": V1BETA1}, "serve only nvidia.com/v1alpha1"),
         ("/graphs/old/apply/", {"apiVersion": "v9"}, "unknown apiVersion 'v9'"),
@@ -202,7 +203,7 @@ def test_a_graph_before_v1beta1_is_applied_in_v1alpha1_by_page_and_api(operator,
 
 
 def test_a_created_graph_of_a_current_release_defaults_to_v1beta1(db):
-    graph = services.graph_create(spec=build_spec(template="vllm-disagg", name="fresh"))
+    graph = factories.graph("fresh", template="vllm-disagg")
     assert graph.head.api_version == V1BETA1
 
 
@@ -265,7 +266,7 @@ def test_a_lossy_conversion_is_refused_naming_each_field(operator, api_for):
 
 def test_a_scale_past_the_local_process_limit_is_refused_by_page_and_api(operator, api_for, settings):
     settings.LOCAL_RUNTIME_MAX_PROCESSES = 6
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="big"))
+    graph = factories.graph("big")
     _deploy(graph)
     response = api_for("operator").post("/api/graphs/big/scale/", {"service": "decode", "replicas": 100},
                                         format="json")
@@ -284,7 +285,7 @@ def test_an_apply_the_host_has_no_inotify_instances_for_is_refused_naming_the_li
     limit = tmp_path / "max_user_instances"
     limit.write_text(f"{hostlimits.inotify_in_use() + 5}\n")  # room for half a frontend
     monkeypatch.setattr(hostlimits, "INOTIFY_LIMIT_FILE", limit)
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="watched"))
+    graph = factories.graph("watched")
     with pytest.raises(OperationRefused, match=r"fs.inotify.max_user_instances is \d+, \d+ are in use, and 1 more "
                                                r"frontend need about 10 .*sudo sysctl -w "
                                                r"fs.inotify.max_user_instances=1024"):
@@ -292,7 +293,7 @@ def test_an_apply_the_host_has_no_inotify_instances_for_is_refused_naming_the_li
 
 
 def test_too_many_open_files_is_diagnosed_as_the_inotify_limit(db):
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="crashy"))
+    graph = factories.graph("crashy")
     deployment = _deploy(graph)
     pod = Pod(deployment=deployment, name="crashy-frontend-0", service="Frontend", role="frontend",
               phase="CrashLoopBackOff", ready=False, restarts=4,
@@ -316,7 +317,7 @@ def _pods(n: int) -> list[PodStatus]:
 
 
 def test_a_local_scale_succeeds_only_once_the_runtime_runs_the_new_size(db):
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="w"))
+    graph = factories.graph("w")
     deployment = _deploy(graph)
     op = _scaled(graph, 2)
     assert op.state == "running" and op.result == "decode: 1 → 2 replicas: waiting for the local runtime to run it"
@@ -333,7 +334,7 @@ def test_a_local_scale_succeeds_only_once_the_runtime_runs_the_new_size(db):
 
 
 def test_a_local_scale_the_runtime_cannot_run_fails_with_what_it_reports(db):
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="f"))
+    graph = factories.graph("f")
     deployment = _deploy(graph)
     op = _scaled(graph, 3)
     deployment.refresh_from_db()
@@ -345,7 +346,7 @@ def test_a_local_scale_the_runtime_cannot_run_fails_with_what_it_reports(db):
 
 
 def test_a_local_scale_never_observed_fails_at_its_deadline_naming_the_setting(db):
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="late"))
+    graph = factories.graph("late")
     _deploy(graph, message="1/2 pods ready")
     op = _scaled(graph, 2)
     operations.OperationRunner.sweep(timezone.now())
@@ -414,7 +415,7 @@ def test_a_viewers_403_is_one_line_in_the_web_log_without_a_traceback(client_for
 
 
 def test_a_settled_scale_keeps_only_the_params_it_was_asked_with(db):
-    graph = services.graph_create(spec=build_spec(template="mocker-disagg", name="tidy"))
+    graph = factories.graph("tidy")
     deployment = _deploy(graph)
     op = _scaled(graph, 2)
     assert op.params["await"]["replicas"] == 2

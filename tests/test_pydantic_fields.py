@@ -10,7 +10,7 @@ from django import forms
 from pydantic import BaseModel, Field
 
 from core.planner_config import TARGETS, PlannerSettings
-from graphs.api.serializers import PlannerSettingsSerializer
+from graphs.api.template_serializers import PlannerSettingsSerializer
 from graphs.forms import TemplateForm
 from graphs.pydantic_fields import form_fields, serializer_class
 
@@ -93,7 +93,7 @@ def test_the_engines_are_declared_once_and_the_type_names_the_same_ones():
 
     from core.facts import ENGINES
     from core.spec import Engine
-    from graphs.api.serializers import FromTemplateSerializer
+    from graphs.api.template_serializers import FromTemplateSerializer
 
     assert set(typing.get_args(Engine)) == set(ENGINES)
     assert [c for c, _ in TemplateForm().fields["backend"].choices] == list(ENGINES)

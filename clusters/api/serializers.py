@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.spec import DNS1123_LABEL
 from core.untrusted import wrong_json_types
 
 from .. import services
 from ..models import Cluster
 
-K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a DNS-1123 label: cluster and namespace names
+K8S_NAME = DNS1123_LABEL.pattern  # cluster and namespace names
 
 
 class ClusterSerializer(serializers.ModelSerializer):

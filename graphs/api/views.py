@@ -10,7 +10,6 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
-from rest_framework import serializers as drf_serializers
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
@@ -23,7 +22,7 @@ from core.errors import ManifestError, Unprocessable
 from core.facts import DEFAULT_ROUTER_MODE
 from core.planner_config import PlannerSettings
 from core.pool import PoolFields
-from core.untrusted import INT_MAX, query_bool, query_int
+from core.untrusted import query_bool, query_int
 from core.validation import validate_manifest
 
 from .. import operations, rollouts, services
@@ -31,47 +30,21 @@ from ..archive import built_manifest
 from ..filters import GraphFilterSerializer
 from ..models import Graph, Operation, Revision
 from ..selectors import graph_summaries
-from ..version_fields import VERSION_OR_EMPTY, read_version
 from . import serializers as s
+from . import template_serializers as t
 from .pagination import NameCursorPagination
+from .parameters import (
+    API_VERSION_PARAMETER,
+    ARCHIVE_BODIES,
+    ARCHIVE_PATH_PARAMETER,
+    DGD_BODY,
+    DYNAMO_VERSION_PARAMETER,
+    MANIFEST_BODY,
+    RENDER_PARAMETERS,
+    int_parameter,
+    version_param,
+)
 from .parsers import ARCHIVE_PARSERS, YAML_PARSERS
-
-# A manifest is one YAML mapping (text/yaml, application/x-yaml and text/plain are read too); the
-# CRD's schema and the operational checks judge the rest, answering with findings.
-MANIFEST_BODY = {"application/yaml": {"type": "object", "description": "A DynamoGraphDeployment manifest: one YAML "
-                                      "mapping with apiVersion, kind, metadata and spec."}}
-DGD_BODY = {"application/yaml": {
-    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
-    "description": "A DynamoGraphDeployment manifest (either API version), as YAML.",
-    "properties": {"apiVersion": {"type": "string", "enum": ["nvidia.com/v1alpha1", "nvidia.com/v1beta1"]},
-                   "kind": {"type": "string", "enum": ["DynamoGraphDeployment"]},
-                   "metadata": {"type": "object", "required": ["name"],
-                                "properties": {"name": {"type": "string", "pattern": s.K8S_NAME, "maxLength": 63}}},
-                   "spec": {"type": "object"}}}}
-
-
-_ARCHIVE = {"type": "string", "format": "binary"}
-ARCHIVE_BODIES = {media: {**_ARCHIVE, "description": "A kustomize directory as a .tar.gz (.tar) or .zip archive: "
-                          "built with kubectl kustomize (local files only; remote bases are refused)."}
-                  for media in ("application/gzip", "application/zip", "application/x-tar")}
-ARCHIVE_PATH_PARAMETER = OpenApiParameter(
-    "path", str, description="An archive: the folder to build (default: its one kustomization that nothing else "
-    "in it uses).")
-DYNAMO_VERSION_PARAMETER = OpenApiParameter(
-    "dynamoVersion", {"type": "string", "pattern": VERSION_OR_EMPTY},
-    description="A Dynamo release, e.g. 1.6.1 (empty: the graph's own)")
-
-
-def _int_parameter(name: str, *, minimum: int = 1, maximum: int = INT_MAX, required: bool = False,
-                   description: str = "") -> OpenApiParameter:
-    """An integer query parameter with the bounds the server enforces (QueryIntegerField, query_int)."""
-    return OpenApiParameter(name, {"type": "integer", "minimum": minimum, "maximum": maximum}, required=required,
-                            description=description)
-
-
-API_VERSION_PARAMETER = OpenApiParameter("apiVersion", {"type": "string", "enum": s.API_VERSION_CHOICES},
-                                         description="The DGD API version (empty: the revision's own)")
-RENDER_PARAMETERS = [API_VERSION_PARAMETER, _int_parameter("revision"), DYNAMO_VERSION_PARAMETER]
 
 
 def _queued(op) -> Response:
@@ -214,8 +187,8 @@ class GraphViewSet(viewsets.ModelViewSet):
         revision = get_object_or_404(rows, graph=graph, number=int(number))
         return Response(s.RevisionSerializer(revision).data)
 
-    @extend_schema(parameters=[_int_parameter("from_revision", required=True),
-                               _int_parameter("to_revision", required=True),
+    @extend_schema(parameters=[int_parameter("from_revision", required=True),
+                               int_parameter("to_revision", required=True),
                                API_VERSION_PARAMETER],
                    responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"])
@@ -250,7 +223,7 @@ class GraphViewSet(viewsets.ModelViewSet):
             "head__number", flat=True).first()
         existed = before is not None
         imported = services.graph_import_bundle(
-            bundle=bundle, user=request.user, text=text, dynamo_version=_version_param(request), via=_via(request))
+            bundle=bundle, user=request.user, text=text, dynamo_version=version_param(request), via=_via(request))
         response = self._spec_response(imported[0][0], status.HTTP_200_OK if existed else status.HTTP_201_CREATED)
         # An identical manifest makes no revision: 200, and says so.
         response.data["unchanged"] = existed and imported[0][1].number == before
@@ -259,10 +232,10 @@ class GraphViewSet(viewsets.ModelViewSet):
             response.data["imported_graphs"] = [graph.name for graph, _rev, _report in imported]
         return response
 
-    @extend_schema(request=s.FromTemplateSerializer, responses={201: s.GraphDetailSerializer})
+    @extend_schema(request=t.FromTemplateSerializer, responses={201: s.GraphDetailSerializer})
     @action(detail=False, methods=["post"], url_path="from-template")
     def from_template(self, request):
-        data = s.FromTemplateSerializer(data=request.data)
+        data = t.FromTemplateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
         if v["template"] not in TEMPLATES:
@@ -356,7 +329,7 @@ class GraphViewSet(viewsets.ModelViewSet):
         page = self.paginate_queryset(qs)
         return self.get_paginated_response(s.OperationSerializer(page, many=True).data)
 
-    @extend_schema(parameters=[_int_parameter("lines", maximum=5000, description="The last lines (default 200)")],
+    @extend_schema(parameters=[int_parameter("lines", maximum=5000, description="The last lines (default 200)")],
                    responses={200: OpenApiTypes.OBJECT})
     @action(detail=True, methods=["get"], url_path=r"pods/(?P<pod>[-a-zA-Z0-9.]+)/log")
     def pod_log(self, request, name=None, pod=None):
@@ -364,16 +337,6 @@ class GraphViewSet(viewsets.ModelViewSet):
         lines = query_int(request.query_params, "lines", default=200, minimum=1, maximum=5000)
         text = operations.pod_log(graph=graph, pod=pod, lines=lines)
         return Response({"pod": pod, "lines": lines, "log": text})
-
-
-def _version_param(request) -> str | None:
-    value = request.query_params.get("dynamoVersion")
-    if not value:  # absent or empty: the graph's own
-        return None
-    try:
-        return read_version(value, known=False)
-    except ValueError as exc:
-        raise ValidationError({"dynamoVersion": str(exc)}) from None
 
 
 class ValidateViewSet(viewsets.ViewSet):
@@ -391,13 +354,13 @@ class ValidateViewSet(viewsets.ViewSet):
         if not isinstance(obj, dict):
             # Not a manifest at all (a list, a number, a string): nothing to validate.
             raise ManifestError.single("", "a manifest must be a YAML mapping", "not_a_mapping")
-        report = validate_manifest(obj, dynamo_version=_version_param(request))
+        report = validate_manifest(obj, dynamo_version=version_param(request))
         kept = services.companions_finding(bundle)
         if kept is not None:
             report.findings.append(kept)
         body = report.as_dict()
         if len(bundle.graphs) > 1:
-            body["graphs"] = [validate_manifest(g, dynamo_version=_version_param(request)).as_dict()
+            body["graphs"] = [validate_manifest(g, dynamo_version=version_param(request)).as_dict()
                               | {"name": (g.get("metadata") or {}).get("name")} for g in bundle.graphs]
         if report.spec is not None:
             body["graph"] = report.spec.name
@@ -405,20 +368,10 @@ class ValidateViewSet(viewsets.ViewSet):
         return Response(body)
 
 
-class TemplateSerializer(drf_serializers.Serializer):
-    key = drf_serializers.CharField()
-    title = drf_serializers.CharField()
-    description = drf_serializers.CharField()
-    backend = drf_serializers.CharField()
-    disaggregated = drf_serializers.BooleanField()
-    model = drf_serializers.CharField()
-    router_mode = drf_serializers.CharField(help_text="The Frontend's router mode the template starts with.")
-
-
 class TemplateViewSet(viewsets.ViewSet):
     """The templates a graph can be created from (POST /api/graphs/from-template/)."""
 
-    @extend_schema(responses={200: TemplateSerializer(many=True)})
+    @extend_schema(responses={200: t.TemplateSerializer(many=True)})
     def list(self, request):
         return Response([{"key": t.key, "title": t.title, "description": t.description, "backend": t.backend,
                           "disaggregated": t.disaggregated, "model": t.model,

@@ -94,3 +94,15 @@ def api_for(users):
         return client
 
     return make
+
+
+@pytest.fixture
+def operator_api(api_for):
+    """An API client of the ``operator`` user."""
+    return api_for("operator")
+
+
+@pytest.fixture
+def viewer_api(api_for):
+    """An API client of the ``viewer`` user."""
+    return api_for("viewer")

@@ -15,17 +15,17 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from metrics import localprom
+from tests.exposition import exposition_server
 
 SCRAPE_INTERVAL = 1
 
@@ -202,21 +202,7 @@ def exposition():
         yield _shared["exposition"]
         return
     started = time.time()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = exposition_text(time.time() - started).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = exposition_server(lambda _path: exposition_text(time.time() - started))
     _shared["exposition"] = Exposition(server.server_address[1], server, started)
     yield _shared["exposition"]
     server.shutdown()

@@ -32,16 +32,6 @@ def with_decode_replicas(spec: dict, replicas: int) -> dict:
     return spec
 
 
-@pytest.fixture
-def operator_api(api_for):
-    return api_for("operator")
-
-
-@pytest.fixture
-def viewer_api(api_for):
-    return api_for("viewer")
-
-
 # ---------------------------------------------------------------------------------- CRUD
 
 

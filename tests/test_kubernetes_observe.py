@@ -6,9 +6,7 @@ the NIXL backend its log names, and GPU memory and utilisation per pod."""
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -18,6 +16,7 @@ from graphs.diagnosis import diagnose
 from graphs.models import Deployment, Pod
 from graphs.runtimes.kubernetes.watch import ClusterWatcher
 from tests import factories
+from tests.exposition import exposition_server
 from tests.k8s_helpers import NS, apply, make_graph
 from tests.metrics_fixtures import fresh_cache, prometheus_server, use_prometheus  # noqa: F401
 
@@ -185,22 +184,7 @@ def test_mocker_workers_say_their_transfer_is_simulated(cluster, kube, watcher):
 
 
 def _dcgm_server(lines: list[str]):
-    body = ("\n".join(lines) + "\n").encode()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return exposition_server(lambda _path: "\n".join(lines) + "\n")
 
 
 def _series(metric: str, value: float, gpu: int, pod_labels: str) -> str:

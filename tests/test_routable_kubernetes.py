@@ -6,9 +6,7 @@ worker that gets nothing does not count."""
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -17,6 +15,7 @@ from graphs import services as graph_services
 from graphs.models import Deployment
 from metrics import promql
 from metrics.routable import kubernetes_timeline, pool_names
+from tests.exposition import exposition_server
 from tests.metrics_fixtures import SCRAPE_INTERVAL, fresh_cache, prometheus_server  # noqa: F401
 
 LABELS = 'dp_rank="none",worker_id="{id}",worker_type="{kind}"'
@@ -37,20 +36,7 @@ def frontend_text(now: float) -> str:
 
 @pytest.fixture(scope="module")
 def frontend_scraped(prometheus_server):
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = frontend_text(time.time()).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = exposition_server(lambda _path: frontend_text(time.time()))
     # As the Dynamo operator's PodMonitor labels a frontend pod of DGD "roll-k" in namespace "prod".
     prometheus_server.add_targets("roll-k", [{"targets": [f"127.0.0.1:{server.server_address[1]}"],
                                               "labels": {"namespace": "prod", "dynamo_namespace": "prod-roll-k"}}])

@@ -13,16 +13,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def operator_api(api_for):
-    return api_for("operator")
-
-
-@pytest.fixture
-def viewer_api(api_for):
-    return api_for("viewer")
-
-
-@pytest.fixture
 def seed(reference_dir) -> dict:
     return yaml.safe_load((reference_dir / "seed-disagg.yaml").read_text())
 

@@ -13,10 +13,11 @@ group that scrapes one DGD's frontend with the labels the operator's PodMonitor 
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from tests.exposition import exposition_server
 
 from .fixtures import COMPONENT_TYPE_LABEL, DGD_LABEL, SUB_COMPONENT_TYPE_LABEL
 from .operator import POD, _pod_ready
@@ -62,27 +63,14 @@ class FrontendMetrics:
         return "".join(line + "\n" for line in lines)
 
     def serve(self) -> FrontendMetrics:
-        metrics = self
+        def answer(path: str) -> str | None:
+            parts = path.strip("/").split("/")
+            if len(parts) != 3 or parts[0] != "metrics":
+                return None
+            with self.emu.store.cond:
+                return self.text(parts[1], parts[2])
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                parts = self.path.strip("/").split("/")
-                if len(parts) != 3 or parts[0] != "metrics":
-                    self.send_error(404)
-                    return
-                with metrics.emu.store.cond:
-                    body = metrics.text(parts[1], parts[2]).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = exposition_server(answer)
         return self
 
     def target(self, namespace: str, dgd: str) -> dict:

@@ -18,7 +18,7 @@ from graphs.engines import deployment_simulation
 from graphs.models import Deployment, Graph, Operation, OperationKind
 from graphs.runtimes.registry import DEFAULT_KIND, RUNTIMES, on_cluster
 
-from . import promql
+from . import promql, series
 from .models import Objectives, global_gpu_hour_price
 from .prometheus import PrometheusError, PrometheusUnreachable, label_values, query, query_range
 
@@ -222,8 +222,8 @@ def _shares(source: Source, objectives: dict, *windows: int) -> list[dict[str, s
     """For each window, the SLO share expressions of the targets this graph has. None before
     the graph's first scrape: the bucket bounds are read from its series."""
     out: list[dict[str, str]] = [{} for _ in windows]
-    for name, metric, target in (("ttft_share", promql.TTFT, objectives["ttft_ms"]),
-                                 ("itl_share", promql.ITL, objectives["itl_ms"])):
+    for name, metric, target in (("ttft_share", series.TTFT, objectives["ttft_ms"]),
+                                 ("itl_share", series.ITL, objectives["itl_ms"])):
         bounds = _bounds(metric, source) if target else []
         for shares, window in zip(out, windows, strict=True):
             if bounds:

@@ -12,7 +12,7 @@ import time
 from graphs.models import Deployment, Graph, Pod
 from graphs.runtimes.registry import on_cluster
 
-from . import promql
+from . import promql, series
 from .charts import source_for
 from .prometheus import PrometheusError, PrometheusUnreachable, query
 
@@ -59,7 +59,7 @@ def gpu_usage(graph: Graph, deployment: Deployment | None, pods: list[Pod] | Non
     out["pods"].pop("", None)
     if not out["pods"]:
         out.update(state="no_data", message=(
-            f"Prometheus at {source.url} has no {promql.DCGM_FB_USED} series for these pods: is NVIDIA's "
+            f"Prometheus at {source.url} has no {series.DCGM_FB_USED} series for these pods: is NVIDIA's "
             "dcgm-exporter running with its Kubernetes pod mapping, and scraped?"))
     return out
 

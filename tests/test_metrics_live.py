@@ -21,7 +21,7 @@ import pytest
 
 from core.catalog import PoolFields
 from graphs.models import Pod
-from metrics import localprom, promql
+from metrics import localprom, promql, series
 from metrics import prometheus as prom
 from metrics.services import objectives_set
 from tests import factories
@@ -83,9 +83,9 @@ def known(db, use_prometheus, known_scraped):
 def test_every_query_builder_parses_and_answers_on_a_real_prometheus(known, use_prometheus):
     scope = promql.local_scope(KNOWN, scrape_interval=1)
     batch = promql.local_graphs_scope([KNOWN, "other"], scrape_interval=1)
-    bounds = prom.label_values("le", url=use_prometheus.url, match=promql.bucket_series(promql.TTFT, scope))
+    bounds = prom.label_values("le", url=use_prometheus.url, match=promql.bucket_series(series.TTFT, scope))
     assert set(bounds) == {"0", "0.05", "0.1", "0.2", "+Inf"}
-    share = promql.slo_share(promql.TTFT, scope, 8, 0.15, bounds)
+    share = promql.slo_share(series.TTFT, scope, 8, 0.15, bounds)
     now = time.time()
     queries = [promql.ttft_quantile(0.9, scope, 8), promql.itl_quantile(0.5, scope, 8), promql.request_rate(scope, 8),
                promql.output_token_rate(scope, 8), promql.input_token_rate(scope, 8), promql.in_flight(scope),
@@ -272,19 +272,19 @@ def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, 
     # first observation on) and Prometheus holds a baseline sample equal to `before`: the
     # window's increase is then exactly the traffic below.
     chat(dynamo_graph.endpoint, dynamo_graph.model)
-    warm = histograms(metrics_page(dynamo_graph.endpoint))[promql.TTFT][float("inf")]
-    use_prometheus.wait_for(f'count_over_time({promql.TTFT}_count{{graph="live"}}[1m]) >= 2 and '
-                            f'{promql.TTFT}_count{{graph="live"}} == {warm}', lambda r: len(r) == 1)
+    warm = histograms(metrics_page(dynamo_graph.endpoint))[series.TTFT][float("inf")]
+    use_prometheus.wait_for(f'count_over_time({series.TTFT}_count{{graph="live"}}[1m]) >= 2 and '
+                            f'{series.TTFT}_count{{graph="live"}} == {warm}', lambda r: len(r) == 1)
     before = histograms(metrics_page(dynamo_graph.endpoint))
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(lambda _: chat(dynamo_graph.endpoint, dynamo_graph.model), range(24)))
     after = histograms(metrics_page(dynamo_graph.endpoint))
-    ttft_count = sum(v for le, v in after[promql.TTFT].items() if le == float("inf"))
+    ttft_count = sum(v for le, v in after[series.TTFT].items() if le == float("inf"))
     # Wait until Prometheus has scraped everything we sent.
-    use_prometheus.wait_for(f'sum({promql.TTFT}_count{{graph="live"}})',
+    use_prometheus.wait_for(f'sum({series.TTFT}_count{{graph="live"}})',
                             lambda r: r and float(r[0]["value"][1]) >= ttft_count, timeout=30)
     # Charts end on the last whole scrape interval: wait until that is past the sample above.
-    (sample,) = use_prometheus.query(f'timestamp({promql.TTFT}_count{{graph="live"}})')
+    (sample,) = use_prometheus.query(f'timestamp({series.TTFT}_count{{graph="live"}})')
     time.sleep(max(0.0, float(sample["value"][1]) + SCRAPE_INTERVAL - time.time()))
 
     response = client_for("viewer").get("/metrics/graphs/live/chart/?window=15m")
@@ -292,7 +292,7 @@ def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, 
     data = response.json()
     assert data["state"] == "ok", data["message"]
     assert data["summary"]["targets"]["up"] == 3
-    for metric, name in ((promql.TTFT, "ttft"), (promql.ITL, "itl")):
+    for metric, name in ((series.TTFT, "ttft"), (series.ITL, "itl")):
         for q, key in ((0.5, "p50"), (0.9, "p90")):
             low, high = quantile_range(before[metric], after[metric], q)
             assert data["summary"][f"{name}_{key}"] is not None, data["summary"]

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from metrics import promql
+from metrics import promql, series
 from metrics.charts import WindowError, cost_per_million_tokens, goodput_bounds, parse_window, resolution
 
 LOCAL = promql.local_scope("demo", scrape_interval=5)
@@ -124,7 +124,7 @@ def test_recorded_names_are_the_ones_the_rules_file_records():
 
     rules = yaml.safe_load((Path(__file__).parents[1] / "deploy/prometheus/recording-rules.yaml").read_text())
     recorded = {r["record"] for g in rules["groups"] for r in g["rules"]}
-    for metric in (promql.TTFT, promql.ITL):
+    for metric in (series.TTFT, series.ITL):
         for q in promql.QUANTILES:
             assert promql._recorded_name(metric, q) in recorded
 
@@ -155,7 +155,7 @@ def test_in_flight_falls_back_to_the_deprecated_gauge():
 
 def test_scrape_targets_and_bucket_series():
     assert promql.scrape_targets(LOCAL) == f"up{LOCAL_SEL}"
-    assert promql.bucket_series(promql.ITL, K8S) == f"dynamo_frontend_inter_token_latency_seconds_bucket{K8S_SEL}"
+    assert promql.bucket_series(series.ITL, K8S) == f"dynamo_frontend_inter_token_latency_seconds_bucket{K8S_SEL}"
 
 
 def test_labelled_and_either_combine_expressions_into_one_query():
@@ -171,32 +171,32 @@ def _share_parts(expr: str) -> tuple[list[str], str]:
 
 
 def test_a_target_on_a_bucket_bound_counts_that_bucket_exactly():
-    expr = promql.slo_share(promql.TTFT, LOCAL, 30, 0.1, TTFT_BUCKETS)
+    expr = promql.slo_share(series.TTFT, LOCAL, 30, 0.1, TTFT_BUCKETS)
     assert expr == (
         f'sum (rate(dynamo_frontend_time_to_first_token_seconds_bucket{{job="dynamo-local",graph="demo",le="0.1"}}'
         f"[30s])) / (sum (rate(dynamo_frontend_time_to_first_token_seconds_count{LOCAL_SEL}[30s])) > 0)")
 
 
 def test_a_target_inside_a_bucket_is_interpolated_linearly_like_histogram_quantile():
-    expr = promql.slo_share(promql.TTFT, LOCAL, 30, 0.2, TTFT_BUCKETS)
+    expr = promql.slo_share(series.TTFT, LOCAL, 30, 0.2, TTFT_BUCKETS)
     bounds, _ = _share_parts(expr)
     assert bounds == ["0.1", "0.22", "0.1"]
     assert " + 0.833333 * (" in expr  # (0.2 - 0.1) / (0.22 - 0.1)
 
 
 def test_a_target_past_the_last_finite_bound_counts_what_is_under_it():
-    expr = promql.slo_share(promql.TTFT, LOCAL, 30, 5.0, TTFT_BUCKETS)
+    expr = promql.slo_share(series.TTFT, LOCAL, 30, 5.0, TTFT_BUCKETS)
     assert _share_parts(expr)[0] == ["1"]
 
 
 def test_a_target_under_the_first_bound_interpolates_from_zero():
-    expr = promql.slo_share(promql.ITL, LOCAL, 30, 0.001, ["0.0018", "0.0033", "+Inf"])
+    expr = promql.slo_share(series.ITL, LOCAL, 30, 0.001, ["0.0018", "0.0033", "+Inf"])
     assert expr.startswith("0.555556 * sum (rate(dynamo_frontend_inter_token_latency_seconds_bucket{")
 
 
 def test_a_histogram_without_bounds_cannot_give_a_share():
     with pytest.raises(ValueError, match="no bucket bounds"):
-        promql.slo_share(promql.TTFT, LOCAL, 30, 0.1, ["+Inf"])
+        promql.slo_share(series.TTFT, LOCAL, 30, 0.1, ["+Inf"])
 
 
 def test_goodput_multiplies_the_shares():
@@ -266,11 +266,11 @@ def _every_query() -> list[str]:
     out = []
     for scope in (LOCAL, K8S, promql.local_graphs_scope(["a"]), promql.kubernetes_graphs_scope([("p", "g")]),
                   promql.kubernetes_scope("prod", "llama", recorded=True)):
-        share = promql.slo_share(promql.TTFT, scope, 30, 0.2, TTFT_BUCKETS)
+        share = promql.slo_share(series.TTFT, scope, 30, 0.2, TTFT_BUCKETS)
         out += [promql.ttft_quantile(0.9, scope, 30), promql.itl_quantile(0.9, scope, 30),
                 promql.request_rate(scope, 30), promql.output_token_rate(scope, 30),
                 promql.input_token_rate(scope, 30), promql.in_flight(scope), promql.scrape_targets(scope),
-                promql.bucket_series(promql.TTFT, scope), share, promql.goodput(share),
+                promql.bucket_series(series.TTFT, scope), share, promql.goodput(share),
                 promql.chart_series(scope, 30, goodput_expr=promql.goodput(share)),
                 promql.window_summary(scope, 3600, shares={"ttft_share": share}), promql.overview(scope, 300)]
     return out

@@ -13,7 +13,7 @@ import pytest
 from core.catalog import PoolFields, build_spec
 from graphs import services as graph_services
 from graphs.models import Deployment
-from metrics import promql
+from metrics import series
 from metrics.routable import kubernetes_timeline, pool_names
 from tests.exposition import exposition_server
 from tests.metrics_fixtures import SCRAPE_INTERVAL, fresh_cache, prometheus_server  # noqa: F401
@@ -24,12 +24,12 @@ LABELS = 'dp_rank="none",worker_id="{id}",worker_type="{kind}"'
 def frontend_text(now: float) -> str:
     moving = f"{0.01 + (now % 97) / 1000:.6f}"  # a new value every scrape: requests reach the worker
     rows = [
-        (promql.WORKER_LAST_ITL, "11", "decode", moving),  # served
-        (promql.WORKER_LAST_ITL, "12", "decode", "0.02"),  # left behind, gets nothing
-        (promql.WORKER_LAST_TTFT, "21", "prefill", moving),  # served
-        (promql.WORKER_LAST_TTFT, "22", "prefill", "0.3"),  # left behind
-        (promql.WORKER_KV_BLOCKS, "31", "decode", "0"),  # held by the KV router, idle
-        (promql.WORKER_KV_BLOCKS, "32", "decode", "4"),
+        (series.WORKER_LAST_ITL, "11", "decode", moving),  # served
+        (series.WORKER_LAST_ITL, "12", "decode", "0.02"),  # left behind, gets nothing
+        (series.WORKER_LAST_TTFT, "21", "prefill", moving),  # served
+        (series.WORKER_LAST_TTFT, "22", "prefill", "0.3"),  # left behind
+        (series.WORKER_KV_BLOCKS, "31", "decode", "0"),  # held by the KV router, idle
+        (series.WORKER_KV_BLOCKS, "32", "decode", "4"),
     ]
     return "".join(f"{name}{{{LABELS.format(id=i, kind=k)}}} {v}\n" for name, i, k, v in rows)
 
@@ -40,7 +40,7 @@ def frontend_scraped(prometheus_server):
     # As the Dynamo operator's PodMonitor labels a frontend pod of DGD "roll-k" in namespace "prod".
     prometheus_server.add_targets("roll-k", [{"targets": [f"127.0.0.1:{server.server_address[1]}"],
                                               "labels": {"namespace": "prod", "dynamo_namespace": "prod-roll-k"}}])
-    prometheus_server.wait_for(f'count_over_time({promql.WORKER_LAST_ITL}{{dynamo_namespace="prod-roll-k"}}[1m])',
+    prometheus_server.wait_for(f'count_over_time({series.WORKER_LAST_ITL}{{dynamo_namespace="prod-roll-k"}}[1m])',
                                lambda r: r and float(r[0]["value"][1]) >= 10, timeout=60)
     yield prometheus_server
     prometheus_server.remove_targets("roll-k")

@@ -20,35 +20,29 @@ from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from core.dgd.commandline import flag_value, tokens
-from core.planner_config import PlannerSettingsError
-from core.spec import GraphSpec, Service
-
 from ... import planner_decisions as planner_services
-from ...engines import ENGINES, Host, local_engine, timed_profile
+from ...engines import Host
 from ...models import Deployment, GraphState
 from ...status_cache import observation_record
 from ..base import EventRecord, Observation, PodStatus, nixl_backend
-from ..processes import PortRangeExhausted, allocate_ports, group_members
+from ..processes import PortRangeExhausted, group_members
 from . import rollout
-from .argv import MAX_SYSTEM_PORT, build_process_argv, build_process_env, extra_engine_args
+from .argv import MAX_SYSTEM_PORT
 from .gpus import GpuShortage, assign_gpus, gpu_env, usage_of, visible_devices
 from .gpus import probe as probe_gpus
 from .hostlimits import inotify_problem
 from .observe import engine_facts, head_file, process_shm, shm_used, worker_pods
 from .planner_executor import PlannerExecutor
-from .realengine import kv_events_socket, real_worker
-from .rolling import Planned, RollingPools, pod_name
-from .rollout import FrontendView
+from .planning import ProcessPlanning
+from .rolling import Planned, RollingPools
 from .runtime import graph_dir
 from .state import graph_state
 from .supervisor import Supervisor, http_get
-from .tinymodel import ensure_model_dir
-from .vllm_cpu import FRONTEND_ENV, READY_WITHIN_S, CpuShortage, assign_cores, memory_problem
+from .vllm_cpu import CpuShortage, assign_cores, memory_problem
 
 log = logging.getLogger(__name__)
 
-class LocalOperator(RollingPools):
+class LocalOperator(ProcessPlanning, RollingPools):
     def __init__(self, *, runtime_dir: Path | None = None, python: str | None = None,
                  port_min: int | None = None, port_max: int | None = None):
         self.root = Path(runtime_dir or settings.LOCAL_RUNTIME_DIR)
@@ -316,113 +310,6 @@ class LocalOperator(RollingPools):
             if pid is not None:
                 usage = usage_of(group_members(pid))
                 status.gpu_memory_bytes, status.gpu_util = usage.memory_bytes, usage.util_percent
-
-    def model_name_of(self, planned: Planned) -> str:
-        return self.model_names.get(planned.name, "")
-
-    def log_path(self, planned: Planned) -> Path:
-        return self.logs[planned.name]
-
-    def plan(self, dep: Deployment) -> list[Planned]:
-        spec: GraphSpec = dep.revision.graph_spec
-        replicas = dep.desired_replicas(spec)
-        gdir = graph_dir(spec.name)
-        (gdir / "discovery").mkdir(parents=True, exist_ok=True)
-        model_name = spec.model or spec.name
-        model_dir = ensure_model_dir(self.root / "models", model_name)
-        out: list[Planned] = []
-        notes: list[str] = []
-        view: list[FrontendView | None] = []  # read once a pass, only when a pool rolls
-        self.rollout_pools[dep.pk] = []
-        for service in spec.services:
-            if service.role == "planner" and self.planner.planner_runs():
-                out += self.plan_planner(dep, service, model_name, gdir)
-            if service.role not in ("frontend", "prefill", "decode", "worker"):
-                continue
-            build = lambda name, service=service: self.plan_pod(  # noqa: E731
-                dep, spec, service, name, model_name=model_name, model_dir=model_dir, gdir=gdir)
-            desired = replicas.get(service.name, 0)
-            if service.role == "frontend" or settings.LOCAL_RUNTIME_ROLLOUT == "recreate":
-                # The frontend keeps its name and port (its URL is the graph's endpoint); with
-                # "recreate" a worker is replaced in place, stopped before its successor starts.
-                out += [build(pod_name(spec.name, service.name, i)) for i in range(desired)]
-                continue
-            planned, note = self.roll_pool(dep, service, desired, build, view)
-            out += planned
-            if note:
-                notes.append(note)
-        self.rollouts[dep.pk] = notes
-        return out
-
-    def plan_pod(self, dep: Deployment, spec: GraphSpec, service: Service, name: str, *, model_name: str,
-                 model_dir: Path, gdir: Path) -> Planned:
-        discovery = gdir / "discovery"
-        port = self._port(name)
-        gpus = 0
-        if service.role == "frontend":
-            kind, probe, cpu = "frontend", "frontend", None
-            extra, ignored = extra_engine_args(service, "frontend")
-            argv = build_process_argv(kind="frontend", python=self.python, http_port=port,
-                                      router_mode=spec.router_mode, extra_args=extra)
-            env = build_process_env(discovery_dir=discovery)
-            if any(ENGINES[local_engine(spec, s, self.host).engine].on_cpu for s in spec.services
-                   if s.role in ("prefill", "decode", "worker")):
-                env.update(FRONTEND_ENV)  # workers that share this host's cores answer late (vllm_cpu.py)
-        else:
-            engine = ENGINES[local_engine(spec, service, self.host).engine]
-            kind, probe, python, cpu = engine.kind, "worker", self.python, None
-            model_path, offline = model_dir, True
-            mode = {"worker": "agg"}.get(service.role, service.role)
-            extra, ignored = extra_engine_args(service, kind)
-            if engine.loads_weights:
-                # A real engine loads the spec's model, never the tokenizer-only directory.
-                real = real_worker(spec=spec, service=service, engine=engine, host=self.host, root=self.root,
-                                   pod=name, mode=mode, extra=extra, python=self.python,
-                                   side_channel_port=self._port(f"{name}:nixl") if mode != "agg" else None)
-                python, model_path, offline, cpu = real.python, real.model_path, real.offline, real.cpu
-            speedup = flag_value(tokens(service.command, service.args), "--speedup-ratio")
-            argv = build_process_argv(
-                kind=kind, python=python, model_path=model_path, model_name=model_name, mode=mode,
-                bootstrap_port=self._port(f"{name}:bootstrap") if mode == "prefill" else None,
-                speedup_ratio=float(speedup) if speedup else None, extra_args=extra,
-                profile_data=timed_profile(spec, settings.SIZING_DIR) if kind == "mocker" else None,
-            ) + (cpu.args if cpu else [])
-            env = build_process_env(discovery_dir=discovery, system_port=port, hub_offline=offline)
-            env.update(cpu.env if cpu else {})
-            # The worker's own drain budget, where the spec sets one (rollout.py reads it back).
-            env.update({e["name"]: str(e["value"]) for e in service.env if isinstance(e, dict)
-                        and e.get("name") == "DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT" and "value" in e})
-            gpus = (service.gpus or 1) if engine.loads_weights and not engine.on_cpu else 0
-            if engine.on_cpu:
-                self.ready_within[name] = READY_WITHIN_S
-        self.model_names[name] = model_name
-        self.logs[name] = gdir / "logs" / f"{name}.log"
-        own = {str(v): f"<{k.partition(':')[2] or 'port'}>" for k, v in self.ports.items()
-               if k == name or k.startswith(f"{name}:")}
-        own[name] = "<pod>"
-        if cpu and spec.router_mode == "kv":
-            own[str(kv_events_socket(self.root, name))] = "<ipc>"
-        template = rollout.template_key(argv, env, own)
-        return Planned(name, service, service.role, argv, env, port, probe, ignored, kind, gpus, cpu, template)
-
-    def plan_planner(self, dep: Deployment, service: Service, model_name: str, gdir: Path) -> list[Planned]:
-        """The real Planner, where dynamo.planner imports: one process, however many replicas."""
-        name = pod_name(dep.graph.name, service.name, 0)
-        port = self._port(name)  # where it publishes dynamo_planner_* (scraped as pool "planner")
-        try:
-            argv = self.planner.planner_argv(dep, service, model_name=model_name, metrics_port=port)
-        except PlannerSettingsError as exc:
-            raise ValueError(f"{service.name}: {exc}") from None
-        self.model_names[name] = model_name
-        self.logs[name] = gdir / "logs" / f"{name}.log"
-        env = self.planner.env(dep.graph.name, gdir / "discovery")
-        return [Planned(name, service, "planner", argv, env, port, "")]
-
-    def _port(self, key: str) -> int:
-        if key not in self.ports:
-            taken = set(self.ports.values())
-            self.ports[key] = allocate_ports(1, self.port_min, self.port_max, taken)[0]
-        return self.ports[key]
 
     # ---------------------------------------------------------------- status cache
 

@@ -21,7 +21,7 @@ import re
 from django.conf import settings
 from django.http import parse_cookie
 
-from . import authorize, gateway
+from . import answers, authorize, gateway
 
 PATH = re.compile(r"^/api/playground/([-a-zA-Z0-9_]+)/v1/(chat/completions|completions|models)$")
 OTHER = re.compile(r"^/api/playground/[^/]+/v1(/.*)?$")  # the rest of the OpenAI API: not served
@@ -42,7 +42,7 @@ async def not_served(scope, receive, send) -> bool:
     the site's HTML 404 page), so that SDKs show a message. False if ``scope`` is not one."""
     if not OTHER.match(scope["path"]):
         return False
-    await _send(send, gateway.error_reply(404, "not_found", f"{scope['path']} is not served: a graph serves "
+    await _send(send, answers.error_reply(404, "not_found", f"{scope['path']} is not served: a graph serves "
                                                             "GET v1/models, POST v1/chat/completions and "
                                                             "POST v1/completions"))
     return True
@@ -52,7 +52,7 @@ async def serve(scope, receive, send, found: re.Match) -> None:
     headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
     body = await _read_body(receive, headers)
     if body is None:
-        await _send(send, gateway.too_large())
+        await _send(send, answers.too_large())
         return
     cookies = parse_cookie(headers["cookie"]) if "cookie" in headers and "authorization" not in headers else {}
     call = gateway.Call(scope["method"], found.group(1), found.group(2), headers, body, _secure(scope, headers),
@@ -62,7 +62,7 @@ async def serve(scope, receive, send, found: re.Match) -> None:
     except Exception as exc:
         # A dependency down (the database, the cache, var/ full: bench/faults.py): a 503 that
         # names it, with Retry-After, never a bare 500 from the server.
-        reply = gateway.down_reply(exc)
+        reply = answers.down_reply(exc)
         if reply is None:
             raise
     if reply.upstream is None:
@@ -116,17 +116,17 @@ def _django_request(scope, body: bytes):
     return request
 
 
-def _head(reply: gateway.Reply, *extra: tuple[str, str]) -> dict:
+def _head(reply: answers.Reply, *extra: tuple[str, str]) -> dict:
     return {"type": "http.response.start", "status": reply.status,
             "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (*reply.headers, *extra)]}
 
 
-async def _send(send, reply: gateway.Reply) -> None:
+async def _send(send, reply: answers.Reply) -> None:
     await send(_head(reply, ("content-length", str(len(reply.body)))))
     await send({"type": "http.response.body", "body": reply.body})
 
 
-async def _relay(reply: gateway.Reply, send, receive, scope) -> None:
+async def _relay(reply: answers.Reply, send, receive, scope) -> None:
     """Relay the stream (gateway.relay), one ``send`` per arrival from the frontend. The head
     waits for the first bytes (the frontend's own head has come: the reply is a stream) so that
     an early failure can still become an error event. A client that goes away is noticed by a
@@ -157,7 +157,7 @@ async def _relay(reply: gateway.Reply, send, receive, scope) -> None:
                 if size > gateway.MAX_ANSWER_BODY:
                     state["gone"] = True  # the relay stops reading; the frontend's request is cancelled
                     reply.upstream.close()
-                    await _send(send, gateway.error_reply(
+                    await _send(send, answers.error_reply(
                         502, "upstream_too_large", f"the graph's frontend streamed more than "
                         f"{gateway.MAX_ANSWER_BODY} bytes: an HTTP/1.0 client gets a stream whole, so it is "
                         "bounded; use HTTP/1.1 to stream it"))

@@ -23,7 +23,7 @@ import re
 import availability
 from telemetry import instruments
 
-from . import admission, counting, gateway, limits
+from . import admission, answers, counting, gateway, limits
 from .access import ChatRefused
 
 PATH = re.compile(r"^/api/gateway/authorize/([-a-zA-Z0-9_]+)(?:/.*)?$")
@@ -42,8 +42,8 @@ def _key_label(authorization: str | None, status: int) -> str:
     return admission.token_id(authorization.partition(" ")[2].strip())
 
 
-def _reply(status: int, kind: str, message: str, *extra: tuple[str, str]) -> gateway.Reply:
-    reply = gateway.error_reply(status, kind, message, *extra)
+def _reply(status: int, kind: str, message: str, *extra: tuple[str, str]) -> answers.Reply:
+    reply = answers.error_reply(status, kind, message, *extra)
     reply.headers += [("x-auth-status", str(status)), ("x-auth-error", reply.body.decode())]
     return reply
 
@@ -62,7 +62,7 @@ async def _count(subject: str, rate: int) -> limits.Refusal | None:
 UNCOUNTED_STREAMS = 1 << 30
 
 
-async def authorize(graph: str, headers: dict[str, str]) -> gateway.Reply:
+async def authorize(graph: str, headers: dict[str, str]) -> answers.Reply:
     """The answer to one gateway's question about one request (its headers). Every error path
     is a refusal (401, 403, 404, 429 or 503), never a 2xx."""
     authorization = headers.get("authorization")
@@ -84,11 +84,11 @@ async def authorize(graph: str, headers: dict[str, str]) -> gateway.Reply:
         if refusal is not None:
             reply = _reply(429, "rate_limited", refusal.message, ("retry-after", str(refusal.retry_after)))
         else:
-            reply = gateway.Reply(200, [("x-auth-status", "200"), ("x-auth-user", str(admitted.user_id)),
+            reply = answers.Reply(200, [("x-auth-status", "200"), ("x-auth-user", str(admitted.user_id)),
                                         ("content-type", "application/json")], json.dumps({"allow": True}).encode())
     return _answered(authorization, reply)
 
 
-def _answered(authorization: str | None, reply: gateway.Reply) -> gateway.Reply:
+def _answered(authorization: str | None, reply: answers.Reply) -> answers.Reply:
     instruments.count_authorization(_key_label(authorization, reply.status), reply.status)
     return reply

@@ -13,10 +13,10 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import gateway
+from . import answers, gateway
 
 
-def _response(reply: gateway.Reply):
+def _response(reply: answers.Reply):
     if reply.upstream is None:
         response = HttpResponse(reply.body, status=reply.status)
     else:
@@ -33,7 +33,7 @@ def _response(reply: gateway.Reply):
     return response
 
 
-async def _relay(reply: gateway.Reply, state: dict):
+async def _relay(reply: answers.Reply, state: dict):
     state["started"] = True
     chunks = gateway.relay(reply)
     try:
@@ -47,9 +47,9 @@ async def _serve(request, graph: str, route: str):
     try:
         body = request.body
     except RequestDataTooBig:
-        return _response(gateway.too_large())
+        return _response(answers.too_large())
     if len(body) > gateway.settings.PLAYGROUND_MAX_PROMPT_BYTES:
-        return _response(gateway.too_large())
+        return _response(answers.too_large())
     headers = {name.lower(): value for name, value in request.headers.items()}
     call = gateway.Call(request.method, graph, route, headers, body, request.is_secure(), request.COOKIES,
                         lambda: request)

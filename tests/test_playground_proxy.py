@@ -288,7 +288,7 @@ def test_a_browser_session_chats_with_its_csrf_token_and_not_without(asgi_server
 def test_the_products_entry_point_serves_the_endpoint_outside_djangos_middleware(asgi_server, dynamo_graph,
                                                                                   chat_graph, tokens):
     """controlplane.asgi:application (what make up, the Dockerfile and deploy/ run) answers
-    these paths itself, with the endpoint's own security headers (gateway.HARDENING) either way."""
+    these paths itself, with the endpoint's own security headers (answers.HARDENING) either way."""
     with httpx.Client(timeout=30) as client:
         reply = client.post(asgi_server.url + CHAT.format(graph="pg-test"), headers=auth(tokens),
                             json=chat_body(dynamo_graph.model, max_tokens=2))

@@ -83,7 +83,7 @@ class Routable:
     """The frontend's discovery view, sampled every 0.1 s: (time, {component: instances})."""
 
     def __init__(self, port: int):
-        from graphs.runtimes.local.supervisor import http_get
+        from graphs.runtimes.local.probes import http_get
 
         self.port, self.get, self.samples, self.stop = port, http_get, [], threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)

@@ -131,7 +131,8 @@ def measure_openai(repeat: int, clients: dict) -> dict:
 def measure_local(repeat: int) -> dict:
     import subprocess
 
-    from graphs.runtimes.local.supervisor import Supervisor, probe_frontend, probe_worker
+    from graphs.runtimes.local.probes import probe_frontend, probe_worker
+    from graphs.runtimes.local.supervisor import Supervisor
     from graphs.runtimes.local.tinymodel import ensure_model_dir
     from graphs.runtimes.processes import wait_until
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphs.runtimes.processes import group_members, proc_stat
+from graphs.runtimes.processes import group_members, proc_stat, stop_groups
 
 STOP_GRACE = 8.0
 
@@ -40,21 +39,11 @@ def _alive_members(ref: ProcessRef) -> list[int]:
 
 
 def stop_group(ref: ProcessRef, grace: float = STOP_GRACE, reap=lambda: None) -> bool:
-    """SIGTERM, then SIGKILL after ``grace``; True once no member of the group is left."""
+    """SIGTERM, then SIGKILL after ``grace`` (processes.stop_groups); True once no member of the
+    group is left."""
     if ref.pgid <= 1 or ref.pgid == os.getpgrp():
         return False  # never our own group, never init
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        if not _alive_members(ref):
-            return True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(ref.pgid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            reap()
-            if not _alive_members(ref):
-                return True
-            time.sleep(0.05)
-    return not _alive_members(ref)
+    return stop_groups([ref.pgid], grace, reap, started_since=ref.start_ticks)
 
 
 class Invocation:

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from graphs.runtimes.local import liveness, supervisor
+from graphs.runtimes.local import liveness, probes, supervisor
 from graphs.runtimes.local.liveness import Liveness, Probe
 from graphs.runtimes.local.supervisor import RUNNING, Supervisor
 from graphs.runtimes.processes import wait_until
@@ -81,7 +81,7 @@ def test_the_local_probes_follow_the_operator_s_paths_and_periods():
 
 
 def _live(port: int) -> bool:
-    answer = supervisor.http_get(port, "/live", timeout=2)
+    answer = probes.http_get(port, "/live", timeout=2)
     return bool(answer and answer[0] == 200)
 
 

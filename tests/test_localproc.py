@@ -22,7 +22,8 @@ import pytest
 
 from graphs.runtimes.local import tinymodel
 from graphs.runtimes.local.argv import build_process_argv, build_process_env
-from graphs.runtimes.local.supervisor import Supervisor, probe_frontend, probe_worker
+from graphs.runtimes.local.probes import probe_frontend, probe_worker
+from graphs.runtimes.local.supervisor import Supervisor
 from graphs.runtimes.local.tinymodel import VOCAB_SIZE, ensure_model_dir
 from graphs.runtimes.processes import PortRangeExhausted, allocate_ports, group_members, wait_until
 

@@ -15,7 +15,7 @@ from audit.models import AuditRecord
 from core.catalog import PoolFields, build_spec
 from graphs import operations, rollouts, services
 from graphs.models import Deployment, Event, Operation, Pod
-from graphs.runtimes.local.supervisor import http_get
+from graphs.runtimes.local.probes import http_get
 from graphs.runtimes.processes import wait_until
 from graphs.runtimes.registry import get_runtime
 

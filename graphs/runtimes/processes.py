@@ -1,14 +1,16 @@
 """Host processes and loopback ports, for the local runtime and the benchmark runner alike.
 
-Django-free and Dynamo-free: free-port allocation on 127.0.0.1, waiting for a condition, and
-reading process groups from /proc."""
+Django-free and Dynamo-free: free-port allocation on 127.0.0.1, waiting for a condition,
+reading process groups from /proc, and stopping them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -76,3 +78,41 @@ def group_members(pgid: int, *, started_since: int = 0) -> list[int]:
                 and st[2] >= started_since:
             members.append(int(entry))
     return members
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Send ``sig`` to process group ``pgid``; never to our own group or init, and a group that
+    is gone is no error."""
+    if pgid <= 1 or pgid == os.getpgrp():
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def stop_groups(pgids: Sequence[int], grace: float, reap: Callable[[], None] = lambda: None, *,
+                started_since: int = 0) -> bool:
+    """SIGTERM each group that has members, SIGKILL what is left after ``grace`` seconds, then
+    wait up to 5 s until none is left (``reap``: collect our own children meanwhile). True once
+    no member is left. Members are those ``group_members`` counts (``started_since``: a pgid
+    reused by a later process is not ours), and only groups with members are signalled."""
+
+    def alive() -> list[int]:
+        return [pgid for pgid in pgids if group_members(pgid, started_since=started_since)]
+
+    reap()
+    left = alive()
+    for pgid in left:
+        signal_group(pgid, signal.SIGTERM)
+    for limit, then in ((grace, signal.SIGKILL), (5.0, None)):
+        deadline = time.monotonic() + limit
+        while left and time.monotonic() < deadline:
+            reap()
+            time.sleep(0.05)
+            left = alive()
+        if not left:
+            return True
+        if then is None:
+            return False
+        for pgid in left:
+            signal_group(pgid, then)
+    return not left

@@ -34,10 +34,11 @@ from .hostlimits import inotify_problem
 from .observe import engine_facts, head_file, process_shm, shm_used, worker_pods
 from .planner_executor import PlannerExecutor
 from .planning import ProcessPlanning
+from .probes import http_get
 from .rolling import Planned, RollingPools
 from .runtime import graph_dir
 from .state import graph_state
-from .supervisor import Supervisor, http_get
+from .supervisor import Supervisor
 from .vllm_cpu import CpuShortage, assign_cores, memory_problem
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from core.spec import Service
 
 from . import rollout
+from .probes import http_get
 from .rollout import FrontendView
-from .supervisor import http_get
 
 if TYPE_CHECKING:
     from ...models import Deployment

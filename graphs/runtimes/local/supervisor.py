@@ -1,15 +1,14 @@
 """The process layer of the local runtime: Dynamo graphs as supervised processes on this host.
 
-Django-free. It probes readiness and supervises processes (argv and env from argv.py) like a
-tiny kubelet: restart with exponential back-off, CrashLoopBackOff, pidfiles so that a crashed
-operator's processes are found and killed on the next start."""
+Django-free. It probes readiness (probes.py) and supervises processes (argv and env from argv.py)
+like a tiny kubelet: restart with exponential back-off, CrashLoopBackOff, pidfiles so that a
+crashed operator's processes are found and killed on the next start (processes.stop_groups)."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
 import datetime as dt
-import http.client
 import json
 import os
 import re
@@ -19,72 +18,15 @@ import subprocess
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..base import EventRecord, PodStatus
-from ..processes import LOOPBACK, group_members, proc_stat, wait_until
+from ..processes import group_members, proc_stat, signal_group, stop_groups, wait_until
 from .liveness import PROBES, Liveness, alive, cpu_ticks
-
-# --- probes ---------------------------------------------------------------------------------
-
-def http_get(port: int, path: str, *, timeout: float = 0.5) -> tuple[int, bytes] | None:
-    """GET on loopback, no proxies (http.client ignores *_proxy); None when nothing answers."""
-    conn = http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
-    try:
-        conn.request("GET", path)
-        response = conn.getresponse()
-        return response.status, response.read(1 << 20)
-    except (OSError, http.client.HTTPException):
-        return None
-    finally:
-        conn.close()
-
-
-def probe_frontend(port: int, model: str, *, timeout: float = 0.5) -> bool:
-    """Ready when /v1/models lists the model (the frontend answers 200 long before that)."""
-    result = http_get(port, "/v1/models", timeout=timeout)
-    if not result or result[0] != 200:
-        return False
-    with contextlib.suppress(ValueError, TypeError, AttributeError):
-        return any(m.get("id") == model for m in json.loads(result[1]).get("data", []))
-    return False
-
-
-def probe_worker(system_port: int, *, timeout: float = 0.5) -> bool:
-    """Ready when the system server's /health answers 200 (its "generate" endpoint is up)."""
-    result = http_get(system_port, "/health", timeout=timeout)
-    return bool(result and result[0] == 200)
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    if pgid <= 1 or pgid == os.getpgrp():
-        return  # never our own group, never init
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _kill_groups(pgids: Sequence[int], grace: float, reap: Callable[[], None] = lambda: None) -> None:
-    """SIGTERM each group, SIGKILL what is left after ``grace`` seconds, wait until all are gone."""
-    for pgid in pgids:
-        _signal_group(pgid, signal.SIGTERM)
-    for limit, then in ((grace, signal.SIGKILL), (5.0, None)):
-        deadline = time.monotonic() + limit
-        while True:
-            reap()
-            alive = [g for g in pgids if group_members(g)]
-            if not alive or time.monotonic() >= deadline:
-                break
-            time.sleep(0.05)
-        if not alive or then is None:
-            return
-        for pgid in alive:
-            _signal_group(pgid, then)
-
-
-# --- the supervisor -----------------------------------------------------------------------------
+from .probes import http_get, probe_frontend, probe_worker
 
 PENDING, RUNNING, CRASH_LOOP, TERMINATING = "Pending", "Running", "CrashLoopBackOff", "Terminating"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
@@ -208,7 +150,7 @@ class Supervisor:
                 why = p.live.record(probe, time.monotonic(), answered, cpu)
                 if why and p.phase == RUNNING and p.popen is not None:
                     # SIGKILL reaches a stopped process too; the next poll restarts it (back-off).
-                    _signal_group(p.popen.pid, signal.SIGKILL)
+                    signal_group(p.popen.pid, signal.SIGKILL)
                     p.message = why
                     events.append(self._event("Warning", "Unhealthy", p.name, why))
         return events
@@ -356,7 +298,7 @@ class Supervisor:
                         os.kill(member, signal.SIGKILL)
                     killed.append(member)
             pidfile.unlink(missing_ok=True)
-        _kill_groups(groups, grace)
+        stop_groups(groups, grace)
         return killed
 
     # internals ---------------------------------------------------------------------------
@@ -393,7 +335,7 @@ class Supervisor:
 
     def _exited(self, p: _Proc, code: int | None, now: float) -> list[EventRecord]:
         if p.popen is not None:
-            _kill_groups([p.popen.pid], 0.0)  # children of a dead leader die with it
+            stop_groups([p.popen.pid], 0.0)  # children of a dead leader die with it
             self._pidfile(p.name).unlink(missing_ok=True)
         uptime = now - p.started_mono if p.popen is not None else 0.0
         p.popen, p.last_exit_code, p.started_at = None, code, None
@@ -425,7 +367,7 @@ class Supervisor:
         if code is None:
             events.append(self._event("Warning", "DrainTimeout", p.name,
                                       f"still running {took:.0f} s after SIGTERM: killed"))
-        _kill_groups([p.popen.pid], 0.0, lambda: p.popen.poll())
+        stop_groups([p.popen.pid], 0.0, lambda: p.popen.poll())
         del self._procs[p.name]
         self._pidfile(p.name).unlink(missing_ok=True)
         events.append(self._event("Normal", "Killing", p.name, f"stopped {p.name}: drained in {took:.1f} s"))
@@ -443,7 +385,7 @@ class Supervisor:
                 p.popen.poll()  # a zombie leader keeps its pid: reap it
 
         # Outside the lock, so other threads see Terminating meanwhile.
-        _kill_groups([p.popen.pid for p in running], grace, reap)
+        stop_groups([p.popen.pid for p in running], grace, reap)
         for p in running:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 p.popen.wait(timeout=1.0)  # the leader may have died after the last reap()

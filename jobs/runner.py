@@ -160,7 +160,7 @@ class JobRunner:
     @classmethod
     def sweep(cls, now: dt.datetime) -> dict[str, int]:
         """Send again what no worker took, and hand on what a dead worker held."""
-        counts = {"requeued": 0, "failed": 0}
+        counts = {"requeued": 0, "failed": 0, "": 0}  # "": it moved on since it was read
         for job in cls.model.lease_expired(now):
             counts[cls.lost(job)] += 1
         for job in cls.model.waiting_since(now - cls.stale_pending):

@@ -115,3 +115,15 @@ def test_a_subclass_that_names_no_kind_of_its_own_is_not_one(kinds):
         pass
 
     assert Helper not in kinds.values() and set(kinds) == KINDS
+
+
+def test_a_job_that_moved_on_while_the_sweep_read_it_is_left_as_it_is(graph, kinds, monkeypatch):
+    from graphs.operations import OperationRunner
+
+    op = Operation.objects.create(graph=graph, kind="apply", state=OperationState.RUNNING, attempts=3,
+                                  lease_until=_ago(seconds=5))
+    read = list(Operation.lease_expired(timezone.now()))
+    Operation.objects.filter(pk=op.pk).update(state=OperationState.SUCCEEDED)  # finished meanwhile
+    monkeypatch.setattr(Operation, "lease_expired", classmethod(lambda cls, now: read))
+    assert OperationRunner.sweep(timezone.now()) == {"requeued": 0, "failed": 0}
+    assert Operation.objects.get(pk=op.pk).state == OperationState.SUCCEEDED

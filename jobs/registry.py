@@ -16,9 +16,12 @@ one class; nothing else names it."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import ClassVar, Protocol
 
 from django.utils import timezone
+
+log = logging.getLogger(__name__)
 
 
 class Kind(Protocol):
@@ -56,11 +59,17 @@ def load() -> dict[str, type[Kind]]:
 
 
 def sweep(now: dt.datetime | None = None) -> dict[str, dict[str, int]]:
-    """Ask every kind for what got stuck; what each did, by kind (only those that did something)."""
+    """Ask every kind for what got stuck; what each did, by kind (only those that did something).
+    A kind whose sweep fails (its table unreadable, say) is logged and counted as ``failed_sweep``;
+    the others are swept all the same."""
     now = now or timezone.now()
     out = {}
     for name, kind in sorted(load().items()):
-        counts = {k: v for k, v in kind.sweep(now).items() if v}
+        try:
+            counts = {k: v for k, v in kind.sweep(now).items() if v}
+        except Exception:
+            log.exception("the sweep of job kind %s failed; the next sweep tries again", name)
+            counts = {"failed_sweep": 1}
         if counts:
             out[name] = counts
     return out

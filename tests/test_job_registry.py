@@ -127,3 +127,20 @@ def test_a_job_that_moved_on_while_the_sweep_read_it_is_left_as_it_is(graph, kin
     monkeypatch.setattr(Operation, "lease_expired", classmethod(lambda cls, now: read))
     assert OperationRunner.sweep(timezone.now()) == {"requeued": 0, "failed": 0}
     assert Operation.objects.get(pk=op.pk).state == OperationState.SUCCEEDED
+
+
+def test_a_kind_whose_sweep_fails_does_not_keep_the_others_from_theirs(graph, kinds, caplog):
+    class Broken(Driver):
+        kind = "broken"
+        task = "jobs.tasks.jobs_sweep"
+        step_delay = 1.0
+
+        @classmethod
+        def active(cls):
+            raise RuntimeError("its table is unreadable")
+
+    op = Operation.objects.create(graph=graph, kind="apply", state=OperationState.RUNNING, attempts=3,
+                                  lease_until=_ago(seconds=5))
+    assert registry.sweep() == {"broken": {"failed_sweep": 1}, "operation": {"failed": 1}}
+    assert Operation.objects.get(pk=op.pk).state == OperationState.FAILED
+    assert "the sweep of job kind broken failed" in caplog.text

@@ -20,6 +20,7 @@ import logging
 from typing import ClassVar, Protocol
 
 from django.utils import timezone
+from django.utils.module_loading import autodiscover_modules
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +52,9 @@ def registering(cls: type, namespace: dict) -> None:
 
 def load() -> dict[str, type[Kind]]:
     """Every kind: each app declares its kinds in modules its tasks module imports, which the
-    worker loads at start; this loads them in any other process (a test, a shell)."""
-    from celery import current_app
-
-    current_app.loader.import_default_modules()
+    worker loads at start; this imports every app's tasks module (Django's autodiscovery, as the
+    admin finds its modules) in any other process: a web process, a test, a shell."""
+    autodiscover_modules("tasks")
     return KINDS
 
 

@@ -4,6 +4,7 @@ a kind is one class, the sweep asks each for what got stuck and each answers by 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 import pytest
 from django.conf import settings
@@ -139,6 +140,7 @@ def test_a_kind_whose_sweep_fails_does_not_keep_the_others_from_theirs(graph, ki
         def active(cls):
             raise RuntimeError("its table is unreadable")
 
+    caplog.set_level(logging.ERROR, logger="jobs.registry")
     op = Operation.objects.create(graph=graph, kind="apply", state=OperationState.RUNNING, attempts=3,
                                   lease_until=_ago(seconds=5))
     assert registry.sweep() == {"broken": {"failed_sweep": 1}, "operation": {"failed": 1}}

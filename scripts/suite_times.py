@@ -11,7 +11,11 @@ import argparse
 import json
 import re
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import record
 
 SUMMARY = re.compile(r"^=*\s*(?P<counts>(?:\d+ \w+(?:, )?)+) in (?P<seconds>[\d.]+)s")
 DURATION = re.compile(r"^(?P<seconds>[\d.]+)s (?P<phase>call|setup|teardown)\s+(?P<test>\S+)")
@@ -46,7 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"suite_times: {exc}", file=sys.stderr)
         return 2
-    found = {"command": "bash .ci/run (make test) on a fresh clone", "commit": args.commit, **found}
+    # As bench/record.py writes a result: what ran, when (the log's last write: the run's end),
+    # which commit (a fresh clone: a clean tree) and on which machine.
+    ended = datetime.fromtimestamp(args.log.stat().st_mtime, UTC).isoformat(timespec="seconds")
+    found = {"benchmark": "suite", "command": "bash .ci/run (make test) on a fresh clone", "date": ended,
+             "commit": args.commit, "clean_tree": True,
+             "machine": {k: v for k, v in record.machine().items() if k != "load_average_at_start"}, **found}
     args.output.write_text(json.dumps(found, indent=2) + "\n")
     tests = sum(n for word, n in found["counts"].items() if not word.startswith("warning"))
     print(f"{tests} tests in {found['seconds']:.0f} s; written to {args.output}")

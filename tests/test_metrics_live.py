@@ -26,6 +26,7 @@ from metrics import prometheus as prom
 from metrics.services import objectives_set
 from tests import factories
 from tests.dynamo_fixtures import dynamo_graph  # noqa: F401
+from tests.exposition import exposition_server
 from tests.metrics_fixtures import (  # noqa: F401
     ACTIVE,
     INPUT_TOKENS_PER_S,
@@ -314,27 +315,15 @@ def test_a_real_graphs_chart_agrees_with_its_frontends_histograms(dynamo_graph, 
 def test_requests_a_counter_held_at_its_first_scrape_count_in_the_request_rate(db, use_prometheus):
     """The frontend makes dynamo_frontend_requests_total at its first request: the first scrape
     that finds it already holds the requests before it, which rate() alone never shows."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     state = {"born": False}
 
-    class Frontend(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = 'dynamo_frontend_model_ready{model="m"} 1\n'
-            if state["born"]:
-                body += 'dynamo_frontend_requests_total{model="m"} 40\n'  # 40 requests since the last scrape
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def frontend(_path: str) -> str:
+        body = 'dynamo_frontend_model_ready{model="m"} 1\n'
+        if state["born"]:
+            body += 'dynamo_frontend_requests_total{model="m"} 40\n'  # 40 requests since the last scrape
+        return body
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Frontend)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = exposition_server(frontend)
     labels = {"graph": "births", "pool": "frontend", "pod": "births-frontend-0"}
     use_prometheus.add_targets("births", [{"targets": [f"127.0.0.1:{server.server_address[1]}"], "labels": labels}])
     try:

@@ -107,9 +107,9 @@ def test_ab_study_compares_two_shapes_and_the_recommendation_follows_the_data(ea
     if faster == "p2d1":
         # Its scale succeeds once the local operator runs the second prefill replica; then the
         # recommendation is applied.
-        from benchmarks import sizing
+        from benchmarks import recommendations
 
-        _converge(operator, lambda: sizing.recommendation_advance(rec["id"]) == "applied",
+        _converge(operator, lambda: recommendations.recommendation_advance(rec["id"]) == "applied",
                   what="the recommendation's scale to be observed")
         scales = list(Operation.objects.filter(graph=graph, kind="scale").values_list("params", "state", "via"))
         assert scales == [({"service": "prefill", "replicas": 2}, "succeeded", "api")]

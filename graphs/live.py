@@ -5,15 +5,14 @@ comment every ``KEEPALIVE_S`` seconds, so that a proxy keeps the stream open.
 
 How a change is known, in each web process (``Hub``, one per event loop):
 
-* PostgreSQL: the database says it. The triggers that count every write to a graph's status
-  rows (migration 0009, the status stamp) also ``NOTIFY graphs_status`` with the graph's id, and
-  a trigger on the deployment row does so when a column the status shows changes (not when only
-  the observed time moves); PostgreSQL delivers a notification at its transaction's commit. One
+* PostgreSQL: the database says it. Every writer of what a graph's status shows moves the
+  graph's status version (graphs.status_version.moved), which also ``NOTIFY graphs_status``
+  with the graph's id; PostgreSQL delivers a notification at its transaction's commit. One
   ``LISTEN`` connection per process, opened while a page is open, fans it out.
 * SQLite (the laptop's default): one read of the open graphs' versions every ``POLL_S``
   seconds per process, only while a page is open.
 
-A graph's *version* digests the status stamp and the deployment's shown columns: it is each
+A graph's *version* digests its status version (StatusStamp) and its deployment's shown columns: it is each
 event's id, so a browser that reconnects (``Last-Event-ID``) or a page that rendered an older
 version (``?v=``) is told at once that it missed something.
 
@@ -36,10 +35,10 @@ from django.http import Http404, HttpResponseNotAllowed, StreamingHttpResponse
 from accounts.roles import Role, role_required
 
 from .models import Deployment, Graph, StatusStamp
+from .status_version import CHANNEL
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "graphs_status"
 POLL_S = 0.1  # SQLite: how often the open graphs' versions are read
 KEEPALIVE_S = 20  # a comment on a quiet stream, well inside common proxies' idle timeouts
 RETRY_MS = 1000  # how soon a browser reconnects a stream that ended
@@ -48,7 +47,7 @@ RETRY_MS = 1000  # how soon a browser reconnects a stream that ended
 END = b"event: end\ndata: poll\n\n"
 LISTEN_CHECK_S = 15  # PostgreSQL: how often a quiet LISTEN connection is checked
 # The deployment's columns that the status shows: all but its observed time, which moves on every
-# look, and its applied manifest (as migration 0011's trigger counts them).
+# look, and its applied manifest.
 SHOWN = tuple(field.attname for field in Deployment._meta.concrete_fields
               if field.attname not in ("id", "graph_id", "observed_at", "manifest"))
 

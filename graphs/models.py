@@ -249,14 +249,13 @@ class ReplicaChange(models.Model):
 
 
 class StatusStamp(models.Model):
-    """A count of the writes to the rows a graph's status shows (its pods, operations, Planner
-    decisions, events and the scaling changes others made), kept by database triggers
-    (migration 0009) on every insert, update and delete of those rows, whoever makes it (the
-    ORM, a bulk upsert, a queryset update, plain SQL), so that a page re-reads those rows only
-    when the count moved (graphs.status_view). Django never writes it. No foreign key: a graph's
-    rows are deleted in whatever order, and its stamp with the graph (a trigger)."""
+    """A graph's status version: a count of the changes to what its status shows (its pods,
+    operations, Planner decisions, events, the scaling changes others made, its deployment's
+    state), moved by the writers of those rows (graphs.status_version.moved), so that a page
+    re-reads them only when it moved (graphs.status_view) and an open page is told (graphs.live).
+    No foreign key in the database: a graph's rows are deleted in whatever order."""
 
-    graph = models.OneToOneField(Graph, primary_key=True, on_delete=models.DO_NOTHING, db_constraint=False,
+    graph = models.OneToOneField(Graph, primary_key=True, on_delete=models.CASCADE, db_constraint=False,
                                  related_name="status_stamp")
     value = models.BigIntegerField(default=0)
 
@@ -316,6 +315,13 @@ class Operation(Job):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.kind} {self.state}"
+
+    @classmethod
+    def moved(cls, pks: list[int]) -> None:
+        """A graph's status shows its operations as they move (graphs.status_version)."""
+        from .status_version import moved
+
+        moved(*cls.objects.filter(pk__in=pks).values_list("graph_id", flat=True))
 
 
 class DecisionState(models.TextChoices):

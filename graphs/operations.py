@@ -46,6 +46,7 @@ from .models import (
 )
 from .runtimes.base import POD_SHOWN
 from .runtimes.registry import DEFAULT_KIND, get_runtime, on_cluster, target_for
+from .status_version import moved
 
 if TYPE_CHECKING:
     from accounts.roles import Actor
@@ -77,6 +78,7 @@ def _record(*, graph: Graph, kind: str, user, via: str, **fields) -> Operation:
         with transaction.atomic():
             op = Operation.objects.create(graph=graph, kind=kind, requested_by=user if user and user.pk else None,
                                           via=via, **fields)
+            moved(graph.pk)
     except IntegrityError:
         raise OperationRefused(f"{graph.name} already has an unfinished operation; wait for it to finish") from None
     audit_record(actor=op.requested_by, via=via, action=f"operation.{kind}", target_type="graph", target=graph.name,
@@ -234,6 +236,7 @@ class OperationRunner(JobRunner):
             Operation.objects.filter(pk=self.pk).update(
                 params={**op.params, "await": {**self.awaiting, "generation": self.deployment.generation}},
                 lease_until=deadline, result=f"{fields['result']}: waiting for the local runtime to run it")
+            moved(op.graph_id)
         return True
 
     def commit(self, state: str, fields: dict) -> None:
@@ -244,6 +247,7 @@ class OperationRunner(JobRunner):
         self.deployment.save(update_fields=DESIRED_FIELDS)
         if self.event:
             _event(self.deployment.graph, *self.event)
+        moved(self.deployment.graph_id)
 
 
 def operation_run(op_id: int) -> str:
@@ -288,8 +292,10 @@ def _execute_apply(runner: OperationRunner, op: Operation) -> tuple[str, str]:
     manifest = render(spec, api_version)
     runtime = get_runtime(op.params.get("runtime", DEFAULT_KIND))
     with transaction.atomic():  # the row the outcome is written to; short, before any cluster call
-        deployment, _ = Deployment.objects.get_or_create(
+        deployment, created = Deployment.objects.get_or_create(
             graph=graph, defaults={"runtime": runtime.kind, "api_version": api_version})
+        if created:
+            moved(graph.pk)
     _read_deployment(runner, graph, deployment)
     target, options = runtime.apply_target(deployment, op.params)
     result = runtime.apply(target=target, spec=spec, manifest=manifest, dry_run=bool(op.params.get("dryRun")),

@@ -32,6 +32,7 @@ from .models import (
     PlannerDecision,
     ReplicaSample,
 )
+from .status_version import moved
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ def decision_record(*, graph: Graph, source: str, desired: dict[str, int], reaso
         graph=graph, source=source, decision_id=decision_id, at=at or timezone.now(), desired=desired,
         before=before, reason=reason[:500] or describe(before, desired), actor=actor[:200],
         state=state or (DecisionState.OBSERVED if source != SOURCE_VIRTUAL else DecisionState.RECEIVED))
+    moved(graph.pk)
     audit_record(actor=None, via="planner", action="planner.decision", target_type="graph", target=graph.name,
                  before=before, after={"desired": desired, "decision": decision.pk, "source": source,
                                        "decision_id": decision_id})
@@ -129,6 +131,7 @@ def _request(decision: PlannerDecision, service: str, count: int) -> list[int]:
     PlannerDecision.objects.filter(pk=decision.pk).update(
         state=DecisionState.EXECUTING, operations=[*decision.operations, op.pk],
         message=f"scale operation #{op.pk}: {service} → {count}")
+    moved(decision.graph_id)
     return []
 
 
@@ -136,6 +139,7 @@ def _finish(decision: PlannerDecision, state: str, message: str) -> None:
     now = timezone.now()
     PlannerDecision.objects.filter(pk=decision.pk).update(
         state=state, message=message[:2000], acknowledged_at=now if state == DecisionState.ACKNOWLEDGED else None)
+    moved(decision.graph_id)
 
 
 def decisions_acknowledged(*, graph: Graph) -> set[int]:

@@ -5,11 +5,14 @@ time, its Pod rows and its Events. Pages and the API read the cache, never a run
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.db import transaction
 from django.utils import timezone
 
 from .models import Deployment, Event, GraphState, Operation, OperationState, Pod
 from .runtimes.base import POD_COLUMNS, Observation, PodStatus
+from .status_version import moved
 
 # An upsert rewrites every column a runtime reports (runtimes.base.POD_COLUMNS), and the time.
 POD_FIELDS = [*(c for c in POD_COLUMNS if c != "name"), "updated_at"]
@@ -41,33 +44,63 @@ ROUTABLE_READINGS: list = []
 TIMELINE_SECONDS = 600
 
 
+# The deployment's columns an observation writes that the status shows (not its observed time).
+OBSERVED_SHOWN = ("state", "message", "endpoint", "observed_generation", "runtime_info")
+
+
+def _comparable(value):
+    """A column's value as the runtime reports it and as the database returns it, alike."""
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _pods_shown(rows) -> dict[str, tuple]:
+    return {row["name"]: tuple(_comparable(row[c]) for c in POD_COLUMNS) for row in rows}
+
+
 def observation_record(deployment: Deployment, observation: Observation, *, observed_generation: int,
                        merge_events: bool = False, runtime_info: dict | None = None) -> None:
     """Write what a runtime saw of one graph, in one transaction: its pods replace the last
     set, its events are added (``merge_events``: one row per object, reason and message, its
     time moved on when it repeats, as Kubernetes events do), and the graph's state follows
-    (``runtime_info``: what a Dynamo tool needs to attach to the graph; None leaves it as is)."""
+    (``runtime_info``: what a Dynamo tool needs to attach to the graph; None leaves it as is).
+    The graph's status version moves only when the look changed what the status shows: a
+    runtime reports every pod on every look, most of them as they were."""
     pods = observation.pods
+    rows = [pod_row(p) for p in pods]
     with transaction.atomic():
+        before = _pods_shown(Pod.objects.filter(deployment=deployment).values(*POD_COLUMNS))
+        shown = Deployment.objects.filter(pk=deployment.pk).values_list(*OBSERVED_SHOWN).first()
         Pod.objects.filter(deployment=deployment).exclude(name__in=[p.name for p in pods]).delete()
         if pods:
             Pod.objects.bulk_create(
-                [Pod(deployment=deployment, **pod_row(p)) for p in pods],
+                [Pod(deployment=deployment, **row) for row in rows],
                 update_conflicts=True, unique_fields=["deployment", "name"], update_fields=POD_FIELDS,
             )
+        events_moved = bool(observation.events) and not merge_events
         if merge_events:
             for e in observation.events:
-                Event.objects.update_or_create(graph_id=deployment.graph_id, object=e.object[:253], reason=e.reason,
-                                               message=e.message[:2000], defaults={"at": e.at, "type": e.type})
+                key = {"graph_id": deployment.graph_id, "object": e.object[:253], "reason": e.reason,
+                       "message": e.message[:2000]}
+                # A repeat moves the row's time on; one seen before at the same time changes nothing.
+                if not Event.objects.filter(**key, at=e.at, type=e.type).exists():
+                    Event.objects.update_or_create(**key, defaults={"at": e.at, "type": e.type})
+                    events_moved = True
         elif observation.events:
             Event.objects.bulk_create([Event(graph_id=deployment.graph_id, at=e.at, type=e.type, reason=e.reason,
                                              object=e.object[:253], message=e.message[:2000])
                                        for e in observation.events])
+        now_shown = (observation.state, observation.message[:2000], observation.endpoint, observed_generation,
+                     shown[-1] if runtime_info is None and shown else runtime_info)
         Deployment.objects.filter(pk=deployment.pk).update(
-            state=observation.state, message=observation.message[:2000], observed_at=timezone.now(),
-            endpoint=observation.endpoint, observed_generation=observed_generation,
+            observed_at=timezone.now(), **dict(zip(OBSERVED_SHOWN[:-1], now_shown[:-1], strict=True)),
             **({} if runtime_info is None else {"runtime_info": runtime_info}))
         scales_settle(deployment, observation, observed_generation)
+        if events_moved or shown != now_shown or before != _pods_shown(rows):
+            moved(deployment.graph_id)
 
 
 def scales_settle(deployment: Deployment, observation: Observation, observed_generation: int) -> None:
@@ -97,4 +130,6 @@ def scales_settle(deployment: Deployment, observation: Observation, observed_gen
 def state_record(deployment: Deployment, *, state: str, message: str) -> None:
     """The graph's state alone, when its runtime cannot be observed (its cluster does not
     answer): pods and the observed time stay as last seen."""
-    Deployment.objects.filter(pk=deployment.pk).update(state=state, message=message[:2000])
+    if Deployment.objects.filter(pk=deployment.pk).exclude(state=state, message=message[:2000]).update(
+            state=state, message=message[:2000]):
+        moved(deployment.graph_id)

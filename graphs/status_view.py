@@ -33,7 +33,7 @@ def deployment_of(graph: Graph) -> Deployment | None:
 # status_context); the applied manifest only when a Kubernetes graph needs it (_cluster_context).
 WITH_DEPLOYMENT = ("deployment__revision", "deployment__cluster")
 WITH_HEAD_AND_DEPLOYMENT = ("head", "deployment", "deployment__cluster")
-WITH_STAMP = ("status_stamp",)  # read with the graph, it says whether the status rows changed
+WITH_STAMP = ("status_stamp",)  # read with the graph: its status version (graphs.status_version)
 NOT_READ = ("deployment__manifest", *(f"deployment__cluster__{field}" for field in (
     "kubeconfig", "description", "namespaces", "dgd_versions", "dgdsa_versions", "error", "server_version",
     "gpu_allocatable", "checked_at", "watched_at", "in_cluster", "context", "created_at", "updated_at")))
@@ -55,19 +55,18 @@ class StatusRows:
     replica_changes: list[ReplicaChange]
 
 
-# The status is polled every 2 s by every open graph page, and its rows change when a runtime
-# observes a change or an operation moves: each process keeps the rows it last read per graph
-# and reads them again only when the graph's status stamp moved (StatusStamp: database triggers
-# count every write to those rows, in the writer's transaction). Inside a transaction the rows
-# are always read: there the stamp may not count the transaction's own writes yet (PostgreSQL
-# counts them at the commit).
+# An open graph page fetches its status whenever it changed (graphs.live), and polls it every 2 s
+# when its stream is cut; its rows change when a runtime observes a change or an operation moves.
+# Each process keeps the rows it last read per graph and reads them again only when the graph's
+# status version moved (graphs.status_version: every writer of those rows moves it). Inside a
+# transaction the rows are always read: its own writes may not have moved the version yet.
 _ROWS: OrderedDict[tuple, tuple[tuple, StatusRows]] = OrderedDict()  # graph -> (what they were read at, rows)
 _ROWS_MAX = 512
 _STAMP = Graph._meta.get_field(WITH_STAMP[0])
 
 
 def _stamp_of(graph: Graph) -> int | None:
-    """The graph's status stamp when it was read with the graph (0: nothing written yet), else None."""
+    """The graph's status version when it was read with the graph (0: nothing written yet), else None."""
     if not _STAMP.is_cached(graph):
         return None
     stamp = _STAMP.get_cached_value(graph)

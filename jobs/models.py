@@ -49,39 +49,53 @@ class Job(models.Model):
         return self.state in ACTIVE
 
     @classmethod
+    def moved(cls, pks: list[int]) -> None:
+        """Jobs ``pks`` were written: their state, or what they carry (every helper below calls
+        this after its write; a heartbeat that only extends the lease does not). A kind whose
+        rows a page shows as they move says so here (Operation: its graphs' status versions)."""
+
+    @classmethod
+    def written(cls, pks: list[int], count: int) -> int:
+        if count:
+            cls.moved(pks)
+        return count
+
+    @classmethod
     def claim(cls, pk: int, *, lease_seconds: float, claimable: Q | None = None, **fields) -> bool:
         """Take job ``pk`` (by default: while pending) for this caller: running, leased for
         ``lease_seconds``, with ``fields`` set. True for the one caller that got it."""
         now = timezone.now()
-        return bool(cls.objects.filter(claimable if claimable is not None else Q(state=PENDING), pk=pk).update(
-            state=RUNNING, started_at=now, lease_until=now + dt.timedelta(seconds=lease_seconds), **fields))
+        return bool(cls.written([pk], cls.objects.filter(
+            claimable if claimable is not None else Q(state=PENDING), pk=pk).update(
+            state=RUNNING, started_at=now, lease_until=now + dt.timedelta(seconds=lease_seconds), **fields)))
 
     @classmethod
     def renew(cls, pk: int, *, lease_seconds: float, **fields) -> bool:
         """Extend a running job's lease (a worker's heartbeat), with ``fields`` set; False when
         it no longer runs (finished elsewhere: swept or cancelled)."""
         lease = timezone.now() + dt.timedelta(seconds=lease_seconds)
-        return bool(cls.objects.filter(pk=pk, state=RUNNING).update(lease_until=lease, **fields))
+        count = cls.objects.filter(pk=pk, state=RUNNING).update(lease_until=lease, **fields)
+        return bool(cls.written([pk], count) if fields else count)
 
     @classmethod
     def finish(cls, pk: int, state: str, **fields) -> bool:
         """End a running job in ``state`` with ``fields`` set; False when it no longer runs."""
-        return bool(cls.objects.filter(pk=pk, state=RUNNING).update(
-            state=state, finished_at=timezone.now(), lease_until=None, **fields))
+        return bool(cls.written([pk], cls.objects.filter(pk=pk, state=RUNNING).update(
+            state=state, finished_at=timezone.now(), lease_until=None, **fields)))
 
     @classmethod
     def give_up(cls, job: Job, state: str, **fields) -> int:
         """End a stuck job in ``state``, unless it moved on since it was read."""
-        return cls.objects.filter(pk=job.pk, state=job.state).update(
-            state=state, finished_at=timezone.now(), lease_until=None, **fields)
+        return cls.written([job.pk], cls.objects.filter(pk=job.pk, state=job.state).update(
+            state=state, finished_at=timezone.now(), lease_until=None, **fields))
 
     @classmethod
     def end_unfinished(cls, state: str, **fields) -> list[int]:
         """End every pending or running job in ``state`` (after a restore: the workers that held
         them are not the ones running now). The ids it ended."""
         ids = list(cls.objects.filter(state__in=ACTIVE).values_list("pk", flat=True))
-        cls.objects.filter(pk__in=ids, state__in=ACTIVE).update(state=state, finished_at=timezone.now(),
-                                                                lease_until=None, **fields)
+        cls.written(ids, cls.objects.filter(pk__in=ids, state__in=ACTIVE).update(
+            state=state, finished_at=timezone.now(), lease_until=None, **fields))
         return ids
 
     @classmethod

@@ -207,7 +207,8 @@ class JobRunner:
     def renew(self, **fields) -> bool:
         """Extend this attempt's lease (with ``fields`` set); False once the row is not ours."""
         lease = timezone.now() + dt.timedelta(seconds=self.lease_seconds())
-        return bool(self.model.objects.filter(self.mine()).update(lease_until=lease, **fields))
+        count = self.model.objects.filter(self.mine()).update(lease_until=lease, **fields)
+        return bool(self.model.written([self.pk], count) if fields else count)
 
     def finish(self, state: str, fields: dict) -> bool:
         """End the row in ``state`` with ``fields``, and commit the outcome, if this attempt
@@ -233,7 +234,8 @@ class JobRunner:
 
     def release(self, message: str) -> None:
         """Leave the row running with an expired lease: the retry, or the sweep, takes it."""
-        self.model.objects.filter(self.mine()).update(lease_until=timezone.now(), **self.failure_fields(message))
+        self.model.written([self.pk], self.model.objects.filter(self.mine()).update(
+            lease_until=timezone.now(), **self.failure_fields(message)))
 
     @classmethod
     def handle(cls, pk: int) -> str:

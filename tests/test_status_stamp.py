@@ -1,7 +1,9 @@
 """A graph's status re-reads its rows (pods, operations, Planner decisions, events, the scaling
-changes others made) only when the graph's status stamp moved, and every committed write to
-those rows moves it, however it is made: the ORM, a bulk upsert, a queryset update or plain SQL
-(database triggers, graphs/migrations/0009). These tests commit, as the product's processes do."""
+changes others made) only when the graph's status version moved, and every writer of those rows
+moves it (graphs/status_version.py names them): a runtime's observation, an operation and each of
+its state changes, a Planner decision, a change someone else made on the cluster. A write made
+around the writers is shown once the version moves again. These tests commit, as the product's
+processes do."""
 
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from graphs.models import Deployment, Graph, Operation, PlannerDecision, Pod, ReplicaChange, StatusStamp
+from graphs import planner_decisions
+from graphs.models import DecisionState, Deployment, Graph, Operation, StatusStamp
 from graphs.runtimes.base import Observation, PodStatus
-from graphs.status_cache import observation_record
+from graphs.runtimes.kubernetes import owners
+from graphs.status_cache import observation_record, state_record
+from graphs.status_version import moved
 from tests import factories
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,9 +32,14 @@ def applied(name: str, runtime: str = "local") -> Graph:
     graph = factories.graph(name, backend="mocker")
     deployment = Deployment.objects.create(graph=graph, runtime=runtime, revision=graph.head, active=True,
                                            state="progressing", namespace="ns" if runtime == "kubernetes" else "")
-    Pod.objects.create(deployment=deployment, name=f"{name}-decode-0", service="decode", role="decode",
-                       phase="Pending", started_at=timezone.now() - timedelta(minutes=3))
+    observation_record(deployment, Observation(state="progressing", pods=[PodStatus(
+        name=f"{name}-decode-0", service="decode", role="decode", phase="Pending", ready=False,
+        started_at=timezone.now() - timedelta(minutes=3))]), observed_generation=0)
     return graph
+
+
+def version(graph: Graph) -> int:
+    return StatusStamp.objects.get(graph_id=graph.pk).value
 
 
 def status(client, name: str) -> tuple[str, list[str]]:
@@ -73,41 +83,52 @@ def test_a_runtimes_observation_is_shown_by_the_next_poll(viewer):
     assert "observed-decode-0" not in status(viewer, "observed")[0]
 
 
-def test_writes_made_in_plain_sql_are_shown_too(viewer):
+def test_a_write_made_around_the_writers_is_shown_once_the_version_moves(viewer):
     graph = applied("plain")
     assert "No events." in status(viewer, "plain")[0]
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO graphs_event (graph_id, at, type, reason, object, message) "
                        "VALUES (%s, %s, 'Warning', 'BackOff', 'plain-decode-0', 'written by another program')",
                        [graph.pk, timezone.now()])
+    assert "written by another program" not in status(viewer, "plain")[0]  # this process's rows, as read
+    moved(graph.pk)
     assert "written by another program" in status(viewer, "plain")[0]
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE graphs_pod SET phase = 'CrashLoopBackOff' WHERE name = 'plain-decode-0'")
-    assert "CrashLoopBackOff" in status(viewer, "plain")[0]
 
 
 def test_an_operation_and_the_planner_decision_it_executes_are_shown_as_they_move(viewer, users):
     graph = applied("planned")
     status(viewer, "planned")
-    decision = PlannerDecision.objects.create(graph=graph, source="virtual-connector", decision_id=7,
-                                              at=timezone.now(), desired={"decode": 2})
-    op = Operation.objects.create(graph=graph, kind="scale", state="running", requested_by=users["operator"],
-                                  via="planner", params={"decision": decision.pk})
+    decision = planner_decisions.decision_record(graph=graph, source=planner_decisions.SOURCE_VIRTUAL,
+                                                 decision_id=7, desired={"decode": 2})
+    assert "for Planner decision" not in status(viewer, "planned")[0]
+    op = Operation.objects.create(graph=graph, kind="scale", requested_by=users["operator"], via="planner",
+                                  params={"decision": decision.pk})
+    assert Operation.claim(op.pk, lease_seconds=20)
     page = status(viewer, "planned")[0]
     assert f"Operation #{op.pk}: scale is running" in page and "for Planner decision 7 (received)" in page
-    PlannerDecision.objects.filter(pk=decision.pk).update(state="executed")
-    Operation.objects.filter(pk=op.pk).update(state="succeeded", result="decode: 1 -> 2")
+    planner_decisions._finish(decision, DecisionState.ACKNOWLEDGED, "every pool ready")
+    assert Operation.finish(op.pk, "succeeded", result="decode: 1 -> 2")
     page = status(viewer, "planned")[0]
-    assert f"Operation #{op.pk}" not in page and "decode: 1 -> 2" in page and "(executed)" in page
+    assert f"Operation #{op.pk}" not in page and "decode: 1 -> 2" in page and "(acknowledged)" in page
 
 
 def test_a_change_made_on_the_cluster_by_someone_else_is_shown(viewer):
     graph = applied("scaled", runtime="kubernetes")
     Deployment.objects.filter(graph=graph).update(ownership={"pools": [{"service": "decode", "manifest": 1}]})
     assert "Scaling decisions seen on the cluster" not in status(viewer, "scaled")[0]
-    ReplicaChange.objects.create(graph=graph, at=timezone.now(), service="decode", before=1, after=3,
-                                 manager="kubectl-scale", actor="kubectl", via="dgd")
+    pool = owners.ownership.Pool(service="decode", manifest=1, adapter=None, live=3, ready=1, owner="kubectl-scale",
+                                 owner_is="kubectl", via="dgd", autoscaled=False)
+    owners._record_change(graph.deployment, {"service": "decode", "live": 1, "via": "dgd"}, pool, {}, None)
     assert "decode</strong> 1 → 3 by kubectl" in status(viewer, "scaled")[0]
+
+
+def test_the_deployments_state_is_shown_when_its_cluster_does_not_answer(viewer):
+    graph = applied("unreachable", runtime="kubernetes")
+    before = version(graph)
+    state_record(graph.deployment, state="unknown", message="the cluster does not answer")
+    assert version(graph) > before and "the cluster does not answer" in status(viewer, "unreachable")[0]
+    state_record(graph.deployment, state="unknown", message="the cluster does not answer")
+    assert version(graph) == before + 1  # the same state again moves nothing
 
 
 def test_a_redeployment_starts_from_its_own_pods(viewer):
@@ -119,7 +140,7 @@ def test_a_redeployment_starts_from_its_own_pods(viewer):
     assert "again-decode-0" not in status(viewer, "again")[0]
 
 
-def test_a_deleted_graph_takes_its_stamp_with_it(viewer):
+def test_a_deleted_graph_takes_its_version_with_it(viewer):
     graph = applied("gone")
     status(viewer, "gone")
     assert StatusStamp.objects.filter(graph_id=graph.pk).exists()
@@ -129,14 +150,14 @@ def test_a_deleted_graph_takes_its_stamp_with_it(viewer):
     assert viewer.get("/graphs/gone/status/", **HTMX).status_code == 404
 
 
-def test_an_observation_that_finds_nothing_new_keeps_the_stamp(viewer):
+def test_an_observation_that_finds_nothing_new_keeps_the_version(viewer):
     graph = applied("rest")
     pod = PodStatus(name="rest-decode-0", service="decode", role="decode", phase="Running", ready=True)
     observation_record(graph.deployment, Observation(state="ready", pods=[pod]), observed_generation=1)
     stamp = StatusStamp.objects.get(graph_id=graph.pk).value
     status(viewer, "rest")
     observation_record(graph.deployment, Observation(state="ready", pods=[pod]), observed_generation=1)
-    # An update counts only when it changed what is shown (SQLite too, since migration 0011).
+    # A look moves the version only when it changed what is shown.
     assert StatusStamp.objects.get(graph_id=graph.pk).value == stamp
     assert rows_read(status(viewer, "rest")[1]) == []
     observation_record(graph.deployment, Observation(state="ready", pods=[PodStatus(
@@ -146,12 +167,26 @@ def test_an_observation_that_finds_nothing_new_keeps_the_stamp(viewer):
     assert "rest-decode-0" in status(viewer, "rest")[0]
 
 
-def test_a_workers_heartbeat_leaves_the_stamp_alone(users):
+def test_a_workers_heartbeat_leaves_the_version_alone(users):
     graph = applied("beating")
     op = Operation.objects.create(graph=graph, kind="apply", state="running", requested_by=users["operator"])
-    stamp = StatusStamp.objects.get(graph_id=graph.pk).value
-    assert Operation.renew(op.pk, lease_seconds=20)
-    if connection.vendor == "postgresql":  # the lease is not shown: its renewal changes nothing shown
-        assert StatusStamp.objects.get(graph_id=graph.pk).value == stamp
+    stamp = version(graph)
+    assert Operation.renew(op.pk, lease_seconds=20)  # the lease is not shown: its renewal changes nothing shown
+    assert version(graph) == stamp
     Operation.finish(op.pk, "succeeded", result="applied")
-    assert StatusStamp.objects.get(graph_id=graph.pk).value > stamp
+    assert version(graph) > stamp
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's NOTIFY; SQLite's pages read versions")
+def test_a_moved_version_notifies_at_the_commit():
+    import psycopg
+
+    graph = applied("told")
+    params = {k: v for k, v in connection.get_connection_params().items()
+              if k not in ("cursor_factory", "context", "prepare_threshold")}
+    with psycopg.connect(autocommit=True, **params) as listener:
+        listener.execute("LISTEN graphs_status")
+        with transaction.atomic():
+            moved(graph.pk, graph.pk, None)
+            assert list(listener.notifies(timeout=0.3)) == []  # not before the commit
+        assert [n.payload for n in listener.notifies(timeout=2, stop_after=1)] == [str(graph.pk)]

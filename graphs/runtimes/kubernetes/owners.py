@@ -23,6 +23,7 @@ from core.dgd.gitops import gitops_owner
 
 from ... import planner_decisions as planner_services
 from ...models import Deployment, ReplicaChange
+from ...status_version import moved
 from .observe import parse_time
 
 MAX_DRIFT = 200  # fields listed per graph; the count says how many there were
@@ -51,6 +52,7 @@ def record_ownership(dep: Deployment, dgd: dict | None, adapters: dict[str, dict
     if view != dep.ownership:
         Deployment.objects.filter(pk=dep.pk).update(ownership=view)
         dep.ownership = view
+        moved(dep.graph_id)
 
 
 def _count(pool: dict | ownership.Pool | None) -> int | None:
@@ -71,6 +73,7 @@ def _record_change(dep: Deployment, before: dict | None, pool: ownership.Pool, d
     at = _written_at(source, pool.owner) or timezone.now()
     ReplicaChange.objects.create(graph_id=dep.graph_id, at=at, service=pool.service, before=old, after=new,
                                  manager=pool.owner[:128], actor=pool.owner_is[:40], via=pool.via)
+    moved(dep.graph_id)
     if pool.owner_is == "the Planner":
         where = "the /scale of its scaling adapter" if pool.via == "adapter" else "the DGD"
         planner_services.decision_record(

@@ -33,9 +33,9 @@ endpoint.proxy's views): for tests, and for comparing the two in bench/proxy.py.
 import functools
 import gc
 import os
-import re
 
 from a2wsgi import WSGIMiddleware
+from asgiref.sync import iscoroutinefunction
 from django.core.asgi import get_asgi_application
 from django.core.wsgi import get_wsgi_application
 
@@ -50,27 +50,27 @@ from availability.waiting import Wait, wait_of  # noqa: E402
 _django_wsgi = get_wsgi_application()
 pages_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_THREADS", "1")))
 waiting_application = WSGIMiddleware(_django_wsgi, workers=int(os.environ.get("WEB_WAITING_THREADS", "8")))
-# A graph page's stream of status changes (graphs.live): an async view that holds no thread for
-# as long as the page is open, through Django's ASGI handler.
-LIVE = re.compile(r"^/graphs/[-a-zA-Z0-9_]+/events/$")
 STATIC = settings.STATIC_URL
+# An async view (a graph page's stream of status changes, graphs.live) runs in no pool at all.
+ASYNC = Wait("nothing: an async view, on the event loop")
 
 
 @functools.lru_cache(maxsize=4096)
 def _wait_of(path: str) -> Wait | None:
-    """What the view at ``path`` waits on, as it says itself (availability/waiting.py); None for a
-    page that only reads the database, or a path nothing serves."""
+    """Where the view at ``path`` runs, as the view says itself: ``ASYNC`` for an async view, which
+    Django's ASGI handler runs on the event loop (it holds no thread for as long as it lasts);
+    what it waits on (availability/waiting.py); None for a page that only reads the database, or
+    a path nothing serves."""
     try:
-        return wait_of(resolve(path).func)
+        view = resolve(path).func
     except Resolver404:
         return None
+    return ASYNC if iscoroutinefunction(view) else wait_of(view)
 
 
-def _waits(scope) -> bool:
-    path = scope["path"]
-    if path.startswith(STATIC):  # a file a slow client reads (WhiteNoise serves it before any view)
+def _waits(scope, wait: Wait | None) -> bool:
+    if scope["path"].startswith(STATIC):  # a file a slow client reads (WhiteNoise serves it before any view)
         return True
-    wait = _wait_of(path)
     if wait is None:
         return False
     return not wait.htmx_only or any(name == b"hx-request" for name, _ in scope["headers"])
@@ -117,11 +117,11 @@ async def application(scope, receive, send):
         elif path == "/metrics":
             await exposition.serve(scope, receive, send)
             return
-        elif LIVE.match(path):
-            await django_application(scope, receive, send)  # a stream on the event loop: graphs.live
+        wait = _wait_of(path)
+        if wait is ASYNC:
+            await django_application(scope, receive, send)
             return
-    if scope["type"] == "http":
-        await (waiting_application if _waits(scope) else pages_application)(scope, receive, send)
+        await (waiting_application if _waits(scope, wait) else pages_application)(scope, receive, send)
         return
     await django_application(scope, receive, send)  # websocket: refused by Django's handler
 

@@ -192,7 +192,28 @@ def test_with_no_ttl_every_request_reads_the_user(users, settings, django_assert
 def test_pages_that_wait_on_other_services_have_their_own_pool(path, headers, waits):
     from controlplane import asgi
 
-    assert asgi._waits({"type": "http", "path": path, "headers": headers}) is waits
+    assert asgi._waits({"type": "http", "path": path, "headers": headers}, asgi._wait_of(path)) is waits
+
+
+def test_an_async_view_runs_on_the_event_loop_because_it_is_async_not_because_of_its_path(settings):
+    """A graph page's stream holds no thread (graphs.live): the server sees that its view is a
+    coroutine, as it would any new async view, and no other."""
+    from django.urls import path
+
+    from controlplane import asgi, urls
+
+    async def ticker(request):  # a new async view: no edit of the server
+        raise AssertionError("not called")
+
+    settings.ROOT_URLCONF = type("Urls", (), {"urlpatterns": [path("ticker/", ticker), *urls.urlpatterns]})
+    asgi._wait_of.cache_clear()
+    try:
+        assert asgi._wait_of("/ticker/") is asgi.ASYNC
+        assert asgi._wait_of("/graphs/memo/events/") is asgi.ASYNC
+        assert asgi._wait_of("/graphs/memo/status/") is not asgi.ASYNC
+        assert asgi._wait_of("/graphs/memo/") is None
+    finally:
+        asgi._wait_of.cache_clear()
 
 
 def test_a_view_says_what_it_waits_on_wherever_it_is_declared():

@@ -190,10 +190,10 @@ class OperationRunner(JobRunner):
         self.deployment: Deployment | None = None
         self.generation = 0  # the row's generation when read: commit adds only this run's bumps
         self.event: tuple[str, str, str] | None = None
-        self.awaiting: dict | None = None  # a local scale: what the runtime must be seen running
-        # The cluster took a change: its desired state is recorded even when the operation then
-        # fails (a Kubernetes scale the cluster did not run in time still asks for it there).
+        # The runtime took a change: its desired state is recorded even when the operation then
+        # fails (a scale the runtime did not run in time still asks for it there).
         self.changed = False
+        self.published = False  # the desired state is on the row already (publish)
 
     def transient(self, exc: BaseException) -> bool:
         return isinstance(exc, RuntimeFailure) and exc.transient
@@ -204,10 +204,7 @@ class OperationRunner(JobRunner):
 
     @classmethod
     def lost(cls, job: Operation) -> str:
-        """A local scale past its deadline fails saying what the runtime runs instead; a job
-        whose worker died is tried again up to MAX_ATTEMPTS."""
-        if "await" in (job.params or {}):
-            return cls.fail(job, _not_observed(job), params={k: v for k, v in job.params.items() if k != "await"})
+        """A job whose worker died is tried again up to MAX_ATTEMPTS."""
         if job.attempts >= MAX_ATTEMPTS:
             return cls.fail(job, (job.result + "\n" if job.result else "")
                             + f"gave up after {job.attempts} attempts (worker lost)")
@@ -220,34 +217,28 @@ class OperationRunner(JobRunner):
         result, diff = _execute_apply(self, op) if op.kind == OperationKind.APPLY else _execute_change(self, op)
         return {"result": result[:10000], "diff": diff[:100000]}
 
-    def finish(self, state: str, fields: dict) -> bool:
-        """A local scale is not done once its desired state is written: it stays running until
-        the local operator has observed the pool at its new size (graphs.status_cache
-        .scales_settle), or fails at its deadline (the sweep: OperationRunner.lost)."""
-        if state != OperationState.SUCCEEDED or self.awaiting is None:
-            return super().finish(state, fields)
-        self.heartbeat.__exit__(None, None, None)  # the deadline below is the lease from now on
+    def publish(self) -> None:
+        """Write the desired state now, before the operation ends: a runtime whose operator reads
+        it from the Deployment row (the local one) can then be waited on, as a cluster is after
+        its patch. The commit that ends the operation adds only its event."""
         with transaction.atomic():
-            op = Operation.objects.select_for_update(of=("self",)).filter(self.mine()).first()
-            if op is None:
-                return False
-            self.commit(state, fields)
-            deadline = timezone.now() + dt.timedelta(seconds=settings.OPERATION_OBSERVE_SECONDS)
-            Operation.objects.filter(pk=self.pk).update(
-                params={**op.params, "await": {**self.awaiting, "generation": self.deployment.generation}},
-                lease_until=deadline, result=f"{fields['result']}: waiting for the local runtime to run it")
-            moved(op.graph_id)
-        return True
+            self._save_desired()
+        self.generation, self.changed, self.published = self.deployment.generation, True, True
+        moved(self.deployment.graph_id)
 
     def commit(self, state: str, fields: dict) -> None:
         if (state != OperationState.SUCCEEDED and not self.changed) or self.deployment is None:
             return
-        locked = Deployment.objects.select_for_update().get(pk=self.deployment.pk)
-        self.deployment.generation = locked.generation + (self.deployment.generation - self.generation)
-        self.deployment.save(update_fields=DESIRED_FIELDS)
+        if not self.published:
+            self._save_desired()
         if self.event:
             _event(self.deployment.graph, *self.event)
         moved(self.deployment.graph_id)
+
+    def _save_desired(self) -> None:
+        locked = Deployment.objects.select_for_update().get(pk=self.deployment.pk)
+        self.deployment.generation = locked.generation + (self.deployment.generation - self.generation)
+        self.deployment.save(update_fields=DESIRED_FIELDS)
 
 
 def operation_run(op_id: int) -> str:
@@ -311,14 +302,6 @@ def _execute_apply(runner: OperationRunner, op: Operation) -> tuple[str, str]:
 
 def _event(graph: Graph, reason: str, obj: str, message: str, type_: str = "Normal") -> None:
     Event.objects.create(graph=graph, at=timezone.now(), type=type_, reason=reason, object=obj, message=message)
-
-
-def _not_observed(op: Operation) -> str:
-    want = op.params["await"]
-    deployment = Deployment.objects.filter(graph_id=op.graph_id).first()
-    said = f"; it reports: {deployment.message}" if deployment and deployment.message else ""
-    return (f"the local runtime did not run {want['replicas']} replica(s) of {want['service']} within "
-            f"{settings.OPERATION_OBSERVE_SECONDS:g} s (setting OPERATION_OBSERVE_SECONDS){said}")
 
 
 def status_snapshot(graph: Graph) -> dict:

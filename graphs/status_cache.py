@@ -10,7 +10,7 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
-from .models import Deployment, Event, GraphState, Operation, OperationState, Pod
+from .models import Deployment, Event, Pod
 from .runtimes.base import POD_COLUMNS, Observation, PodStatus
 from .status_version import moved
 
@@ -98,33 +98,8 @@ def observation_record(deployment: Deployment, observation: Observation, *, obse
         Deployment.objects.filter(pk=deployment.pk).update(
             observed_at=timezone.now(), **dict(zip(OBSERVED_SHOWN[:-1], now_shown[:-1], strict=True)),
             **({} if runtime_info is None else {"runtime_info": runtime_info}))
-        scales_settle(deployment, observation, observed_generation)
         if events_moved or shown != now_shown or before != _pods_shown(rows):
             moved(deployment.graph_id)
-
-
-def scales_settle(deployment: Deployment, observation: Observation, observed_generation: int) -> None:
-    """Finish the scale operations that wait for this observation (operations.operation_run
-    leaves a local scale running with ``params["await"]``): succeeded once the pool runs the
-    replicas asked for, failed when the runtime reports it cannot run them. What is not seen by
-    the deadline, the sweep fails (OperationRunner.lost)."""
-    waiting = Operation.objects.filter(graph_id=deployment.graph_id, state=OperationState.RUNNING,
-                                       params__has_key="await")
-    for op in waiting:
-        want = op.params["await"]
-        if observed_generation < want["generation"]:
-            continue
-        service, replicas = want["service"], want["replicas"]
-        asked = {k: v for k, v in op.params.items() if k != "await"}  # the request, as it was made
-        pods = [p for p in observation.pods if p.service == service]
-        running = sum(1 for p in pods if p.phase == "Running")
-        if observation.state == GraphState.FAILED and observation.message:
-            Operation.finish(op.pk, OperationState.FAILED, params=asked,
-                             result=f"{service}: the runtime cannot run {replicas} replica(s): {observation.message}")
-        elif len(pods) == replicas and running == replicas:
-            Operation.finish(op.pk, OperationState.SUCCEEDED, params=asked,
-                             result=f"{service}: {op.before.get('replicas')} → {replicas} replicas "
-                                    f"({running} running, observed)")
 
 
 def state_record(deployment: Deployment, *, state: str, message: str) -> None:

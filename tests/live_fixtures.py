@@ -23,7 +23,11 @@ from graphs.runtimes.local.operator import LocalOperator
 
 
 @pytest.fixture
-def eager():
+def eager(settings):
+    """Tasks run inline, in the thread that also steps the local operator (``operator``): a
+    scale then cannot wait for an operator that only runs once it returns, so nothing is waited
+    for (OPERATION_OBSERVE_SECONDS 0, as where nothing observes) and the test converges itself."""
+    settings.OPERATION_OBSERVE_SECONDS = 0
     celery_app.conf.task_always_eager = True
     yield
     celery_app.conf.task_always_eager = False

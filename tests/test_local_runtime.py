@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import httpx
 import pytest
+from django.db import connections
 
 from controlplane.celery import app as celery_app
 from core.catalog import PoolFields, build_spec
@@ -32,6 +34,13 @@ def _converge(operator, graph, predicate, timeout=90):
         return predicate(dep, pods)
 
     return wait_until(step, timeout=timeout, interval=0.3, what="the graph to converge")
+
+
+def _run_closing(op_id: int) -> None:
+    try:
+        operations.operation_run(op_id)
+    finally:
+        connections.close_all()
 
 
 def _pids(operator, names):
@@ -90,7 +99,7 @@ def test_apply_serve_scale_each_pool_restart_and_delete(eager, operator):
                      ("delete", "succeeded")]
 
 
-def test_bad_scales_and_concurrent_operations_are_refused_and_change_nothing(eager, operator):
+def test_bad_scales_and_concurrent_operations_are_refused_and_change_nothing(eager, operator, settings):
     graph = _graph("refusals")
     with pytest.raises(OperationRefused, match="not deployed"):
         operations.graph_scale(graph=graph, service="decode", replicas=2)
@@ -108,11 +117,15 @@ def test_bad_scales_and_concurrent_operations_are_refused_and_change_nothing(eag
             operations.graph_apply(graph=graph)
     finally:
         celery_app.conf.task_always_eager = True
-    operations.operation_run(pending.pk)
-    # Asked, not yet seen: a scale succeeds only once the runtime runs the new pool size.
-    waiting = Operation.objects.get(pk=pending.pk)
-    assert waiting.state == "running" and "waiting for the local runtime" in waiting.result
-    _converge(operator, graph, lambda dep, pods: Operation.objects.get(pk=pending.pk).state != "running")
+    # A scale succeeds only once the runtime runs the new pool size: its worker (a thread here)
+    # waits for the operator, stepped by this test, to run it.
+    settings.OPERATION_OBSERVE_SECONDS = 120
+    asked = Deployment.objects.get(graph=graph).generation
+    worker = threading.Thread(target=_run_closing, args=(pending.pk,), daemon=True)
+    worker.start()
+    _converge(operator, graph, lambda dep, pods: Operation.objects.get(pk=pending.pk).state != "running"
+              and dep.generation > asked)
+    worker.join(10)
     done = Operation.objects.get(pk=pending.pk)
     assert done.state == "succeeded" and "2 running, observed" in done.result
     assert Operation.objects.filter(graph=graph).count() == 2

@@ -4,14 +4,15 @@ client). tests/test_browser_truthful.py proves the same from Chromium."""
 
 from __future__ import annotations
 
-import datetime as dt
 import html
 import re
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import yaml
-from django.utils import timezone
+from django.db import connections
 
 from core.catalog import TEMPLATES, PoolFields, build_spec
 from core.dgd.render import V1ALPHA1, V1BETA1, conversion_losses, render
@@ -304,11 +305,31 @@ def test_too_many_open_files_is_diagnosed_as_the_inotify_limit(db):
     assert "fix the command line" not in found.fix
 
 
-def _scaled(graph: Graph, replicas: int) -> Operation:
-    op = operations.graph_scale(graph=graph, service="decode", replicas=replicas, via="api")
-    operations.operation_run(op.pk)
-    op.refresh_from_db()
-    return op
+class Scaling:
+    """A scale run by a worker (a thread with its own connection, as a Celery worker is), which
+    waits for the local runtime to run the new size; the test plays the local operator."""
+
+    def __init__(self, graph: Graph, replicas: int):
+        self.deployment = Deployment.objects.get(graph=graph)
+        self.op = operations.graph_scale(graph=graph, service="decode", replicas=replicas, via="api")
+        self.worker = threading.Thread(target=self._run, daemon=True)
+        self.worker.start()
+        deadline = time.monotonic() + 10
+        while Deployment.objects.get(pk=self.deployment.pk).generation == self.deployment.generation:
+            assert time.monotonic() < deadline, "the scale did not write its desired state"
+            time.sleep(0.02)
+        self.deployment.refresh_from_db()
+
+    def _run(self) -> None:
+        try:
+            operations.operation_run(self.op.pk)
+        finally:
+            connections.close_all()
+
+    def ended(self) -> Operation:
+        self.worker.join(15)
+        assert not self.worker.is_alive()
+        return Operation.objects.get(pk=self.op.pk)
 
 
 def _pods(n: int) -> list[PodStatus]:
@@ -316,47 +337,54 @@ def _pods(n: int) -> list[PodStatus]:
             for i in range(n)]
 
 
-def test_a_local_scale_succeeds_only_once_the_runtime_runs_the_new_size(db):
+@pytest.mark.django_db(transaction=True)
+def test_a_local_scale_succeeds_only_once_the_runtime_runs_the_new_size():
     graph = factories.graph("w")
-    deployment = _deploy(graph)
-    op = _scaled(graph, 2)
-    assert op.state == "running" and op.result == "decode: 1 → 2 replicas: waiting for the local runtime to run it"
-    deployment.refresh_from_db()
+    _deploy(graph)
+    scaling = Scaling(graph, 2)
+    deployment = scaling.deployment
+    op = Operation.objects.get(pk=scaling.op.pk)
+    assert op.state == "running" and deployment.replicas == {"decode": 2}  # asked, and waiting
     # An observation of the old generation, then one of the new generation with one pod: still waiting.
-    observation_record(deployment, Observation(state="ready", pods=_pods(1)), observed_generation=0)
+    observation_record(deployment, Observation(state="ready", pods=_pods(2)), observed_generation=0)
     observation_record(deployment, Observation(state="progressing", pods=_pods(1)),
                        observed_generation=deployment.generation)
+    time.sleep(0.6)
     assert Operation.objects.get(pk=op.pk).state == "running"
     observation_record(deployment, Observation(state="progressing", pods=_pods(2)),
                        observed_generation=deployment.generation)
-    done = Operation.objects.get(pk=op.pk)
+    done = scaling.ended()
     assert (done.state, done.result) == ("succeeded", "decode: 1 → 2 replicas (2 running, observed)")
-
-
-def test_a_local_scale_the_runtime_cannot_run_fails_with_what_it_reports(db):
-    graph = factories.graph("f")
-    deployment = _deploy(graph)
-    op = _scaled(graph, 3)
+    assert done.params == {"service": "decode", "replicas": 2}  # the request as it was made
     deployment.refresh_from_db()
-    observation_record(deployment, Observation(state="failed", message="not enough GPUs on this host", pods=_pods(1)),
-                       observed_generation=deployment.generation)
-    failed = Operation.objects.get(pk=op.pk)
+    assert deployment.state == "progressing"  # as observed: the end of the scale writes no stale copy back
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_local_scale_the_runtime_cannot_run_fails_with_what_it_reports():
+    graph = factories.graph("f")
+    _deploy(graph)
+    scaling = Scaling(graph, 3)
+    observation_record(scaling.deployment, Observation(state="failed", message="not enough GPUs on this host",
+                                                       pods=_pods(1)),
+                       observed_generation=scaling.deployment.generation)
+    failed = scaling.ended()
     assert (failed.state, failed.result) == (
         "failed", "decode: the runtime cannot run 3 replica(s): not enough GPUs on this host")
+    assert Deployment.objects.get(graph=graph).replicas == {"decode": 3}  # still asked for
 
 
-def test_a_local_scale_never_observed_fails_at_its_deadline_naming_the_setting(db):
+@pytest.mark.django_db(transaction=True)
+def test_a_local_scale_never_observed_fails_at_its_deadline_naming_the_setting(settings):
+    settings.OPERATION_OBSERVE_SECONDS = 1
     graph = factories.graph("late")
     _deploy(graph, message="1/2 pods ready")
-    op = _scaled(graph, 2)
-    operations.OperationRunner.sweep(timezone.now())
-    assert Operation.objects.get(pk=op.pk).state == "running"  # before its deadline
-    Operation.objects.filter(pk=op.pk).update(lease_until=timezone.now() - dt.timedelta(seconds=1))
-    assert operations.OperationRunner.sweep(timezone.now())["failed"] == 1
-    failed = Operation.objects.get(pk=op.pk)
+    failed = Scaling(graph, 2).ended()
     assert failed.state == "failed"
-    assert failed.result == ("the local runtime did not run 2 replica(s) of decode within 120 s (setting "
+    assert failed.result == ("the local runtime did not run 2 replica(s) of decode within 1 s (setting "
                              "OPERATION_OBSERVE_SECONDS); it reports: 1/2 pods ready")
+    event = graph.events.get(reason="ScaleNotObserved")
+    assert event.type == "Warning" and event.message == failed.result
 
 
 # ------------------------------------------------------------------ names and stored errors
@@ -412,16 +440,6 @@ def test_a_viewers_403_is_one_line_in_the_web_log_without_a_traceback(client_for
     logged = stream.getvalue()
     assert "Forbidden (Permission denied): /graphs/new/" in logged
     assert "Traceback" not in logged and "PermissionDenied" not in logged
-
-
-def test_a_settled_scale_keeps_only_the_params_it_was_asked_with(db):
-    graph = factories.graph("tidy")
-    deployment = _deploy(graph)
-    op = _scaled(graph, 2)
-    assert op.params["await"]["replicas"] == 2
-    deployment.refresh_from_db()
-    observation_record(deployment, Observation(state="ready", pods=_pods(2)), observed_generation=deployment.generation)
-    assert Operation.objects.get(pk=op.pk).params == {"service": "decode", "replicas": 2}
 
 
 def test_the_v1alpha1_finding_advises_v1beta1_only_where_nothing_would_be_lost(db):

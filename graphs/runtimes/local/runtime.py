@@ -7,19 +7,23 @@ from __future__ import annotations
 
 import difflib
 import json
+import threading
+import time
 from collections import deque
 from pathlib import Path
 
 from django.conf import settings
 
 from core.specio import dump_yaml
+from jobs.runner import JobFailed
 
 from ...companions import local_note
-from ...models import GraphState
+from ...models import Deployment, GraphState, Pod
 from ..base import ApplyResult, Target
 from .capacity import local_capacity_check
 
 LOG_DIR_NAME = "logs"
+SCALE_LOOK_S = 0.2  # how often a scale reads what the local operator last reported
 
 
 def graph_dir(graph_name: str) -> Path:
@@ -32,6 +36,27 @@ def _sorted(obj):
 
 def pod_log_path(graph_name: str, pod: str) -> Path:
     return graph_dir(graph_name) / LOG_DIR_NAME / f"{pod}.log"
+
+
+def wait_scaled(deployment_pk: int, *, generation: int, service: str, replicas: int, timeout: float,
+                stop: threading.Event | None = None) -> tuple[int | None, str]:
+    """Read what the local operator reports (the status cache) until it has seen ``generation``
+    and runs ``replicas`` of ``service``: (the pods running, ""); or, at the deadline, (None, the
+    deployment's message). JobFailed when the operator reports that it cannot run them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        observed, state, message = Deployment.objects.filter(pk=deployment_pk).values_list(
+            "observed_generation", "state", "message").first() or (-1, "", "the graph is no longer deployed")
+        if observed >= generation:
+            if state == GraphState.FAILED and message:
+                raise JobFailed(f"{service}: the runtime cannot run {replicas} replica(s): {message}")
+            phases = list(Pod.objects.filter(deployment_id=deployment_pk, service=service)
+                          .values_list("phase", flat=True))
+            if len(phases) == replicas and all(phase == "Running" for phase in phases):
+                return replicas, ""
+        if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
+            return None, message
+        time.sleep(SCALE_LOOK_S)
 
 
 class LocalRuntime:
@@ -60,9 +85,22 @@ class LocalRuntime:
 
     def settle_scale(self, runner, *, target: Target, spec, deployment, service: str, replicas: int, before: int,
                      text: str) -> str:
-        """The operation finishes when the local operator reports the new count (OperationRunner.finish)."""
-        runner.awaiting = {"service": service, "replicas": replicas}
-        return text
+        """Wait, with no transaction open and the lease kept by the heartbeat, until the local
+        operator runs the new count, as a cluster's scale waits for the cluster
+        (kubernetes/admission.settle_scale); else fail saying what was asked and what the runtime
+        reports. The operator reads the desired state from the Deployment row: it is written
+        first (OperationRunner.publish)."""
+        runner.publish()
+        timeout = settings.OPERATION_OBSERVE_SECONDS
+        running, reported = wait_scaled(deployment.pk, generation=deployment.generation, service=service,
+                                        replicas=replicas, timeout=timeout,
+                                        stop=runner.heartbeat.lost if runner.heartbeat else None)
+        if running is not None:
+            return f"{text} ({running} running, observed)"
+        message = (f"the local runtime did not run {replicas} replica(s) of {service} within {timeout:g} s "
+                   f"(setting OPERATION_OBSERVE_SECONDS)" + (f"; it reports: {reported}" if reported else ""))
+        runner.event = ("ScaleNotObserved", service, message, "Warning")
+        raise JobFailed(message)
 
     def apply(self, *, target: Target, spec, manifest: dict, dry_run: bool = False, deployment, revision):
         live = deployment.manifest if deployment.active else None

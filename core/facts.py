@@ -105,7 +105,7 @@ ROLE_ENV = {"vllm": "DYN_VLLM_DISAGGREGATION_MODE", "trtllm": "DYN_TRTLLM_DISAGG
 LEGACY_ROLE_ENV = {"DYN_VLLM_IS_PREFILL_WORKER": "prefill", "DYN_VLLM_IS_DECODE_WORKER": "decode"}
 
 # The engines a worker runs, each declared once: the create form's and the API's backend choices
-# are these keys (core.spec.Engine names the same ones as a type; tests/test_pydantic_fields.py).
+# are these keys (core.spec.Engine names the same ones as a type; tests/graphs/test_pydantic_fields.py).
 ENGINES = {
     "vllm": {"module": "dynamo.vllm", "image": "vllm-runtime", "gpu": True, "model_flag": "--model",
              "title": "vLLM"},
@@ -120,7 +120,7 @@ ENGINES = {
 
 # The Frontend's router (dynamo.frontend --router-mode, or env DYN_ROUTER_MODE). Its choices are
 # dynamo.frontend 1.6.1's, read from the wheel's
-# RouterArgGroup and KvRouterArgGroup (tests/test_router_mode.py holds them to the installed
+# RouterArgGroup and KvRouterArgGroup (tests/core/test_router_mode.py holds them to the installed
 # wheel). "kv" routes a prompt to the worker whose KV cache holds most of its prefix.
 ROUTER_MODES = ("round-robin", "random", "power-of-two", "kv", "direct", "least-loaded", "device-aware-weighted")
 DEFAULT_ROUTER_MODE = "round-robin"

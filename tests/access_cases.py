@@ -1,7 +1,7 @@
 """The access matrix: every page and API operation of the product, the least role that may use
-it, and a request that succeeds for that role in the world of tests/test_access_matrix.py.
+it, and a request that succeeds for that role in the world of tests/accounts/test_access_matrix.py.
 
-tests/test_access_matrix.py checks that these operations are exactly the ones the OpenAPI
+tests/accounts/test_access_matrix.py checks that these operations are exactly the ones the OpenAPI
 schema and the URL configuration publish, so an operation added later fails there until it is
 listed here."""
 
@@ -86,7 +86,7 @@ DGDR_PAGE = {"pk": "deployment_request"}
 # Anonymous by design, each authenticated by its own means.
 WEBHOOK = "the Git host calls it with no user: the repository's shared secret signs the body"
 SIGN_IN = ("the sign-in itself: anonymous by nature, authenticated by OpenID Connect's state, code and "
-           "ID token (here its legs answer their own pages: no provider answers; tests/test_sso.py signs in)")
+           "ID token (here its legs answer their own pages: no provider answers; tests/accounts/test_sso.py signs in)")
 
 API = [
     Op("GET", "/api/", VIEWER, 200),

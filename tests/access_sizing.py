@@ -13,7 +13,7 @@ from sizing.models import Estimate, EstimateState
 from tests.k8s_emulator.schema import CRD_DIR, load_crd_file
 from tests.k8s_helpers import NS
 
-# tests/test_sizing.py's inputs: inside AIConfigurator's support matrix, one search of seconds.
+# tests/sizing/test_sizing.py's inputs: inside AIConfigurator's support matrix, one search of seconds.
 INPUTS = aic.Inputs(model="Qwen/Qwen3-32B", system="h200_sxm", total_gpus=8, isl=4000, osl=500, ttft=600, tpot=20,
                     backend="vllm")
 # The same inputs as the estimate form and the API post them: answered from the stored estimate.

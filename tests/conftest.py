@@ -34,7 +34,7 @@ def _fast_password_hashing(settings):
 @pytest.fixture(autouse=True)
 def _no_login_throttling(settings):
     """Django's test client logs in without a request, which django-axes cannot throttle;
-    tests/test_security.py turns throttling back on where it is the subject."""
+    tests/controlplane/test_security.py turns throttling back on where it is the subject."""
     settings.AXES_ENABLED = False
 
 

@@ -1,6 +1,6 @@
 """Debian's nginx (unpacked by scripts/services.sh nginx into var/tools) run unprivileged on
 loopback with deploy/gateway/nginx.conf: in front of a graph's frontend, asking the control
-plane about every request. Used by tests/test_gateway_nginx.py and bench/proxy.py."""
+plane about every request. Used by tests/endpoint/test_gateway_nginx.py and bench/proxy.py."""
 
 from __future__ import annotations
 

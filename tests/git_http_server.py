@@ -1,5 +1,5 @@
 """Debian's ``git http-backend`` (smart HTTP) behind the standard library's CGI server, with HTTP
-Basic authentication in front, for the credential tests (tests/test_repos_credentials.py).
+Basic authentication in front, for the credential tests (tests/repos/test_repos_credentials.py).
 
     python tests/git_http_server.py PORT PROJECT_ROOT USER PASSWORD"""
 

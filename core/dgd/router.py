@@ -9,7 +9,7 @@ from core.dgd.shell import argv, find_script, flag_value, put_script
 from core.facts import ROUTER_MODE_ENV, ROUTER_MODES
 
 # The other router flags below are dynamo.frontend 1.6.1's, read from the wheel's RouterArgGroup
-# and KvRouterArgGroup (tests/test_router_mode.py holds them to the installed wheel).
+# and KvRouterArgGroup (tests/core/test_router_mode.py holds them to the installed wheel).
 # flag -> (value type, choices, KV-router only). "bool" flags take no value and have --no-X twins.
 ROUTER_FLAGS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "--router-mode": ("str", ROUTER_MODES, False),

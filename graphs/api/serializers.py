@@ -115,7 +115,7 @@ class RevisionSummarySerializer(RevisionSerializer):
 
 class GraphListSerializer(serializers.ListSerializer):
     """A page of GraphSerializer rows built in one loop: the same dictionaries, key for key
-    (tests/test_api.py holds them equal), without DRF's per-field machinery and one URL
+    (tests/api/test_api.py holds them equal), without DRF's per-field machinery and one URL
     reversal per row (two thirds of the API list's CPU at 50 rows)."""
 
     PLACEHOLDER = "graph-name-placeholder"  # a valid graph name, replaced by each row's

@@ -4,7 +4,7 @@ Objects are stored in the version they were last written in and converted when r
 watched through the other version. The DGD spec converts as the operator's webhook does
 (deploy/operator/api/v1alpha1/*_conversion.go at upstream commit 2a6da14c), through the
 product's own port of it (core/dgd/convert.py, tested on upstream's manifests in
-tests/test_conversion_upstream.py): one implementation of the operator's rules, not two that
+tests/core/test_conversion_upstream.py): one implementation of the operator's rules, not two that
 can drift apart. Status converts here (dynamographdeployment_conversion.go:650-851).
 """
 

@@ -4,7 +4,7 @@ operator runs it (ai-dynamo/dynamo ``deploy/operator/internal/webhook/validation
 The rules themselves are the product's transcription of upstream's (``core.dgd.webhook``: create
 rules ``create.py``, update rules ``update.py``, v1alpha1 compatibility rules ``alpha.py``, each
 citing its file and line): the emulator stands in for the operator here. The tests that hold the
-rules to upstream (``tests/test_webhook_rules.py``) are written from upstream's own test tables and
+rules to upstream (``tests/core/test_webhook_rules.py``) are written from upstream's own test tables and
 messages, not from this module. What this module adds is the API server's side:
 
 * the webhook sees v1beta1 (the API server converts first) and, for a request sent as v1alpha1,

@@ -1,15 +1,24 @@
 """The one settings module. Every knob comes from the environment; the defaults run on a
 laptop with no external server (SQLite, a filesystem Celery broker). Each variable may also
 be read from a file named by ``<NAME>_FILE`` (Kubernetes secrets mounted as files).
-See .env.example for the full list."""
+See .env.example for the full list. What takes more than a line to read from the environment
+(the database, the caches, single sign-on, the metrics folder) is read in environment.py."""
 
 import os
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from controlplane.environment import caches_from_url, env, env_bool, installation_secret_key, session_engine, sso_env
+from controlplane.environment import (
+    caches_from_url,
+    databases,
+    env,
+    env_bool,
+    installation_secret_key,
+    metrics_settings,
+    session_engine,
+    sso_env,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("CONTROLPLANE_VAR_DIR", BASE_DIR / "var"))
@@ -93,20 +102,11 @@ AXES_VERBOSE = False
 # no inline event handlers, no eval (htmx is configured accordingly in base.html).
 from csp.constants import NONCE, NONE, SELF  # noqa: E402
 
-CONTENT_SECURITY_POLICY = {
-    "DIRECTIVES": {
-        "default-src": [SELF],
-        "script-src": [SELF, NONCE],
-        "style-src": [SELF],
-        "img-src": [SELF, "data:"],
-        "font-src": [SELF],
-        "connect-src": [SELF],
-        "object-src": [NONE],
-        "base-uri": [SELF],
-        "form-action": [SELF],
-        "frame-ancestors": [NONE],
-    }
-}
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": [SELF], "script-src": [SELF, NONCE], "style-src": [SELF], "img-src": [SELF, "data:"],
+    "font-src": [SELF], "connect-src": [SELF], "object-src": [NONE], "base-uri": [SELF], "form-action": [SELF],
+    "frame-ancestors": [NONE],
+}}
 if env("CSP_REPORT_URI"):
     CONTENT_SECURITY_POLICY["DIRECTIVES"]["report-uri"] = [env("CSP_REPORT_URI")]
 
@@ -149,48 +149,8 @@ WSGI_APPLICATION = "controlplane.wsgi.application"
 ASGI_APPLICATION = "controlplane.asgi.application"
 
 # DATABASE_URL wins; otherwise SQLite in var/. CI sets DATABASE_URL to the local PostgreSQL.
-DATABASES = {
-    "default": dj_database_url.parse(
-        env("DATABASE_URL", f"sqlite:///{VAR_DIR / 'controlplane.sqlite3'}"),
-        conn_max_age=int(env("DATABASE_CONN_MAX_AGE", "60")),
-    )
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Under ASGI each request may run in another thread: persistent per-thread connections
-    # pile up until PostgreSQL refuses clients. A shared pool (psycopg_pool) instead.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
-    # A slow database fails a request after this long instead of holding a worker forever.
-    _statement_timeout_ms = int(env("DATABASE_STATEMENT_TIMEOUT_MS", "30000"))
-    DATABASES["default"].setdefault("OPTIONS", {})["options"] = f"-c statement_timeout={_statement_timeout_ms}"
-    # A database that stops answering mid-query (paused, partitioned) cannot enforce that: the
-    # client closes a query's connection after this long (availability/database.py); 0: never.
-    DATABASE_QUERY_DEADLINE_S = float(env("DATABASE_QUERY_DEADLINE_S", "") or (
-        _statement_timeout_ms / 1000 + 5 if _statement_timeout_ms > 0 else 0))
-    # In the web server, where a person waits: at most this long.
-    DATABASE_WEB_QUERY_DEADLINE_S = float(env("DATABASE_WEB_QUERY_DEADLINE_S", "5"))
-    # After a failover: every pooled connection is checked when handed out, and reconnect back-off
-    # restarts every 4 s, so requests are served again within seconds of the database's return.
-    # The check runs under a deadline, so that a paused database does not hold a request in it:
-    # Django's PostgreSQL backend with that one change (availability/postgresql/base.py).
-    DATABASES["default"].update(CONN_HEALTH_CHECKS=True, ENGINE="availability.postgresql")
-    DATABASES["default"]["OPTIONS"].update(connect_timeout=int(env("DATABASE_CONNECT_TIMEOUT", "5")), pool={
-        "min_size": int(env("DATABASE_POOL_MIN", "1")), "max_size": int(env("DATABASE_POOL_MAX", "20")),
-        "timeout": float(env("DATABASE_POOL_TIMEOUT", "10")), "reconnect_timeout": 4.0})
-    # Prepared statements: parameters bound by the server (not pasted into the SQL text), so that a
-    # page's queries are the same text every time and psycopg prepares each on a connection after
-    # it has run twice; PostgreSQL then reuses the plan (planning a 9-table join cost more than
-    # running it). Off (DATABASE_PREPARED_STATEMENTS=0) behind a PgBouncer older than 1.21 in
-    # transaction mode, which cannot carry a statement prepared on one server connection to another.
-    if env_bool("DATABASE_PREPARED_STATEMENTS", True):
-        DATABASES["default"]["OPTIONS"].update(server_side_binding=True, prepare_threshold=2)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # Several processes (web, worker, operator) share the file: wait instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {})
-    DATABASES["default"]["OPTIONS"].update({"timeout": 20, "transaction_mode": "IMMEDIATE",
-                                            "init_command": "PRAGMA journal_mode=WAL;"})
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
-    # A file, not memory, so that the processes a test starts (worker, operator) share it.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
+# The pool, timeouts and deadlines of each (environment.databases says why each is set).
+DATABASES, DATABASE_QUERY_DEADLINE_S, DATABASE_WEB_QUERY_DEADLINE_S = databases(VAR_DIR)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -407,18 +367,10 @@ PLAYGROUND_CONVERSATIONS_MAX = int(env("PLAYGROUND_CONVERSATIONS_MAX", "200"))
 PLAYGROUND_CONVERSATION_BYTES = int(env("PLAYGROUND_CONVERSATION_BYTES", str(20 * 1024 * 1024)))
 PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE = int(env("PLAYGROUND_CONVERSATION_SAVES_PER_MINUTE", "30"))
 
-# The control plane's own metrics (GET /metrics, telemetry/): every process writes
-# its values under this folder (prometheus-client's multiprocess mode; `manage.py up` empties
-# it at start). With METRICS_TOKEN set a scrape must send it as a bearer token; without it,
-# only loopback clients are answered.
-METRICS_MULTIPROC_DIR = Path(env("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "metrics-multiproc")))
-# prometheus-client reads it when it is first imported: here, before anything imports it.
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(METRICS_MULTIPROC_DIR))
-METRICS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
-# A METRICS_TOKEN_FILE that does not exist (a Secret without that key) leaves it unset: closed
-# to all but loopback, rather than a web process that does not start.
-METRICS_TOKEN = (env("METRICS_TOKEN", "") if not os.environ.get("METRICS_TOKEN_FILE")
-                 or Path(os.environ["METRICS_TOKEN_FILE"]).is_file() else "")
+# The control plane's own metrics (GET /metrics, telemetry/): each process writes its values
+# under this folder; with METRICS_TOKEN set a scrape must send it, without it only loopback
+# clients are answered (environment.metrics_settings).
+METRICS_MULTIPROC_DIR, METRICS_TOKEN = metrics_settings(VAR_DIR)
 
 # Benchmarks (benchmarks/): aiperf runs against a graph's own frontend, bounded in time (BENCHMARK_DEFAULT_SECONDS
 # unless asked otherwise, never past BENCHMARK_MAX_SECONDS); BENCHMARK_MAX_RUNNING at once, since two load generators

@@ -219,11 +219,12 @@ def graph_simulation(spec: GraphSpec, runtime: str, host: Host | None = None) ->
     return Simulation(" and ".join(labels), "; ".join(reasons), [c.service for c in simulated], " ".join(notes))
 
 
-def deployment_simulation(deployment: Any) -> Simulation | None:
-    """For a Deployment row (or None): its running revision on its runtime, if it is active."""
+def deployment_simulation(deployment: Any, host: Host | None = None) -> Simulation | None:
+    """For a Deployment row (or None): its running revision on its runtime, if it is active
+    (``host``: this machine, when the caller asks for many graphs and reads it once)."""
     if deployment is None or not deployment.active or deployment.revision is None:
         return None
-    return graph_simulation(deployment.revision.graph_spec, deployment.runtime)
+    return graph_simulation(deployment.revision.graph_spec, deployment.runtime, host)
 
 
 # ------------------------------------------------------------------------- the real model

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from graphs.engines import deployment_simulation
+from graphs.engines import Host, deployment_simulation
 from graphs.models import Deployment, Graph, Operation, OperationKind
 from graphs.runtimes.registry import DEFAULT_KIND, RUNTIMES, on_cluster
 
@@ -302,8 +302,8 @@ def chart_data(graph: Graph, window_text: str | None = None, *, now: float | Non
     return out
 
 
-def _simulation(deployment: Deployment | None) -> dict | None:
-    simulation = deployment_simulation(deployment)
+def _simulation(deployment: Deployment | None, host: Host | None = None) -> dict | None:
+    simulation = deployment_simulation(deployment, host)
     return simulation.as_dict() if simulation else None
 
 
@@ -355,6 +355,7 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
     deployments = {d.graph_id: d for d in Deployment.objects.filter(graph__in=graphs).select_related("revision")
                    .defer("manifest", "revision__source_yaml")}
     objectives = {o.graph_id: o for o in Objectives.objects.filter(graph__in=graphs)}
+    host = Host.detect()  # once for the page's graphs, not once each (it reads this machine)
     groups: dict[tuple[str, str], list[tuple[Graph, Source]]] = {}
     for graph in graphs:
         source = source_for(graph, deployments.get(graph.pk))
@@ -386,7 +387,7 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
                "request_rate": s.get("request_rate"), "in_flight": s.get("in_flight"),
                "kv_hit_rate": s.get("kv_hit_rate"),
                "objectives": objs, "error": errors.get(graph.pk, ""),
-               "simulation": _simulation(deployments.get(graph.pk)),
+               "simulation": _simulation(deployments.get(graph.pk), host),
                "cost": costs(pool_gpus(deployments.get(graph.pk)), price, s.get("input_tokens"),
                              s.get("output_tokens"))}
         row["slo"] = "unknown" if row["error"] else slo_state(row, objs)

@@ -262,3 +262,21 @@ def test_runprometheus_serves_and_stops_cleanly(tmp_path):
         code = proc.wait(20)
     assert code == 0
     assert (tmp_path / "prom" / "targets" / "local-graphs.json").exists()
+
+
+def test_the_overviews_numbers_are_written_as_djangos_floatformat_writes_them():
+    """The overview writes its 350 numbers with graphs_extras.decimals, not floatformat (a
+    seventh of its cost): the same text for every value and every form the page uses."""
+    import random
+
+    from django.template.defaultfilters import floatformat
+
+    from graphs.templatetags.graphs_extras import decimals
+
+    rng = random.Random(7)
+    values = [0, 1, -1, 1.25, 2.5, -2.5, 0.05, 0.15, -0.04, 150, 150.0, 99.95, 1e-9, 12345.678, 1e12,
+              *(rng.uniform(-1000, 1000) for _ in range(500)), *(rng.uniform(0, 1) for _ in range(500))]
+    for value in values:
+        for places in ("-1", "0", "1", "2", "3"):
+            assert decimals(value, places) == floatformat(value, places), (value, places)
+    assert decimals(None, "1") == decimals("n/a", "1") == floatformat("n/a", "1") == ""

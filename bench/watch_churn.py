@@ -167,6 +167,25 @@ def churn(kube, pods: list[tuple[str, str]], ready: dict[str, bool], rate: float
                        else None, "mean": round(statistics.fmean(lags_ms), 1) if lags_ms else None}}
 
 
+def schema_of(tree: Path) -> list[str]:
+    """Migrate the database back to the schema the code in ``tree`` ships (the latest migration
+    of each app there), with this code's migrations, which know how to go back: a baseline's
+    watchers then write through the schema they were written for (its triggers included)."""
+    from django.core.management import call_command
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(connection)
+    moved = []
+    for app in sorted({app for app, _ in loader.disk_migrations}):
+        theirs = sorted(p.stem for p in (tree / app / "migrations").glob("[0-9][0-9][0-9][0-9]_*.py"))
+        ours = sorted(name for a, name in loader.disk_migrations if a == app)
+        if theirs and ours and theirs[-1] != ours[-1] and theirs[-1] in ours:
+            call_command("migrate", app, theirs[-1], verbosity=0)
+            moved.append(f"{app} {theirs[-1]}")
+    return moved
+
+
 def memory_mb(proc: subprocess.Popen) -> float | None:
     import psutil
 
@@ -229,6 +248,8 @@ def main() -> int:
     ready = dict.fromkeys((name for _, name in pods), True)
     try:
         for label, tree, setting in arms:
+            if tree != ROOT:
+                print(f"{label}: the database migrated back to its schema: {', '.join(schema_of(tree)) or 'the same'}")
             since = time.time()
             proc = start_watchers({**env, **setting}, tree)
             try:

@@ -203,6 +203,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60, help="of churn (the watch cycle is 30 s: two ends "
                         "of a cycle fall in it)")
     parser.add_argument("--baseline", type=Path, metavar="CHECKOUT")
+    parser.add_argument("--baseline-first", action="store_true", help="measure the baseline's watchers first")
     parser.add_argument("--database", default=os.environ.get(
         "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/cp_bench_churn"))
     parser.add_argument("--output", default="watch-churn")
@@ -244,12 +245,16 @@ def main() -> int:
             ("this code, free GPUs counted every cycle", ROOT, {"KUBERNETES_GPU_READ_SECONDS": "0"})]
     if args.baseline:
         arms.append((f"the code of commit {baseline_commit}", args.baseline.resolve(), {}))
+    if args.baseline_first:  # the first arm writes the fleet's first sync into a fresh database
+        arms.insert(0, arms.pop())
     results = {}
     ready = dict.fromkeys((name for _, name in pods), True)
     try:
         for label, tree, setting in arms:
             if tree != ROOT:
                 print(f"{label}: the database migrated back to its schema: {', '.join(schema_of(tree)) or 'the same'}")
+            else:
+                call_command("migrate", verbosity=0)  # this code's schema (after a baseline that went first)
             since = time.time()
             proc = start_watchers({**env, **setting}, tree)
             try:

@@ -69,15 +69,18 @@ def observation_record(deployment: Deployment, observation: Observation, *, obse
     (``runtime_info``: what a Dynamo tool needs to attach to the graph; None leaves it as is).
     The graph's status version moves only when the look changed what the status shows: a
     runtime reports every pod on every look, most of them as they were."""
-    pods = observation.pods
-    rows = [pod_row(p) for p in pods]
+    rows = [pod_row(p) for p in observation.pods]
     with transaction.atomic():
         before = _pods_shown(Pod.objects.filter(deployment=deployment).values(*POD_COLUMNS))
+        after = _pods_shown(rows)
         shown = Deployment.objects.filter(pk=deployment.pk).values_list(*OBSERVED_SHOWN).first()
-        Pod.objects.filter(deployment=deployment).exclude(name__in=[p.name for p in pods]).delete()
-        if pods:
+        if gone := set(before) - set(after):
+            Pod.objects.filter(deployment=deployment, name__in=gone).delete()
+        # Only the pods that changed are written (a runtime reports every pod on every look, most
+        # as they were): a pod's updated_at is when its runtime last reported a change to it.
+        if changed := [row for row in rows if before.get(row["name"]) != after[row["name"]]]:
             Pod.objects.bulk_create(
-                [Pod(deployment=deployment, **row) for row in rows],
+                [Pod(deployment=deployment, **row) for row in changed],
                 update_conflicts=True, unique_fields=["deployment", "name"], update_fields=POD_FIELDS,
             )
         events_moved = bool(observation.events) and not merge_events
@@ -98,7 +101,7 @@ def observation_record(deployment: Deployment, observation: Observation, *, obse
         Deployment.objects.filter(pk=deployment.pk).update(
             observed_at=timezone.now(), **dict(zip(OBSERVED_SHOWN[:-1], now_shown[:-1], strict=True)),
             **({} if runtime_info is None else {"runtime_info": runtime_info}))
-        if events_moved or shown != now_shown or before != _pods_shown(rows):
+        if events_moved or shown != now_shown or gone or changed:
             moved(deployment.graph_id)
 
 

@@ -150,7 +150,7 @@ _LIVE = ("pushed (this commit)", "polled every 2 s (commit e026c0a)")  # bench/l
 _FLEET_BASE = "prometheus up, uvicorn, the code of commit ca452e8"
 _NARROWED = ("list_filtered", "api_filtered", "api_labelled", "api_list_end", "overview")
 # bench/watch_churn.py's arms
-_CHURN = ("this code", "this code, free GPUs counted every cycle", "the code of commit 12c0dfd")
+_CHURN = ("this code", "this code, free GPUs counted every cycle", "the code of commit cb21595")
 PLACES: dict[str, list[str]] = {
     "graph list page, 500 graphs": _pages("list", "prometheus up", *SPREAD) + _pages("list", BASELINE, *SPREAD),
     "graph page p50 / p95": _pages("detail", "prometheus up", *SPREAD) + _pages("detail", BASELINE, *SPREAD),

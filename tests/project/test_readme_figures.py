@@ -147,7 +147,7 @@ _CHANGES = ('arms[0].changes."a: revision changing every worker pool".{0}',
 # found by the start of its "measure" cell.
 _LIVE = ("pushed (this commit)", "polled every 2 s (commit e026c0a)")  # bench/live.py's arms
 # bench/pages_http.py's fleet: the baseline arm, and the narrowed pages in the order the README quotes them
-_FLEET_BASE = "prometheus up, uvicorn, the code of commit ca452e8"
+_FLEET_BASE = "prometheus up, uvicorn, the code of commit cb21595"
 _NARROWED = ("list_filtered", "api_filtered", "api_labelled", "api_list_end", "overview")
 # bench/watch_churn.py's arms
 _CHURN = ("this code", "this code, free GPUs counted every cycle", "the code of commit cb21595")

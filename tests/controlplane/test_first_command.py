@@ -44,7 +44,9 @@ class Up:
 
     def __init__(self, tmp: Path, extra_env: dict, *args: str):
         self.port = free_port()
-        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+        # Not this process's metrics folder: `manage.py up` empties the one it uses at its start.
+        env = {k: v for k, v in os.environ.items() if k not in (
+            "DATABASE_URL", "CELERY_BROKER_URL", "PROMETHEUS_MULTIPROC_DIR")}
         env.update(CONTROLPLANE_VAR_DIR=str(tmp / "var"), DJANGO_DEBUG="1", **extra_env)
         self.lines: list[str] = []
         self.proc = subprocess.Popen([sys.executable, "manage.py", "up", "--port", str(self.port),

@@ -158,8 +158,10 @@ def normalized_rules(role: dict) -> dict[tuple, set[str]]:
 def settings_env_names() -> tuple[frozenset[str], frozenset[str]]:
     """(names read through settings.env / env_bool, which also accept NAME_FILE; names read
     straight from os.environ)."""
-    # accounts/sso_config.py reads the OIDC_* variables for settings.py (settings.SSO).
-    text = SETTINGS_PY.read_text() + (REPO / "accounts" / "sso_config.py").read_text()
+    # accounts/sso_config.py reads the OIDC_* variables for settings.py (settings.SSO), and
+    # controlplane/environment.py the database's and the metrics' (databases, metrics_settings).
+    text = SETTINGS_PY.read_text() + (REPO / "accounts" / "sso_config.py").read_text() + (
+        REPO / "controlplane" / "environment.py").read_text()
     via_env = frozenset(re.findall(r"\benv(?:_bool)?\(\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text))
     raw = frozenset(re.findall(r"os\.environ(?:\.get\(|\[)\s*[\"']([A-Z][A-Z0-9_]*)[\"']", text))
     return via_env, raw

@@ -28,7 +28,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 @pytest.fixture
 def product(tmp_path):
     port = allocate_ports(1, 26000, 26999, set())[0]
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    # Not this process's metrics folder: `manage.py up` empties the one it uses at its start.
+    env = {k: v for k, v in os.environ.items() if k not in (
+            "DATABASE_URL", "CELERY_BROKER_URL", "PROMETHEUS_MULTIPROC_DIR")}
     prometheus_port = allocate_ports(1, 26000, 26999, {port})[0]
     env.update(CONTROLPLANE_VAR_DIR=str(tmp_path / "var"), LOCAL_RUNTIME_PORT_MIN="25000",
                PROMETHEUS_LOCAL_PORT=str(prometheus_port), PROMETHEUS_URL=f"http://127.0.0.1:{prometheus_port}",

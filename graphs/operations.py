@@ -231,9 +231,8 @@ class OperationRunner(JobRunner):
             return
         if not self.published:
             self._save_desired()
-        if self.event:
+        if self.event:  # the graph's status version moves with the row's end (Job.finish: Operation.moved)
             _event(self.deployment.graph, *self.event)
-        moved(self.deployment.graph_id)
 
     def _save_desired(self) -> None:
         locked = Deployment.objects.select_for_update().get(pk=self.deployment.pk)

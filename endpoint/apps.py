@@ -10,12 +10,8 @@ class EndpointConfig(AppConfig):
 
         from accounts.models import ApiToken
         from graphs.runtimes.kubernetes import gateway
-        from graphs.selectors import PAGE_RELATED
 
         from . import admission, services
-
-        # The graph page shows the endpoint's URL: its exposure is read with the graph.
-        PAGE_RELATED.append("exposure")
 
         # The graph's gateway objects go beside its DGD when its exposure asks for it.
         gateway.provide(services.exposure_objects)

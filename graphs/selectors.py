@@ -1,6 +1,6 @@
 """Read paths for lists of graphs: what the graph list page and the API list show, without
 loading any revision's spec or any applied manifest (a spec is kilobytes of JSON; a list shows
-three of its fields); and the relations other apps add to the graph page's one read of a graph."""
+three of its fields)."""
 
 from __future__ import annotations
 
@@ -20,13 +20,6 @@ from .models import Graph, GraphState, Pod, searched_for
 # The spec fields a list shows: columns of the head revision, copied from its spec when it was
 # stored (Revision.save), so that a list reads no JSON at all.
 SUMMARY_FIELDS = ("model", "backend", "dynamo_version")
-
-# What other apps' parts of the graph page read of the graph (its Git link, its gateway
-# exposure): their relations' names, added from their AppConfig.ready(), read with the graph
-# in the page's one query instead of one query each.
-PAGE_RELATED: list[str] = []
-PAGE_NOT_READ: list[str] = []  # and those relations' fields the page never shows (large texts)
-
 
 def listed(graphs: QuerySet[Graph], *, archived: bool = False) -> QuerySet[Graph]:
     """Live graphs, or (``archived``) only the archived ones: a list shows one or the other."""

@@ -14,13 +14,13 @@ The writers, all of them:
 * ``graphs.runtimes.kubernetes.owners``: a scaling change someone else made on the cluster, and
   the ownership view the page shows.
 
-A write that does not go through these (plain SQL, the shell) is shown once the graph's status
-moves again, or when a page is loaded afresh with nothing cached (status_view keeps rows per
-process, keyed on this version).
+A write that does not go through these (plain SQL, the shell) is shown by the next fetch of the
+status (``graphs.status_view`` reads its rows at every request), but no open page is told of it
+until the graph's status moves again.
 
-The readers: ``graphs.status_view`` re-reads a graph's rows only when its version moved;
-``graphs.live`` tells every open page of a graph that its status changed, on PostgreSQL through
-the ``NOTIFY`` that ``moved`` sends (delivered at the commit), on SQLite by reading versions."""
+The reader: ``graphs.live`` tells every open page of a graph that its status changed, on
+PostgreSQL through the ``NOTIFY`` that ``moved`` sends (delivered at the commit), on SQLite by
+reading versions; the page then fetches its status."""
 
 from __future__ import annotations
 

@@ -4,12 +4,9 @@ events, the Planner's decisions and, on Kubernetes, the scaling changes others m
 
 from __future__ import annotations
 
-import copy
 import time
-from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from django.db import connection
 from django.template.loader import render_to_string
 
 from core.dgd import topology
@@ -30,16 +27,10 @@ def deployment_of(graph: Graph) -> Deployment | None:
 
 # What the status needs of a graph's deployment, read with the graph (one query for both). Its
 # revision comes along too unless the caller reads the graph's head (usually the same row: see
-# status_context); the applied manifest only when a Kubernetes graph needs it (_cluster_context).
+# status_context).
 WITH_DEPLOYMENT = ("deployment__revision", "deployment__cluster")
 WITH_HEAD_AND_DEPLOYMENT = ("head", "deployment", "deployment__cluster")
 WITH_STAMP = ("status_stamp",)  # read with the graph: its status version (graphs.status_version)
-NOT_READ = ("deployment__manifest", *(f"deployment__cluster__{field}" for field in (
-    "kubeconfig", "description", "namespaces", "dgd_versions", "dgdsa_versions", "error", "server_version",
-    "gpu_allocatable", "checked_at", "watched_at", "in_cluster", "context", "created_at", "updated_at")))
-# The graph page reads its head revision's spec through Revision.graph_spec, validated once per
-# process: the JSON is read (one query) only when this process has not seen the revision yet.
-HEAD_NOT_READ = ("head__spec", "head__source_yaml")
 _READ = object()
 
 
@@ -55,57 +46,21 @@ class StatusRows:
     replica_changes: list[ReplicaChange]
 
 
-# An open graph page fetches its status whenever it changed (graphs.live), and polls it every 2 s
-# when its stream is cut; its rows change when a runtime observes a change or an operation moves.
-# Each process keeps the rows it last read per graph and reads them again only when the graph's
-# status version moved (graphs.status_version: every writer of those rows moves it). Inside a
-# transaction the rows are always read: its own writes may not have moved the version yet.
-_ROWS: OrderedDict[tuple, tuple[tuple, StatusRows]] = OrderedDict()  # graph -> (what they were read at, rows)
-_ROWS_MAX = 512
-_STAMP = Graph._meta.get_field(WITH_STAMP[0])
-
-
-def _stamp_of(graph: Graph) -> int | None:
-    """The graph's status version when it was read with the graph (0: nothing written yet), else None."""
-    if not _STAMP.is_cached(graph):
-        return None
-    stamp = _STAMP.get_cached_value(graph)
-    return stamp.value if stamp is not None else 0
-
-
 def _on_kubernetes(deployment: Deployment | None) -> bool:
     """Whether the graph runs on a cluster (its status then shows the scaling changes others made)."""
     return on_cluster(deployment) and deployment.active
 
 
 def status_rows(graph: Graph, deployment: Deployment | None) -> StatusRows:
-    stamp = _stamp_of(graph)
-    kubernetes = _on_kubernetes(deployment)
-    key = None
-    if stamp is not None and not connection.in_atomic_block:
-        # The creation time too (a recreated database reuses ids); the deployment's id, since
-        # one that replaced another starts with no pods (a write the stamp cannot count).
-        key, read_at = (graph.pk, graph.created_at), (stamp, deployment and deployment.pk, kubernetes)
-        found = _ROWS.get(key)
-        if found is not None and found[0] == read_at:
-            _ROWS.move_to_end(key)
-            # The pods get this view's readings and what the spec says of them (status_context).
-            return replace(found[1], pods=[copy.copy(pod) for pod in found[1].pods])
     recent = list(Operation.objects.filter(graph=graph).select_related("requested_by")
                   .only(*(f.name for f in Operation._meta.concrete_fields), "requested_by__username")[:10])
     decisions = PlannerDecision.objects.in_bulk([o.params["decision"] for o in recent
                                                  if isinstance(o.params.get("decision"), int)])
     for o in recent:  # a scale made via planner names the decision it executes, and how it ended
         o.decision = decisions.get(o.params.get("decision"))
-    rows = StatusRows(pods=list(Pod.objects.filter(deployment=deployment)) if deployment else [], operations=recent,
+    return StatusRows(pods=list(Pod.objects.filter(deployment=deployment)) if deployment else [], operations=recent,
                       events=list(graph.events.all()[:15]),
-                      replica_changes=list(graph.replica_changes.all()[:10]) if kubernetes else [])
-    if key is not None:
-        _ROWS[key] = (read_at, replace(rows, pods=[copy.copy(pod) for pod in rows.pods]))
-        _ROWS.move_to_end(key)
-        while len(_ROWS) > _ROWS_MAX:
-            _ROWS.popitem(last=False)
-    return rows
+                      replica_changes=list(graph.replica_changes.all()[:10]) if _on_kubernetes(deployment) else [])
 
 
 def _revision_read(deployment: Deployment) -> bool:

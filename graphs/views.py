@@ -28,10 +28,8 @@ from .filters import GraphFilterSerializer
 from .forms import TemplateForm
 from .models import Graph, GraphState, Operation
 from .previews import manifest_preview, revision_preview
-from .selectors import LIST_ROW, PAGE_NOT_READ, PAGE_RELATED, GraphFilter, graph_list_page
+from .selectors import LIST_ROW, GraphFilter, graph_list_page
 from .status_view import (
-    HEAD_NOT_READ,
-    NOT_READ,
     WITH_DEPLOYMENT,
     WITH_HEAD_AND_DEPLOYMENT,
     WITH_STAMP,
@@ -142,8 +140,7 @@ def graph_new(request):
 @role_required(Role.VIEWER)
 @require_safe
 def graph_detail(request, name: str):
-    graph = get_object_or_404(Graph.objects.select_related(*WITH_HEAD_AND_DEPLOYMENT, *WITH_STAMP, *PAGE_RELATED)
-                              .defer(*NOT_READ, *HEAD_NOT_READ, "head__companions", *PAGE_NOT_READ), name=name)
+    graph = get_object_or_404(Graph.objects.select_related(*WITH_HEAD_AND_DEPLOYMENT, *WITH_STAMP), name=name)
     if graph.head is None:
         raise Http404("graph has no revision")
     head = graph.head
@@ -176,7 +173,7 @@ def graph_detail(request, name: str):
 def graph_status(request, name: str):
     """The status fragment (state, diagnosis, pods, events, operations), fetched by the page when its
     stream (graphs/live.py) says the status changed, or every 2 s while the stream is cut."""
-    graph = get_object_or_404(Graph.objects.select_related(*WITH_DEPLOYMENT, *WITH_STAMP).defer(*NOT_READ), name=name)
+    graph = get_object_or_404(Graph.objects.select_related(*WITH_DEPLOYMENT, *WITH_STAMP), name=name)
     context = {"graph": graph, **status_context(graph, deployment_of(graph))}
     return render(request, "graphs/detail.html#status", context)
 

@@ -12,15 +12,8 @@ register = template.Library()
 
 @register.inclusion_tag("repos/_graph_git.html", takes_context=True)
 def git_card(context, graph):
-    # Both read with the graph where the page asked for them (repos.apps: PAGE_RELATED).
-    try:
-        link = graph.git_link
-    except GraphLink.DoesNotExist:
-        link = None
-    try:
-        export = graph.head.git_export if graph.head else None
-    except Export.DoesNotExist:
-        export = None
+    link = GraphLink.objects.select_related("repository").filter(graph=graph).first()
+    export = Export.objects.filter(revision_id=graph.head_id).first() if graph.head_id else None
     deployment = getattr(graph, "deployment", None) if hasattr(graph, "deployment") else None
     return {"graph": graph, "link": link, "export": export, "csrf_token": context.get("csrf_token"),
             "can_operate": context.get("can_operate"), **gitops_view(graph, deployment)}

@@ -19,7 +19,7 @@ from graphs import live
 from graphs.models import Deployment, Graph, GraphState
 from graphs.runtimes.base import Observation, PodStatus
 from graphs.status_cache import observation_record, state_record
-from graphs.status_view import NOT_READ, WITH_HEAD_AND_DEPLOYMENT, WITH_STAMP
+from graphs.status_view import WITH_HEAD_AND_DEPLOYMENT, WITH_STAMP
 from tests import factories
 from tests.playground_fixtures import routed_server  # noqa: F401
 
@@ -36,7 +36,7 @@ def _observe(deployment: Deployment, *pods: str, state: str = GraphState.PROGRES
 
 
 def _as_the_page_reads_it(graph: Graph) -> Graph:
-    return (Graph.objects.select_related(*WITH_HEAD_AND_DEPLOYMENT, *WITH_STAMP).defer(*NOT_READ)
+    return (Graph.objects.select_related(*WITH_HEAD_AND_DEPLOYMENT, *WITH_STAMP)
             .get(pk=graph.pk))
 
 

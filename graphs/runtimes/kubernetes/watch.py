@@ -10,7 +10,10 @@ unreachable and its graphs' state unknown, keeping the time they were last seen.
 
 Threads: one watch thread per (namespace, resource) keeps the in-memory view current and
 signals; only the thread that called ``watch_once`` writes to the database. The operator
-process runs ``start_cluster_watchers()`` (manage.py runoperator), one thread per cluster."""
+process runs ``start_cluster_watchers()`` (manage.py runoperator), one thread per cluster, whose
+watch threads outlive its cycles: each renews its own stream where the last one ended, so a
+change made while the cycle refreshes and starts again waits only for that, not for every
+stream of the cluster to be opened anew (``keep_watching``)."""
 
 from __future__ import annotations
 
@@ -18,25 +21,13 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import F, Q
 from django.utils import timezone
 
-from clusters.kubernetes import (
-    DGD,
-    DGDSA,
-    KubeClient,
-    KubeFailure,
-    WatchExpired,
-    connect,
-    gpus_of,
-    read_nodes,
-    served_versions,
-)
-from clusters.resources import core_path, custom_path
+from clusters.kubernetes import KubeClient, KubeFailure, connect, gpus_of, read_nodes, served_versions
 from clusters.selectors import cluster_found, cluster_stamps
 from clusters.services import cluster_unreachable, cluster_watched
 
@@ -44,29 +35,15 @@ from ...models import Deployment, GraphState
 from ...status_cache import state_record
 from .cache_writing import CacheWriting
 from .facts import WorkerFacts
-from .observe import (
-    DGD_LABEL,
-    concerned_graphs,
-    dgd_name,
-    event_record,
-)
+from .observe import dgd_name
+from .streams import KINDS, NamespaceView, Streams
 
 log = logging.getLogger(__name__)
 
-KINDS = ("dgds", "dgdsas", "pods", "events")
-MAX_EVENTS = 2000  # per namespace: events of unrelated objects are kept only this long
 BATCH_SECONDS = 0.05  # a burst of watch events becomes one write of the status cache
 
 
-@dataclass
-class NamespaceView:
-    """What the watcher knows of one namespace: objects by name, and where to resume."""
-
-    objects: dict[str, dict[str, dict]] = field(default_factory=lambda: {k: {} for k in KINDS})
-    versions: dict[str, str] = field(default_factory=dict)  # kind -> resourceVersion
-
-
-class ClusterWatcher(CacheWriting):
+class ClusterWatcher(Streams, CacheWriting):
     def __init__(self, cluster_id: int, stop: threading.Event | None = None):
         self.cluster_id = cluster_id
         self.stop = stop or threading.Event()
@@ -78,13 +55,20 @@ class ClusterWatcher(CacheWriting):
         self.facts = WorkerFacts()  # NIXL backend and df of /dev/shm, once per container start
         self.events_written: dict[tuple[int, str], str] = {}  # (deployment, event name) -> lastTimestamp
         self.gpus_read_at: float | None = None  # when free GPUs were last counted (monotonic)
+        # Kept across cycles (watch_once(keep_watching=True)): the watch threads, each with its
+        # own stop, by (namespace, resource); the client they share; where they send changes.
+        self.watches: dict[tuple[str, str], tuple[threading.Thread, threading.Event]] = {}
+        self.kube: KubeClient | None = None
+        self.changes: queue.Queue = queue.Queue()
 
     # ---------------------------------------------------------------- one cycle
 
-    def watch_once(self, timeout: int = 30) -> bool | None:
+    def watch_once(self, timeout: int = 30, *, keep_watching: bool = False) -> bool | None:
         """List what was never listed (or expired), then watch for ``timeout`` seconds,
         writing the status cache after every change. False when the cluster did not answer;
-        None when the cluster is no longer registered.
+        None when the cluster is no longer registered. ``keep_watching``: the watch threads and
+        their client stay after the cycle, and the next cycle goes on from them (run_forever);
+        otherwise they end with it.
 
         Every graph is written from a listing; after that, only the graphs a change concerns.
         A watch resumes where the last one ended, so a cycle that follows another writes, before
@@ -93,59 +77,69 @@ class ClusterWatcher(CacheWriting):
         refresh) writes every graph from what the watcher holds."""
         cluster = cluster_found(self.cluster_id)
         if cluster is None:
+            self.end_watches()
             return None
         try:
-            kube = connect(cluster)
+            kube = self.kube or connect(cluster)
         except KubeFailure as exc:
             self._unreachable(cluster, exc)
             return False
-        with kube:
-            namespaces = self._namespaces(cluster)
-            errors: list[str] = []
-            try:
-                if not self.dgd_version:
-                    versions, adapters = self._guard(lambda: served_versions(kube), errors) or ([], [])
-                    self.dgd_version = "v1beta1" if "v1beta1" in versions else (versions[0] if versions else "")
-                    self.dgdsa_version = "v1beta1" if "v1beta1" in adapters else (adapters[0] if adapters else "")
-                listed = set()
-                for namespace in namespaces:
-                    for kind in KINDS:
-                        if self._path(namespace, kind) and kind not in self._view(namespace).versions:
-                            self._guard(lambda ns=namespace, k=kind: self._list(kube, ns, k), errors)
-                            listed.add(namespace)
-                # Free GPUs are counted from every pod of the cluster (tens of thousands in a
-                # fleet: seconds of parsing): the first time before the watch; after that beside
-                # it, every KUBERNETES_GPU_READ_SECONDS, so that a cycle starts watching at once.
-                # The nodes are read every cycle (a cluster that does not answer is found by
-                # this one small call).
-                nodes = self._guard(lambda: read_nodes(kube), errors)
-                first = timeout <= 0 or self.gpus_read_at is None
-                due = first or time.monotonic() - self.gpus_read_at >= settings.KUBERNETES_GPU_READ_SECONDS
-                beside = due and not first and nodes is not None
-                gpus = self._guard(lambda: gpus_of(kube, nodes), errors) if first and nodes is not None else None
-            except KubeFailure as exc:
-                self._unreachable(cluster, exc)
+        self.kube = kube if keep_watching else None
+        try:
+            return self._cycle(cluster, kube, timeout, keep_watching)
+        finally:
+            if not keep_watching:
+                self.end_watches()
+                kube.close()
+
+    def _cycle(self, cluster, kube: KubeClient, timeout: int, keep_watching: bool) -> bool:
+        """watch_once's work, with the cluster found and its client connected."""
+        namespaces = self._namespaces(cluster)
+        errors: list[str] = []
+        try:
+            if not self.dgd_version:
+                versions, adapters = self._guard(lambda: served_versions(kube), errors) or ([], [])
+                self.dgd_version = "v1beta1" if "v1beta1" in versions else (versions[0] if versions else "")
+                self.dgdsa_version = "v1beta1" if "v1beta1" in adapters else (adapters[0] if adapters else "")
+            listed = set()
+            for namespace in namespaces:
+                for kind in KINDS:
+                    if self._path(namespace, kind) and kind not in self._view(namespace).versions:
+                        self._guard(lambda ns=namespace, k=kind: self._list(kube, ns, k), errors)
+                        listed.add(namespace)
+            # Free GPUs are counted from every pod of the cluster (tens of thousands in a
+            # fleet: seconds of parsing): the first time before the watch; after that beside
+            # it, every KUBERNETES_GPU_READ_SECONDS, so that a cycle starts watching at once.
+            # The nodes are read every cycle (a cluster that does not answer is found by
+            # this one small call).
+            nodes = self._guard(lambda: read_nodes(kube), errors)
+            first = timeout <= 0 or self.gpus_read_at is None
+            due = first or time.monotonic() - self.gpus_read_at >= settings.KUBERNETES_GPU_READ_SECONDS
+            beside = due and not first and nodes is not None
+            gpus = self._guard(lambda: gpus_of(kube, nodes), errors) if first and nodes is not None else None
+        except KubeFailure as exc:
+            self._unreachable(cluster, exc)
+            return False
+        if due:
+            self.gpus_read_at = time.monotonic()
+        self._flush(cluster, kube, namespaces if timeout <= 0 else sorted(listed))
+        self._seen(cluster, gpus, errors)
+        if timeout > 0 and not self.stop.is_set():
+            reading: dict = {}
+            reader = threading.Thread(target=self._read_gpus, args=(kube, nodes, reading), daemon=True,
+                                      name=f"gpus-{cluster.name}") if beside else None
+            if reader:
+                reader.start()
+            failures = self._watch_all(cluster, kube, namespaces, timeout, keep_watching)
+            if reader:
+                reader.join()
+                failures += reading.get("failures", [])
+            lost = [f for f in failures if f.transient or f.unreachable]
+            if lost:
+                self._unreachable(cluster, lost[0])
                 return False
-            if due:
-                self.gpus_read_at = time.monotonic()
-            self._flush(cluster, kube, namespaces if timeout <= 0 else sorted(listed))
-            self._seen(cluster, gpus, errors)
-            if timeout > 0 and not self.stop.is_set():
-                reading: dict = {}
-                reader = threading.Thread(target=self._read_gpus, args=(kube, nodes, reading), daemon=True,
-                                          name=f"gpus-{cluster.name}") if beside else None
-                if reader:
-                    reader.start()
-                failures = self._watch_all(cluster, kube, namespaces, timeout)
-                if reader:
-                    reader.join()
-                    failures += reading.get("failures", [])
-                lost = [f for f in failures if f.transient or f.unreachable]
-                if lost:
-                    self._unreachable(cluster, lost[0])
-                    return False
-                self._refresh(cluster, kube, namespaces)
-                self._seen(cluster, reading.get("gpus"), errors + [str(f) for f in failures])
+            self._refresh(cluster, kube, namespaces)
+            self._seen(cluster, reading.get("gpus"), errors + [str(f) for f in failures])
         return True
 
     @staticmethod
@@ -169,18 +163,22 @@ class ClusterWatcher(CacheWriting):
             self._flush(cluster, kube, sorted(behind), only=behind)
         graphs.update(observed_at=timezone.now())
 
-    def _watch_all(self, cluster, kube: KubeClient, namespaces: list[str], timeout: int) -> list[KubeFailure]:
-        changes: queue.Queue = queue.Queue()
-        threads = [threading.Thread(target=self._watch, args=(kube, ns, kind, timeout, changes), daemon=True,
-                                    name=f"watch-{cluster.name}-{ns}-{kind}")
-                   for ns in namespaces for kind in KINDS if self._path(ns, kind)]
-        for thread in threads:
-            thread.start()
+    def _watch_all(self, cluster, kube: KubeClient, namespaces: list[str], timeout: int,
+                   keep_watching: bool = False) -> list[KubeFailure]:
+        """Write every change the watch threads report for ``timeout`` seconds (until every
+        thread ended, unless ``keep_watching``: they go on after it). The threads of namespaces
+        no longer used are stopped; the missing ones, or ones that ended, are started."""
+        deadline = time.monotonic() + timeout
+        changes = self._start_watches(kube, namespaces, None if keep_watching else deadline)
         failures: list[KubeFailure] = []
         while not self.stop.is_set():
-            alive = any(t.is_alive() for t in threads)
+            left = deadline - time.monotonic()
+            if keep_watching and left <= 0:
+                break
+            with self.lock:
+                alive = any(thread.is_alive() for thread, _ in self.watches.values())
             try:
-                items = [changes.get(timeout=0.05 if alive else 0)]
+                items = [changes.get(timeout=min(0.05, max(left, 0.001)) if alive else 0)]
             except queue.Empty:
                 if alive:
                     continue
@@ -200,62 +198,6 @@ class ClusterWatcher(CacheWriting):
                 self._flush(cluster, kube, sorted(graphs), only=graphs)
         return failures
 
-    def _watch(self, kube: KubeClient, namespace: str, kind: str, timeout: int, changes: queue.Queue) -> None:
-        """One resource of one namespace, for ``timeout`` seconds: HTTP and memory only."""
-        deadline = time.monotonic() + timeout
-        view = self._view(namespace)
-        first = True
-        while not self.stop.is_set():
-            left = deadline - time.monotonic()
-            if left < 0.5 and not first:
-                return
-            first = False
-            try:
-                if kind not in view.versions:
-                    self._list(kube, namespace, kind)
-                    changes.put(namespace)
-                    continue
-                began = time.monotonic()
-                for event in kube.watch(self._path(namespace, kind), what=f"watch {kind} in {namespace}",
-                                        resource_version=view.versions[kind], timeout=max(1, round(left)),
-                                        label_selector=DGD_LABEL if kind == "pods" else ""):
-                    concerned = self._apply(view, kind, event)
-                    if concerned is None:  # a graph it cannot name: every graph of the namespace
-                        changes.put(namespace)
-                    for name in concerned or ():
-                        changes.put((namespace, name))
-                if time.monotonic() - began < 0.2:
-                    time.sleep(0.2)  # a server that ends streams at once is not hammered
-            except WatchExpired:
-                log.info("watch of %s in %s expired (410): listing again", kind, namespace)
-                with self.lock:
-                    view.versions.pop(kind, None)
-            except KubeFailure as exc:
-                changes.put(exc)
-                return
-
-    # ---------------------------------------------------------------- the view
-
-    def _view(self, namespace: str) -> NamespaceView:
-        with self.lock:
-            return self.views.setdefault(namespace, NamespaceView())
-
-    def _path(self, namespace: str, kind: str) -> str:
-        if kind == "dgds":
-            return custom_path(f"nvidia.com/{self.dgd_version}", DGD, namespace) if self.dgd_version else ""
-        if kind == "dgdsas":
-            return custom_path(f"nvidia.com/{self.dgdsa_version}", DGDSA, namespace) if self.dgdsa_version else ""
-        return core_path(kind, namespace)
-
-    def _list(self, kube: KubeClient, namespace: str, kind: str) -> None:
-        listing = kube.list(self._path(namespace, kind), what=f"list {kind} in {namespace}",
-                            label_selector=DGD_LABEL if kind == "pods" else "")
-        items = {(o.get("metadata") or {}).get("name"): o for o in listing.get("items") or []}
-        view = self._view(namespace)
-        with self.lock:
-            view.objects[kind] = items
-            view.versions[kind] = str((listing.get("metadata") or {}).get("resourceVersion") or "0")
-
     @staticmethod
     def _guard(call, errors: list[str]):
         """Run ``call``; a refusal (403, 404...) is noted and the rest goes on; a cluster
@@ -268,34 +210,13 @@ class ClusterWatcher(CacheWriting):
             errors.append(str(exc))
             return None
 
-    def _apply(self, view: NamespaceView, kind: str, event: dict) -> set[str] | None:
-        """The event applied to the view; the names of the DGDs whose graphs it concerns (a pod
-        moved from one to another concerns both), or None when it cannot tell."""
-        obj = event.get("object") or {}
-        meta = obj.get("metadata") or {}
-        with self.lock:
-            store = view.objects[kind]
-            # A BOOKMARK (or an ERROR) moves the resourceVersion and concerns no graph.
-            changed = event.get("type") in ("ADDED", "MODIFIED", "DELETED")
-            concerned = (concerned_graphs(kind, obj, store.get(meta.get("name")), view.objects["dgds"],
-                                         view.objects["pods"]) if changed else set())
-            if event.get("type") == "DELETED":
-                store.pop(meta.get("name"), None)
-            elif event.get("type") in ("ADDED", "MODIFIED"):
-                store[meta.get("name")] = obj
-            if meta.get("resourceVersion"):
-                view.versions[kind] = str(meta["resourceVersion"])
-            if kind == "events" and len(store) > MAX_EVENTS:
-                for name in sorted(store, key=lambda n: event_record(store[n]).at)[: len(store) - MAX_EVENTS]:
-                    store.pop(name)
-        return concerned
-
     def _seen(self, cluster, gpus, errors: list[str]) -> None:
         cluster_watched(cluster=cluster, gpus=gpus, error="; ".join(errors))
 
     def _unreachable(self, cluster, failure: KubeFailure) -> None:
         """Say so on the cluster and on its graphs, keeping when they were last seen."""
         log.warning("cluster %s: %s", cluster.name, failure)
+        self.end_watches()
         with self.lock:
             self.views.clear()  # once it answers again: listed anew, and every graph written from it
             self.gpus_read_at = None
@@ -313,9 +234,10 @@ class ClusterWatcher(CacheWriting):
             while not self.stop.is_set():
                 close_old_connections()
                 try:
-                    ok = self.watch_once(settings.KUBERNETES_WATCH_SECONDS)
+                    ok = self.watch_once(settings.KUBERNETES_WATCH_SECONDS, keep_watching=True)
                 except Exception:
                     log.exception("watching cluster %s failed", self.cluster_id)
+                    self.end_watches()
                     ok = False
                 if ok is None:
                     return
@@ -323,6 +245,7 @@ class ClusterWatcher(CacheWriting):
                 if failures:
                     self.stop.wait(min(60, 2**failures))
         finally:
+            self.end_watches()
             connection.close()
 
 

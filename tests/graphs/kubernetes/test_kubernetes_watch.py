@@ -357,3 +357,40 @@ def test_watch_threads_notice_a_cluster_that_goes_away_mid_watch(cluster, kube, 
     assert watcher.watch_once(timeout=0) is True
     assert Cluster.objects.get(pk=cluster.pk).reachable is True
     assert Deployment.objects.get(graph=graph).state == "ready"
+
+
+def test_the_operators_watches_outlive_a_cycle_and_the_next_cycle_writes_what_came_between(
+        cluster, kube, watcher, settings):
+    """As run_forever runs them: a cycle's end does not close its streams, so a change made while
+    the watcher refreshes and starts its next cycle is already held, and written by that cycle."""
+    settings.KUBERNETES_WATCH_SECONDS = 2  # each stream is renewed, by its own thread, every 2 s
+    graph = make_graph()
+    apply(graph)
+    try:
+        assert watcher.watch_once(timeout=1, keep_watching=True) is True
+        threads = {key: thread for key, (thread, _) in watcher.watches.items()}
+        assert {kind for _, kind in threads} == {"dgds", "pods", "events"} | (
+            {"dgdsas"} if watcher.dgdsa_version else set())
+        assert all(thread.is_alive() for thread in threads.values())
+        decode = next(p for p in kube.list_objects("pods", NS) if p["metadata"]["labels"][
+            "nvidia.com/dynamo-component"] == "decode")
+        name = decode["metadata"]["name"]
+        assert _pods(graph)[name].ready is True
+        kube.set_pod(name, namespace=NS, dgd="g", component="decode", component_type="decode", ready=False)
+        time.sleep(2.5)  # between cycles, and past a renewal of every stream
+        assert _pods(graph)[name].ready is True  # held, not yet written: no cycle runs
+        assert watcher.watch_once(timeout=1, keep_watching=True) is True
+        assert _pods(graph)[name].ready is False
+        assert {key: thread for key, (thread, _) in watcher.watches.items()} == threads  # the same streams
+    finally:
+        watcher.end_watches()
+    for thread in threads.values():
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in threads.values())
+    assert watcher.watches == {} and watcher.kube is None
+
+
+def test_a_cycle_that_does_not_keep_its_watches_ends_them(cluster, kube, watcher):
+    apply(make_graph())
+    assert watcher.watch_once(timeout=1) is True
+    assert watcher.watches == {} and watcher.kube is None

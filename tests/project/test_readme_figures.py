@@ -147,10 +147,10 @@ _CHANGES = ('arms[0].changes."a: revision changing every worker pool".{0}',
 # found by the start of its "measure" cell.
 _LIVE = ("pushed (this commit)", "polled every 2 s (commit e026c0a)")  # bench/live.py's arms
 # bench/pages_http.py's fleet: the baseline arm, and the narrowed pages in the order the README quotes them
-_FLEET_BASE = "prometheus up, uvicorn, the code of commit cb21595"
+_FLEET_BASE = "prometheus up, uvicorn, the code of commit 40c9d6f"
 _NARROWED = ("list_filtered", "api_filtered", "api_labelled", "api_list_end", "overview")
 # bench/watch_churn.py's arms
-_CHURN = ("this code", "this code, free GPUs counted every cycle", "the code of commit cb21595")
+_CHURN = ("this code", "this code, free GPUs counted every cycle", "the code of commit 40c9d6f")
 PLACES: dict[str, list[str]] = {
     "graph list page, 500 graphs": _pages("list", "prometheus up", *SPREAD) + _pages("list", BASELINE, *SPREAD),
     "graph page p50 / p95": _pages("detail", "prometheus up", *SPREAD) + _pages("detail", BASELINE, *SPREAD),

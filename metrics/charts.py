@@ -15,7 +15,7 @@ from decimal import Decimal
 from django.conf import settings
 
 from graphs.engines import Host, deployment_simulation
-from graphs.models import Deployment, Graph, Operation, OperationKind
+from graphs.models import Deployment, Graph, Operation, OperationKind, specs_validated
 from graphs.runtimes.registry import DEFAULT_KIND, RUNTIMES, on_cluster
 
 from . import promql, series
@@ -352,8 +352,11 @@ def graph_summaries(graphs: list[Graph], *, now: float | None = None) -> dict:
     in-flight requests, SLO state and cost. One query per Prometheus server and runtime kind,
     whatever the number of graphs. Returns {"rows": {graph id: row}, "errors": [message]}."""
     now = time.time() if now is None else now
+    # The revisions' specs are validated once per process: their JSON is read only for those
+    # this process has not seen (specs_validated), not for 50 revisions on every refresh.
     deployments = {d.graph_id: d for d in Deployment.objects.filter(graph__in=graphs).select_related("revision")
-                   .defer("manifest", "revision__source_yaml")}
+                   .defer("manifest", "revision__source_yaml", "revision__spec", "revision__companions")}
+    specs_validated(d.revision for d in deployments.values())
     objectives = {o.graph_id: o for o in Objectives.objects.filter(graph__in=graphs)}
     host = Host.detect()  # once for the page's graphs, not once each (it reads this machine)
     groups: dict[tuple[str, str], list[tuple[Graph, Source]]] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods
@@ -102,5 +102,8 @@ def overview(request):
         return render(request, "metrics/overview.html", {**context, "data_html": html})
     summaries = charts.graph_summaries(graphs)
     rows = [(graph, summaries["rows"][graph.pk]) for graph in graphs]
-    return render(request, "metrics/overview.html#data", {**context, "rows": rows, "errors": summaries["errors"],
-                                                          "loaded": True})
+    # The numbers move once a scrape interval (graph_summaries asks Prometheus on its boundaries),
+    # while every open overview asks for them every 15 s: rendered once per process for what they show.
+    shown = (page.number, [(g.name, g.deployment.runtime, row) for g, row in rows], summaries["errors"])
+    return HttpResponse(fragments.render("metrics-overview-numbers", shown, lambda: render_to_string(
+        "metrics/overview.html#data", {**context, "rows": rows, "errors": summaries["errors"], "loaded": True})))

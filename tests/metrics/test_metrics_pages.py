@@ -280,3 +280,39 @@ def test_the_overviews_numbers_are_written_as_djangos_floatformat_writes_them():
         for places in ("-1", "0", "1", "2", "3"):
             assert decimals(value, places) == floatformat(value, places), (value, places)
     assert decimals(None, "1") == decimals("n/a", "1") == floatformat("n/a", "1") == ""
+
+
+def _spec_reads(queries) -> int:
+    return sum('"graphs_revision"."spec"' in q["sql"] for q in queries)
+
+
+def test_the_overviews_numbers_read_each_revisions_spec_once_per_process(graph, client_for):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from graphs import models as graph_models
+
+    for name in ("pages-b", "pages-c"):
+        other = factories.graph(name, template="vllm-disagg")
+        Deployment.objects.create(graph=other, runtime="local", revision=other.head, active=True, state="ready")
+    graph_models._SPECS.clear()  # a process that has validated no spec yet
+    viewer = client_for("viewer")
+    with CaptureQueriesContext(connection) as first:
+        cold = viewer.get("/metrics/", **HTMX)
+    with CaptureQueriesContext(connection) as second:
+        warm = viewer.get("/metrics/", **HTMX)
+    assert cold.status_code == warm.status_code == 200
+    assert _spec_reads(first.captured_queries) == 1  # the three specs in one query
+    assert _spec_reads(second.captured_queries) == 0
+    # What the specs say is shown alike: each graph's mocker stand-in on this host.
+    for response in (cold, warm):
+        assert response.content.decode().count('data-role="simulated"') == 3
+
+
+def test_the_overviews_numbers_show_a_changed_objective_at_the_next_refresh(graph, client_for):
+    viewer = client_for("viewer")
+    Objectives.objects.update_or_create(graph=graph, defaults={"ttft_ms": 200})
+    assert "/ 200" in viewer.get("/metrics/", **HTMX).content.decode()
+    Objectives.objects.filter(graph=graph).update(ttft_ms=350)
+    body = viewer.get("/metrics/", **HTMX).content.decode()
+    assert "/ 350" in body and "/ 200" not in body

@@ -394,3 +394,29 @@ def test_a_cycle_that_does_not_keep_its_watches_ends_them(cluster, kube, watcher
     apply(make_graph())
     assert watcher.watch_once(timeout=1) is True
     assert watcher.watches == {} and watcher.kube is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_operators_loop_keeps_its_streams_from_cycle_to_cycle_and_ends_them_when_stopped(cluster, kube, settings):
+    settings.KUBERNETES_WATCH_SECONDS = 1  # a cycle a second
+    graph = make_graph()
+    apply(graph)
+    watcher = ClusterWatcher(cluster.pk)
+    loop = threading.Thread(target=watcher.run_forever, daemon=True)
+    loop.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not (watcher.watches and Pod.objects.filter(deployment__graph=graph).exists()):
+            assert time.monotonic() < deadline, "the loop wrote nothing"
+            time.sleep(0.1)
+        streams = {key: thread for key, (thread, _) in watcher.watches.items()}
+        time.sleep(2.5)  # two more cycles
+        assert {key: thread for key, (thread, _) in watcher.watches.items()} == streams
+        assert all(thread.is_alive() for thread in streams.values())
+    finally:
+        watcher.stop.set()
+        loop.join(15)
+    assert not loop.is_alive() and watcher.watches == {}
+    for thread in streams.values():
+        thread.join(5)
+    assert not any(thread.is_alive() for thread in streams.values())

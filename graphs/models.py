@@ -119,13 +119,20 @@ class Revision(models.Model):
         key = (self.pk, self.created_at)  # the time too: a recreated database reuses ids
         spec = _SPECS.get(key)
         if spec is None:
-            spec = _SPECS[key] = GraphSpec.model_validate(self.spec)
-            while len(_SPECS) > 512:
-                _SPECS.popitem(last=False)
+            spec = GraphSpec.model_validate(self.spec)
+            _remember({key: spec})
         return spec
 
 
 _SPECS: OrderedDict[tuple, GraphSpec] = OrderedDict()  # (revision id, created_at) -> its validated spec
+_SPECS_KEPT = 512
+
+
+def _remember(specs: dict[tuple, GraphSpec]) -> None:
+    """Keep these validated specs, dropping the oldest beyond _SPECS_KEPT (never one just kept)."""
+    _SPECS.update(specs)
+    while len(_SPECS) > max(_SPECS_KEPT, len(specs)):
+        _SPECS.popitem(last=False)
 
 
 def specs_validated(revisions) -> None:
@@ -134,10 +141,9 @@ def specs_validated(revisions) -> None:
     revisions): their ``graph_spec`` then reads nothing more."""
     missing = {r.pk: r.created_at for r in revisions
                if r is not None and r.pk is not None and (r.pk, r.created_at) not in _SPECS}
-    for pk, spec in Revision.objects.filter(pk__in=missing).values_list("pk", "spec") if missing else ():
-        _SPECS[(pk, missing[pk])] = GraphSpec.model_validate(spec)
-    while len(_SPECS) > max(512, len(missing)):
-        _SPECS.popitem(last=False)
+    if missing:
+        _remember({(pk, missing[pk]): GraphSpec.model_validate(spec)
+                   for pk, spec in Revision.objects.filter(pk__in=missing).values_list("pk", "spec")})
 
 
 class GraphState(models.TextChoices):

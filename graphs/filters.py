@@ -44,3 +44,19 @@ class GraphFilterSerializer(serializers.Serializer):
     def filter(self) -> GraphFilter:
         given = {("labels" if name == "label" else name): value for name, value in self.validated_data.items()}
         return GraphFilter(**{name: value for name, value in given.items() if value})
+
+
+LIST_FILTERS = ("namespace", "cluster", "runtime", "state", "label")  # the page's names; its search is ?q=
+
+
+def list_query(params) -> tuple[dict, GraphFilter, dict, bool]:
+    """What the graph list page shows, as its query string (``params``) says: the filters as
+    given, the filter that applies (without any field that does not validate), each such field's
+    error, and whether it lists the archived graphs. The page and its stream (graphs.live) read
+    it alike."""
+    # ?q= is the search box's (and older links'); the other filters are the API's own names.
+    given = {"search": params.get("q", "").strip(), **{k: params.get(k, "").strip() for k in LIST_FILTERS}}
+    where = GraphFilterSerializer(data=given)
+    errors = {} if where.is_valid() else {k: " ".join(map(str, v)) for k, v in where.errors.items()}
+    # Archived graphs (A/B study variants a study has torn down) are a list of their own.
+    return given, where.filter() if not errors else GraphFilter(), errors, params.get("archived") == "1"

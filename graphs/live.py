@@ -16,6 +16,11 @@ A graph's *version* digests its status version (StatusStamp) and its deployment'
 event's id, so a browser that reconnects (``Last-Event-ID``) or a page that rendered an older
 version (``?v=``) is told at once that it missed something.
 
+The graph list is pushed the same way: ``GET /graphs/_events/?<the list's own query>`` waits on
+the graphs of that page and says ``rows`` when the rows it shows (state, pods ready, revision)
+changed; the page then fetches them. Its version digests the rows themselves, so a row that
+moved out of a narrowed list (a state filter) or into it is a change too.
+
 Served on the event loop through Django's ASGI handler (controlplane.asgi routes the path
 there), never on the pages' thread pool: an open stream holds no thread. Under WSGI (the test
 client, a WSGI server) the view answers the one event a change would have sent, or none, then
@@ -87,19 +92,23 @@ class Hub:
         self.task: asyncio.Task | None = None
 
     @contextlib.contextmanager
-    def subscribe(self, graph_id: int):
+    def subscribe(self, *graph_ids: int):
+        """One event, set when any of these graphs' status changes (a graph page: its graph; the
+        graph list: the graphs of its page)."""
         wake = asyncio.Event()
-        self.waiting.setdefault(graph_id, set()).add(wake)
+        for graph_id in graph_ids:
+            self.waiting.setdefault(graph_id, set()).add(wake)
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self._run())
         try:
             yield wake
         finally:
-            waiting = self.waiting.get(graph_id)
-            if waiting is not None:
-                waiting.discard(wake)
-                if not waiting:
-                    del self.waiting[graph_id]
+            for graph_id in graph_ids:
+                waiting = self.waiting.get(graph_id)
+                if waiting is not None:
+                    waiting.discard(wake)
+                    if not waiting:
+                        del self.waiting[graph_id]
             if not self.waiting and self.task is not None:
                 self.task.cancel()  # the last page closed: the LISTEN connection goes with it
                 self.task = None
@@ -231,13 +240,10 @@ async def _push(graph_id: int, version: str | None, known: str):
         if version and version != known:
             yield _event(version)
             known = version
-        while True:
-            try:
-                await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
-            except TimeoutError:
-                yield b": keepalive\n\n"
+        async for keepalive in _woken(wake):
+            if keepalive:
+                yield keepalive
                 continue
-            wake.clear()
             version = await _in_thread(version_of, graph_id)
             if version is None:  # the graph was deleted: the page's next fetch says so
                 yield _event("deleted")
@@ -245,6 +251,18 @@ async def _push(graph_id: int, version: str | None, known: str):
             if version != known:
                 yield _event(version)
                 known = version
+
+
+async def _woken(wake: asyncio.Event):
+    """None each time ``wake`` is set; a keepalive comment after each KEEPALIVE_S of quiet."""
+    while True:
+        try:
+            await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
+        except TimeoutError:
+            yield b": keepalive\n\n"
+            continue
+        wake.clear()
+        yield None
 
 
 def _stream(body) -> StreamingHttpResponse:
@@ -255,3 +273,76 @@ def _stream(body) -> StreamingHttpResponse:
 
 
 graph_events.required_role = Role.VIEWER
+
+
+# ------------------------------------------------------------------ the graph list
+
+
+def rows_version(rows) -> str:
+    """The version of a page of the graph list: its rows (selectors.LIST_ROW tuples), digested."""
+    return _digest(tuple(rows))
+
+
+def _list_rows(params) -> list[tuple]:
+    from .filters import list_query
+    from .selectors import graph_list_page
+
+    _given, narrowed, _errors, archived = list_query(params)
+    return list(graph_list_page(narrowed, archived=archived, number=params.get("page")).object_list)
+
+
+def _shown(params) -> tuple[list[int], str]:
+    """The ids of the graphs a list page shows, and its version (two queries: the page's own)."""
+    rows = _list_rows(params)
+    names = [row[0] for row in rows]
+    return sorted(Graph.objects.filter(name__in=names).values_list("pk", flat=True)), rows_version(rows)
+
+
+@role_required(Role.VIEWER)
+def _open_list(request) -> tuple[list[int], str]:
+    return _shown(request.GET)
+
+
+async def graph_list_events(request):
+    if request.method != "GET":
+        return HttpResponseNotAllowed(["GET"])
+    asgi = hasattr(request, "scope")
+    opened = await (_in_thread(_open_list, request) if asgi else sync_to_async(_open_list)(request))
+    if not isinstance(opened, tuple):
+        return opened  # the login redirect
+    ids, version = opened
+    if not asgi:
+        body = [f"retry: {RETRY_MS}\n\n".encode()] + ([_rows_event(version)] if version != _known(request)
+                                                       else []) + [END]
+        return _stream(iter(body))
+    return _stream(_push_list(request.GET.copy(), ids, version, _known(request)))
+
+
+def _rows_event(version: str) -> bytes:
+    return f"event: rows\nid: {version}\ndata: {version}\n\n".encode()
+
+
+async def _push_list(params, ids: list[int], version: str, known: str):
+    """Until the page leaves: ``rows`` whenever a graph of the page changed what its row shows.
+    After each, it waits on the graphs the page now shows (a narrowed list's rows come and go)."""
+    yield f"retry: {RETRY_MS}\n\n".encode()
+    if version != known:
+        yield _rows_event(version)
+        known = version
+    while True:
+        with hub().subscribe(*ids) as wake:
+            async with contextlib.aclosing(_woken(wake)) as woken:
+                async for keepalive in woken:
+                    if keepalive:
+                        yield keepalive
+                        continue
+                    now, version = await _in_thread(_shown, params)
+                    if version != known:
+                        yield _rows_event(version)
+                        known = version
+                    if now != ids:
+                        ids = now
+                        break  # wait on the graphs the page shows now
+
+
+graph_list_events.required_role = Role.VIEWER

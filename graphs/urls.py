@@ -6,6 +6,8 @@ app_name = "graphs"
 NAME = "<slug:name>"
 urlpatterns = [
     path("", views.graph_list, name="list"),
+    # "_" is in no graph's name (a DNS label): the path is never a graph's page.
+    path("_events/", live.graph_list_events, name="list_events"),
     path("new/", views.graph_new, name="new"),
     path("import/", manifest_pages.graph_import, name="import"),
     path("check/", manifest_pages.manifest_check, name="check"),

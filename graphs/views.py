@@ -24,11 +24,11 @@ from core.validation import Report
 
 from . import fragments, live, operations, services
 from .companions import companions_context
-from .filters import GraphFilterSerializer
+from .filters import LIST_FILTERS, list_query
 from .forms import TemplateForm
 from .models import Graph, GraphState, Operation
 from .previews import manifest_preview, revision_preview
-from .selectors import LIST_ROW, GraphFilter, graph_list_page
+from .selectors import LIST_ROW, graph_list_page
 from .status_view import (
     WITH_DEPLOYMENT,
     WITH_HEAD_AND_DEPLOYMENT,
@@ -37,7 +37,6 @@ from .status_view import (
     status_context,
 )
 
-LIST_FILTERS = ("namespace", "cluster", "runtime", "state", "label")
 STATE_LABELS = dict(GraphState.choices)
 
 
@@ -52,13 +51,7 @@ def api_version_of(request, default: str = V1BETA1) -> str:
 @role_required(Role.VIEWER)
 @require_safe
 def graph_list(request):
-    # ?q= is the search box's (and older links'); the other filters are the API's own names.
-    given = {"search": request.GET.get("q", "").strip(), **{k: request.GET.get(k, "").strip() for k in LIST_FILTERS}}
-    where = GraphFilterSerializer(data=given)
-    filter_errors = {} if where.is_valid() else {k: " ".join(map(str, v)) for k, v in where.errors.items()}
-    narrowed = where.filter() if not filter_errors else GraphFilter()
-    # Archived graphs (A/B study variants a study has torn down) are a list of their own.
-    archived = request.GET.get("archived") == "1"
+    given, narrowed, filter_errors, archived = list_query(request.GET)
     page = graph_list_page(narrowed, archived=archived, number=request.GET.get("page"))
     # "Updated ... ago" is shown to the minute: the rows are rendered once per minute and input.
     now = timezone.now().replace(second=0, microsecond=0)
@@ -73,13 +66,17 @@ def graph_list(request):
                                                           "narrowed": narrowed.narrowed})
 
     rows_html = fragments.render("graphs-list-rows", (can_operate, now, rows, narrowed.narrowed), produce)
+    if request.htmx and request.GET.get("fragment") == "rows":  # pushed: the rows' state or pods changed
+        return HttpResponse(rows_html)
     # What the pager's links keep: the filters that applied.
     kept = {k: v for k, v in (("q", given["search"]), *((k, given[k]) for k in LIST_FILTERS),
                               ("archived", "1" if archived else ""))
             if v and {"q": "search"}.get(k, k) not in filter_errors}
+    shown = urlencode({**kept, **({"page": page.number} if page.number > 1 else {})})
     return render(request, "graphs/list.html", {
         "rows_html": rows_html, "page": page, "query": given["search"], "given": given, "archived": archived,
         "filter_errors": filter_errors, "narrowed": narrowed.narrowed, "kept": urlencode(kept),
+        "shown": shown, "rows_version": live.rows_version(rows),
         "states": GraphState.choices, "templates": TEMPLATES.values()})
 
 

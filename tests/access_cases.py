@@ -206,6 +206,7 @@ PAGES = [
        body=lambda w, who: {"data": {"yaml": w["manifest_changed"], "expected_revision": 2}}),
     Op("GET", "/graphs/{name}/status/", VIEWER, 200),
     Op("GET", "/graphs/{name}/events/", VIEWER, 200),
+    Op("GET", "/graphs/_events/", VIEWER, 200),
     Op("POST", "/graphs/{name}/apply/", OPERATOR, 200, body=_form({})),
     Op("POST", "/graphs/{name}/scale/", OPERATOR, 200, body=_form({"service": "decode", "replicas": 2})),
     Op("POST", "/graphs/{name}/undeploy/", OPERATOR, 200, body=_form({})),

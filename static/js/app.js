@@ -111,15 +111,15 @@ document.addEventListener("DOMContentLoaded", () => revealFirstError(document));
 document.addEventListener("htmx:afterSettle", (event) => {
   if (event.detail.elt === document.body) revealFirstError(document);
 });
-// A graph page's status is pushed (graphs/live.py: a stream says when it changed). While the
-// stream is cut, and until it is back, or when the server says it cannot hold one ("end": a
-// WSGI server), the status is polled every 2 s instead.
+// A graph page's status and the graph list's rows are pushed (graphs/live.py: a stream says when
+// they changed; what is pushed is marked data-pushed). While the stream is cut, and until it is
+// back, or when the server says it cannot hold one ("end": a WSGI server), they are polled every
+// 2 s instead.
 let statusPoll = null;
 function pollStatus() {
   if (statusPoll !== null) return;
   statusPoll = setInterval(() => {
-    const status = document.getElementById("status");
-    if (status) htmx.trigger(status, "status-poll");
+    for (const pushed of document.querySelectorAll("[data-pushed]")) htmx.trigger(pushed, "status-poll");
   }, 2000);
 }
 document.addEventListener("htmx:sseError", pollStatus);

@@ -228,3 +228,26 @@ def test_the_graph_page_does_not_scroll_sideways_at_800_px(page):
     }""")
     width = page.evaluate("() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
     assert width[0] <= width[1], (width, wide)
+
+
+def test_the_graph_list_shows_a_change_the_runtime_observes_without_a_reload(page):
+    """The rows are pushed (graphs.live); this server (WSGI) cannot hold a stream, so the page is
+    told to poll and the row still changes on screen, with nothing else on the page touched."""
+    from playwright.sync_api import expect
+
+    from graphs.runtimes.base import Observation, PodStatus
+    from graphs.status_cache import observation_record
+
+    graph = factories.graph("listed", model="m", backend="mocker", pool=PoolFields(gpus=0))
+    deployment = factories.deployed(graph, state="progressing", observed=None)
+    _open(page, "/graphs/?q=listed")
+    row = page.locator("#graph-rows tr", has_text="listed")
+    expect(row).to_contain_text("Progressing")
+    page.fill("input[name=namespace]", "typed-not-sent")  # what the person is typing stays
+    observation_record(deployment, Observation(state="ready", pods=[
+        PodStatus(name="listed-decode-0", service="decode", role="decode", phase="Running", ready=True)]),
+        observed_generation=1)
+    expect(row).to_contain_text("1/1", timeout=10_000)
+    expect(row).to_contain_text("Ready")
+    assert page.input_value("input[name=namespace]") == "typed-not-sent"
+    assert page.problems == []

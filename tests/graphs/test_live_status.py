@@ -229,3 +229,87 @@ def test_the_local_operator_starts_its_next_pass_when_a_graph_is_asked_to_change
     waiting._wait(started + 30, seen)
     timer.join()
     assert time.monotonic() - started < 15  # woken by the change, long before its interval ran out
+
+
+# ------------------------------------------------------------------ the graph list
+
+
+def _rows_version(query: str = "") -> str:
+    from django.http import QueryDict
+
+    return live._shown(QueryDict(query))[1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_graph_list_is_pushed_when_a_row_it_shows_changes_and_not_for_a_graph_it_does_not_show(
+        routed_server, viewer_cookies):  # noqa: F811
+    _, shown_deployment = _graph("alpha")
+    _, hidden_deployment = _graph("zulu")
+    version = _rows_version("q=alpha")
+    stream = Stream(f"{routed_server.url}/graphs/_events/?q=alpha&v={version}", viewer_cookies)
+    try:
+        assert stream.status_code == 200 and stream.content_type.startswith("text/event-stream")
+        time.sleep(0.5)
+        _observe(hidden_deployment, "zulu-decode-0")  # not on this page (the search leaves it out)
+        assert stream.next(within=1.5) is None
+        _observe(shown_deployment, "alpha-decode-0")  # its "pods ready" column
+        got = stream.next(within=5)
+        assert got is not None and got[1] == "rows" and got[2] == _rows_version("q=alpha")
+        state_record(shown_deployment, state=GraphState.READY, message="")  # its state column
+        assert stream.next(within=5)[1] == "rows"
+    finally:
+        stream.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_narrowed_list_is_told_when_a_graph_leaves_it_and_then_waits_on_the_graphs_it_shows_now(
+        routed_server, viewer_cookies):  # noqa: F811
+    _, leaving_deployment = _graph("alpha")
+    _, staying_deployment = _graph("bravo")
+    query = "state=progressing"
+    old = _rows_version(query)
+    stream = Stream(f"{routed_server.url}/graphs/_events/?{query}&v={old}", viewer_cookies)
+    try:
+        time.sleep(0.5)
+        state_record(leaving_deployment, state=GraphState.READY, message="")  # out of "progressing"
+        got = stream.next(within=5)
+        assert got is not None and got[2] == _rows_version(query)
+        state_record(leaving_deployment, state=GraphState.DEGRADED, message="")  # no longer on the page
+        assert stream.next(within=1.5) is None
+        _observe(staying_deployment, "bravo-decode-0")
+        assert stream.next(within=5)[1] == "rows"
+    finally:
+        stream.close()
+
+
+def test_the_graph_list_opens_its_stream_at_the_rows_it_rendered_and_serves_them_alone(client_for, db):
+    _, deployment = _graph("alpha")
+    _graph("bravo")
+    viewer = client_for("viewer")
+    page = viewer.get("/graphs/?q=alp&state=progressing").content.decode()
+    version = _rows_version("q=alp&state=progressing")
+    assert f'sse-connect="/graphs/_events/?q=alp&amp;state=progressing&amp;v={version}"' in page
+    assert 'hx-get="/graphs/?q=alp&amp;state=progressing&amp;fragment=rows" hx-trigger="sse:rows, status-poll"' in page
+    rows = viewer.get("/graphs/?q=alp&state=progressing&fragment=rows", headers={"HX-Request": "true"})
+    assert rows.status_code == 200 and "<html" not in rows.content.decode()
+    assert 'href="/graphs/alpha/"' in rows.content.decode() and "bravo" not in rows.content.decode()
+    # Under WSGI the stream answers what changed since the page, if anything, then "end" (poll).
+    same = b"".join(viewer.get(f"/graphs/_events/?q=alp&state=progressing&v={version}").streaming_content)
+    assert same == b"retry: 1000\n\nevent: end\ndata: poll\n\n"
+    _observe(deployment, "alpha-decode-0")
+    moved = b"".join(viewer.get(f"/graphs/_events/?q=alp&state=progressing&v={version}").streaming_content).decode()
+    assert f"event: rows\nid: {_rows_version('q=alp&state=progressing')}" in moved
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_list_stream_asks_what_the_list_asks(routed_server, viewer_cookies):  # noqa: F811
+    anonymous = httpx.get(f"{routed_server.url}/graphs/_events/", timeout=10)
+    assert anonymous.status_code == 302 and "/login/" in anonymous.headers["location"]
+    # A filter the list cannot narrow by is the list's own answer: not applied, the page says so.
+    bad = Stream(f"{routed_server.url}/graphs/_events/?namespace=Not_A_Label", viewer_cookies)
+    try:
+        assert bad.status_code == 200
+    finally:
+        bad.close()
+    posted = httpx.post(f"{routed_server.url}/graphs/_events/", cookies=viewer_cookies, timeout=10)
+    assert posted.status_code in (403, 405)

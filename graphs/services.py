@@ -62,6 +62,12 @@ def graph_create(*, spec: GraphSpec, user: Actor = None, description: str = "", 
                  source_yaml: str = "", source_api_version: str = "", via: str = "ui",
                  companions: list[dict] | None = None) -> Graph:
     _refuse_structural(spec, source_api_version)
+    from .urls import PAGE_NAMES  # here: the URLs import the views, which import this module
+
+    if spec.name in PAGE_NAMES:
+        raise ManifestError.single("metadata.name", f"{spec.name!r} is the address of a page of this product "
+                                   f"(/graphs/{spec.name}/), so a graph of that name would have no page",
+                                   "name_is_a_page", "name the graph otherwise")
     if Graph.objects.filter(name=spec.name).exists():
         raise GraphConflict(f"a graph named {spec.name!r} already exists")
     try:

@@ -5,6 +5,7 @@ with a diff, export, and the role matrix."""
 from __future__ import annotations
 
 import html
+import json
 
 import pytest
 import yaml
@@ -611,3 +612,28 @@ def test_error_pages_explain_themselves(client_for, settings):
     assert missing.status_code == 404 and "There is nothing at" in missing.content.decode()
     refused = viewer.get("/graphs/new/")
     assert refused.status_code == 403 and "needs the operator role" in refused.content.decode()
+
+
+@pytest.mark.parametrize("name", ["new", "import", "check"])
+def test_a_graph_is_not_named_after_a_page_of_the_list_it_would_be_hidden_by(operator, api_for, name):
+    """/graphs/new/ is the create form: a graph named "new" would have a page nobody reaches (its
+    list row would link to the form). Every way in says so at metadata.name and stores nothing,
+    a Git file too (its link is refused, the rest of the sync goes on)."""
+    from graphs.urls import PAGE_NAMES
+
+    assert {"new", "import", "check", "_events"} <= PAGE_NAMES
+    from tests.graphs.test_truthful_actions import _template_form
+
+    fields = _template_form(text(operator.get("/graphs/new/?template=mocker-disagg")))
+    form = operator.post("/graphs/new/", {**fields, "name": name, "action": "create"})
+    assert form.status_code == 400 and "is the address of a page of this product" in text(form)
+    api = api_for("operator").post("/api/graphs/", {"spec": build_spec(template="vllm-disagg", name=name)
+                                                    .model_dump(mode="json")}, format="json")
+    assert api.status_code == 422 and f"/graphs/{name}/" in json.dumps(api.json())
+    assert api.json()["findings"][0]["path"] == "metadata.name"
+    manifest = dump_yaml(render(build_spec(template="vllm-disagg", name=name), V1BETA1))
+    imported = operator.post("/graphs/import/", {"yaml": manifest})
+    assert imported.status_code == 400 and "is the address of a page of this product" in text(imported)
+    assert not Graph.objects.filter(name=name).exists()
+    make_graph(f"{name}-1")  # a name that only starts with one is a graph like any other
+    assert f"<h1>{name}-1" in text(operator.get(f"/graphs/{name}-1/")).replace("\n", "")

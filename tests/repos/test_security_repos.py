@@ -171,3 +171,21 @@ def test_a_repository_error_shows_viewers_no_server_path(remote, users, client_f
     assert "the mirror could not be made" in result.error
     page = client_for("viewer").get("/repos/fleet/").content.decode()
     assert str(settings.VAR_DIR) not in page and "the mirror could not be made" in page
+
+
+def test_a_file_naming_a_graph_after_a_page_is_refused_and_the_rest_of_the_sync_goes_on(remote):
+    """A graph named "new" would be hidden by the create form (/graphs/new/): its file is refused
+    at metadata.name, as any refused file is, and the file beside it becomes its graph."""
+    remote.write("graphs/new.yaml", manifest("new"))
+    remote.write("graphs/prod.yaml", manifest("prod"))
+    remote.commit("two graphs")
+    remote.push()
+    repo = services.repository_create(name="fleet", url=remote.url, path="graphs")
+
+    result = repository_sync(repository=repo)
+
+    [refused] = result.refused
+    assert refused["path"] == "graphs/new.yaml" and refused["findings"][0]["code"] == "name_is_a_page"
+    assert [i["graph"] for i in result.imported] == ["prod"]
+    assert not Graph.objects.filter(name="new").exists()
+    assert GraphLink.objects.get(path="graphs/new.yaml").state == LinkState.INVALID

@@ -31,6 +31,10 @@ class GraphConflict(Refused):
     """The graph changed under the caller (stale revision) or the name is taken."""
 
 
+# The graph list's own pages (graphs/urls.py: /graphs/new/, ...): a graph of one of these names would
+# have a page nobody reaches (a test holds this set equal to the URLs' literal paths).
+PAGE_NAMES = frozenset({"new", "import", "check", "_events"})
+
 # Operational findings that refuse a save outright (not just an apply): typos, not drafts, and
 # a name no cluster can take (its components' resource names pass Kubernetes' 63 characters).
 REFUSED_ON_SAVE = {"replicas_absurd", "planner_config_invalid", "child_name_too_long"}
@@ -62,8 +66,6 @@ def graph_create(*, spec: GraphSpec, user: Actor = None, description: str = "", 
                  source_yaml: str = "", source_api_version: str = "", via: str = "ui",
                  companions: list[dict] | None = None) -> Graph:
     _refuse_structural(spec, source_api_version)
-    from .urls import PAGE_NAMES  # here: the URLs import the views, which import this module
-
     if spec.name in PAGE_NAMES:
         raise ManifestError.single("metadata.name", f"{spec.name!r} is the address of a page of this product "
                                    f"(/graphs/{spec.name}/), so a graph of that name would have no page",

@@ -24,8 +24,3 @@ urlpatterns = [
     path(f"{NAME}/export/", manifest_pages.export, name="export"),
     path(f"{NAME}/pods/<str:pod>/log/", views.pod_log, name="pod_log"),
 ]
-
-# The list's own pages (new/, import/, check/, _events/): a graph of one of these names would have
-# a page nobody can reach, so graphs.services refuses them as names.
-PAGE_NAMES = frozenset(str(p.pattern).split("/")[0] for p in urlpatterns
-                       if str(p.pattern) and "<" not in str(p.pattern))

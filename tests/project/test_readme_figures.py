@@ -201,6 +201,9 @@ PLACES: dict[str, list[str]] = {
     "a slider moved on the graph page, in Chromium": [
         f'results.{db}."{arm}".slider_to_new_pod_row_ms.{p}' for arm in _LIVE for db in ("sqlite", "postgresql")
         for p in ("p50", "p95")],
+    "the same moves, seen in a second tab on the graph list": [
+        f'results.{db}."{_LIVE[0]}".slider_to_graph_list_pod_count_ms.{p}' for db in ("sqlite", "postgresql")
+        for p in ("p50", "p95")],
     "requests an idle open graph page makes": [
         f'results.{db}."{arm}".idle_page_requests_per_minute' for arm in _LIVE for db in ("sqlite", "postgresql")],
     "moves the page did not send": [

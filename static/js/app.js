@@ -66,6 +66,17 @@ function showRefusal(elt, text) {
 document.addEventListener("htmx:beforeSwap", (event) => {
   const d = event.detail;
   const status = d.xhr.status;
+  // A session that ended while the page was open (signed out in another tab, expired): the
+  // request was redirected to the sign-in page, which would be swapped into the page. Go there
+  // instead, and come back to this page (not to the fragment asked for) once signed in.
+  const login = "/login/";
+  const answered = new URL(d.xhr.responseURL || location.href, location.href).pathname;
+  const asked = new URL((d.requestConfig && d.requestConfig.path) || location.href, location.href).pathname;
+  if (answered === login && asked !== login) {
+    d.shouldSwap = false;
+    location.assign(`${login}?next=${encodeURIComponent(location.pathname + location.search)}`);
+    return;
+  }
   if (status < 400) return;
   const type = d.xhr.getResponseHeader("Content-Type") || "";
   const body = d.serverResponse || "";

@@ -251,3 +251,29 @@ def test_the_graph_list_shows_a_change_the_runtime_observes_without_a_reload(pag
     expect(row).to_contain_text("Ready")
     assert page.input_value("input[name=namespace]") == "typed-not-sent"
     assert page.problems == []
+
+
+def test_a_session_that_ends_while_a_page_is_open_leads_to_the_sign_in_page_and_back(page):
+    """The rows' next fetch is redirected to the sign-in page: the page goes there (the sign-in
+    page is never swapped into the table), and signing in comes back to the list, not to the
+    fragment that was asked for."""
+    from playwright.sync_api import expect
+
+    from graphs.runtimes.base import Observation, PodStatus
+    from graphs.status_cache import observation_record
+    from tests.conftest import PASSWORD
+
+    graph = factories.graph("listed", model="m", backend="mocker", pool=PoolFields(gpus=0))
+    deployment = factories.deployed(graph, state="progressing", observed=None)
+    _open(page, "/graphs/?q=listed")
+    page.context.clear_cookies()  # the session is gone (signed out elsewhere, expired)
+    observation_record(deployment, Observation(state="ready", pods=[
+        PodStatus(name="listed-decode-0", service="decode", role="decode", phase="Running", ready=True)]),
+        observed_generation=1)
+    page.wait_for_url("**/login/?next=%2Fgraphs%2F%3Fq%3Dlisted", timeout=10_000)
+    assert page.locator("#graph-rows").count() == 0
+    page.fill("input[name=username]", "operator")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/graphs/?q=listed", timeout=10_000)
+    expect(page.locator("#graph-rows tr", has_text="listed")).to_contain_text("1/1")

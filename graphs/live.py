@@ -225,10 +225,8 @@ async def graph_events(request, name: str):
     if not isinstance(opened, tuple):
         return opened  # the login redirect
     graph_id, version = opened
-    if not asgi:  # WSGI: what changed, if anything, then "end": the page polls instead (static/js/app.js)
-        body = [f"retry: {RETRY_MS}\n\n".encode()] + ([_event(version)] if version and version != _known(request)
-                                                       else []) + [END]
-        return _stream(iter(body))
+    if not asgi:
+        return _answered_once(_event(version) if version and version != _known(request) else None)
     return _stream(_push(graph_id, version, _known(request)))
 
 
@@ -263,6 +261,12 @@ async def _woken(wake: asyncio.Event):
             continue
         wake.clear()
         yield None
+
+
+def _answered_once(event: bytes | None) -> StreamingHttpResponse:
+    """WSGI, which cannot hold a stream: what changed, if anything, then "end": the page polls
+    instead (static/js/app.js)."""
+    return _stream(iter([f"retry: {RETRY_MS}\n\n".encode(), *([event] if event else []), END]))
 
 
 def _stream(body) -> StreamingHttpResponse:
@@ -312,9 +316,7 @@ async def graph_list_events(request):
         return opened  # the login redirect
     ids, version = opened
     if not asgi:
-        body = [f"retry: {RETRY_MS}\n\n".encode()] + ([_rows_event(version)] if version != _known(request)
-                                                       else []) + [END]
-        return _stream(iter(body))
+        return _answered_once(_rows_event(version) if version != _known(request) else None)
     return _stream(_push_list(request.GET.copy(), ids, version, _known(request)))
 
 

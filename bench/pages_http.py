@@ -1,4 +1,5 @@
-"""Pages as users meet them: the product served as `make up` serves it (uvicorn, DEBUG off),
+"""Pages as users meet them: the product served as `make up` serves it (`manage.py web`: nginx
+in front of one uvicorn process per worker, DEBUG off),
 on PostgreSQL, with 500 graphs and 5,000 pods in the status cache (--graphs, --pods-per-graph,
 --history-per-graph: the fleet), 8 logged-in clients at once over real HTTP.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.server
+import json
 import os
 import socket
 import statistics
@@ -45,7 +47,7 @@ from bench import charts, record  # noqa: E402
 GOALS_MS = {"chart": 250, "overview_data": 250}
 BALANCED = "nginx least_conn over single-worker uvicorn processes"
 VARIANT = "uvicorn with "
-BASELINE = "uvicorn, the code of commit "
+BASELINE = "the code of commit "
 PAGES = ("list", "detail", "status", "api_list", "overview", "chart", "overview_data", "list_filtered",
          "api_filtered", "api_labelled", "api_list_end")
 DEFAULT_GOAL_MS = 50
@@ -326,15 +328,17 @@ def wait_healthy(proc: subprocess.Popen, port: int) -> None:
 
 
 def start_web(env: dict[str, str], port: int, workers: int, tree: Path = ROOT) -> subprocess.Popen:
-    """The web process exactly as `manage.py up` starts it (its own web_command: uvicorn
-    --workers as it ships, and the shared file cache it gives several workers), on ``port``;
-    ``tree``: another checkout's code instead of this one's (--baseline)."""
-    from controlplane.management.commands.up import web_command
-
+    """The web server exactly as `manage.py up` starts it (its own web_command: nginx in front of
+    one uvicorn process per worker, and the shared file cache it gives several workers), on
+    ``port``; ``tree``: another checkout's code instead of this one's (--baseline), started as
+    that checkout's own `manage.py up` starts it."""
     env = {**os.environ, **env, "WEB_WORKERS": str(workers), "PYTHONPATH": str(tree)}
     if workers > 1:
         env.setdefault("CACHE_URL", f"file://{Path(env['CONTROLPLANE_VAR_DIR']) / 'cache'}")
-    argv = web_command("127.0.0.1", port, workers)
+    asked = ("import json, django; django.setup(); from controlplane.management.commands.up import web_command; "
+             f"print(json.dumps(web_command('127.0.0.1', {port}, {workers})))")
+    argv = json.loads(subprocess.run([sys.executable, "-c", asked], cwd=tree, env=env, capture_output=True, text=True,
+                                     check=True).stdout.strip().splitlines()[-1])
     proc = subprocess.Popen(argv, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_healthy(proc, port)
     return proc
@@ -580,8 +584,8 @@ def main() -> int:
         "setup": {"clients": args.clients, "seconds_per_page": args.seconds, "rounds": args.rounds,
                   "web_workers": args.workers,
                   "load_generator": "wrk (one thread, keep-alive connections, closed loop)",
-                  "server": "manage.py up's web command (python -m uvicorn controlplane.asgi:application "
-                            "--workers N, as it ships), DEBUG off",
+                  "server": "manage.py up's web command (manage.py web: Debian's nginx, least_conn, in front of "
+                            "N single-worker uvicorn processes), DEBUG off; the baseline: that commit's own",
                   "compared_with": ([f"{ALTERNATIVES[name][0]} ({version(name)}, N workers, as it ships)"
                                      for name in others]
                                     + ([f"{BALANCED} (N processes, Debian's nginx, round for round)"]

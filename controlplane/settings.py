@@ -292,7 +292,8 @@ OPERATION_FAULT_DELAY = float(env("OPERATION_FAULT_DELAY", "0"))  # fault tests:
 
 # The local runtime: where graphs' processes keep their logs, discovery folders and models,
 # and the port range it hands out to graphs.
-# Web processes (uvicorn --workers): one per core by default; containers set WEB_CONCURRENCY.
+# Web processes (manage.py web: nginx in front of one uvicorn each): one per core by default; containers
+# set WEB_CONCURRENCY.
 WEB_WORKERS = max(1, int(env("WEB_WORKERS", env("WEB_CONCURRENCY", str(
     len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))))))
 

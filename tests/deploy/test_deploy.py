@@ -445,7 +445,7 @@ def test_web_is_probed_on_healthz(overlay):
     for probe in ("readinessProbe", "livenessProbe"):
         get = web[probe]["httpGet"]
         assert get["path"] == "/healthz"
-        assert ports[get["port"]] == port, f"{probe} must hit uvicorn's --port"
+        assert ports[get["port"]] == port, f"{probe} must hit the web server's --port"
         hosts = [h["value"] for h in get.get("httpHeaders") or [] if h["name"].lower() == "host"]
         assert hosts and hosts[0] in allowed, f"{probe}: the Host header must be in DJANGO_ALLOWED_HOSTS"
     assert one(objects, "Deployment", "web")["spec"]["replicas"] >= 2
@@ -515,7 +515,7 @@ def _entry(command: list[str]) -> str:
 def test_commands_run_real_entry_points(overlay):
     commands = sorted({tuple(c["command"]) for _w, _s, c in ours(render(overlay))})
     assert {_entry(list(c)) for c in commands} == {
-        "uvicorn", "celery worker", "celery beat",
+        "manage.py web", "celery worker", "celery beat",
         "manage.py runoperator", "manage.py migrate", "manage.py bootstrap"}
     for command in commands:
         _check_command(list(command))
@@ -527,13 +527,16 @@ def test_dockerfile_cmd_is_the_web_command():
     assert json.loads(cmd) == web["command"]
 
 
-def test_the_deployed_web_process_keeps_the_timeouts_make_up_uses():
+def test_the_deployed_web_process_is_the_one_make_up_starts_with_its_timeouts():
     """A 5 s keep-alive resets a form POST sent as the server closes the connection, and a 5 s
-    healthcheck kills a busy worker mid-request: deploy/ runs uvicorn with make up's timeouts."""
-    from controlplane.management.commands.up import WEB_TIMEOUTS, web_command
+    healthcheck kills a busy worker mid-request: deploy/ runs `manage.py web` as make up does,
+    whose uvicorn processes keep make up's timeouts."""
+    from controlplane.management.commands.up import web_command
+    from controlplane.webserver import WEB_TIMEOUTS, uvicorn_command
 
     web = one(render(OVERLAYS[0]), "Deployment", "web")["spec"]["template"]["spec"]["containers"][0]
-    for command in (web["command"], web_command("127.0.0.1", 8000, 2)):
+    assert web["command"][1:3] == web_command("127.0.0.1", 8000, 2)[1:3] == ["manage.py", "web"]
+    for command in (uvicorn_command("127.0.0.1", 8001), uvicorn_command("0.0.0.0", 8000, workers=2)):
         pairs = dict(itertools.pairwise(command))
         for flag, value in zip(WEB_TIMEOUTS[::2], WEB_TIMEOUTS[1::2], strict=True):
             assert pairs.get(flag) == value, (flag, command)

@@ -20,28 +20,18 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from controlplane import webserver
 from controlplane.example_graph import ExampleGraph
 from graphs.runtimes.local.engine_env import engine_env, engine_python
 from graphs.runtimes.local.planner_executor import etcd_binary
 from metrics.localprom import find_binary
 
-WEB_TIMEOUTS = ("--timeout-keep-alive", "75", "--timeout-worker-healthcheck", "30")
-
 
 def web_command(host: str, port: int, workers: int | None = None) -> list[str]:
-    """The web process: uvicorn as it ships (uvloop and httptools, which it picks itself), with
-    ``--workers``. It believes X-Forwarded-For (the client address behind login throttling) only
-    from the proxies in FORWARDED_ALLOW_IPS: from none by default, where uvicorn alone would
-    trust any client on 127.0.0.1."""
-    # One web process per core: a Django page is CPU-bound Python, one process serves one at a time.
-    # Keep-alive outlives the client's idle timeout (browsers, ingress-nginx's 60 s upstream
-    # keep-alive), so the client closes an idle connection first: with uvicorn's 5 s, a request
-    # sent as the server closes is reset, and a form POST is not retried. On a busy host a worker
-    # can miss uvicorn's 5 s healthcheck; the supervisor then kills it mid-request (SIGKILL).
-    argv = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", host, "--port", str(port),
-            "--no-access-log", "--workers", str(workers or settings.WEB_WORKERS), *WEB_TIMEOUTS]
-    proxies = settings.FORWARDED_ALLOW_IPS.strip()
-    return argv + (["--proxy-headers", "--forwarded-allow-ips", proxies] if proxies else ["--no-proxy-headers"])
+    """The web server (``manage.py web``, controlplane/webserver.py): nginx in front of one
+    uvicorn process per core, each request to the least busy."""
+    return [sys.executable, "manage.py", "web", "--host", host, "--port", str(port),
+            "--workers", str(workers or settings.WEB_WORKERS)]
 
 
 class Command(BaseCommand):
@@ -92,15 +82,18 @@ class Command(BaseCommand):
             self.provision_prometheus()
         if find_binary():
             commands["prometheus"] = [py, "manage.py", "runprometheus"]
-        if etcd_binary() is None and not no_provision:
-            # A graph with Dynamo's Planner keeps its decisions in etcd: without it they never run.
-            self.provision("etcd", "etcd (for graphs with Dynamo's Planner)")
         else:
             self.stderr.write(
                 f"Prometheus is not installed ({settings.PROMETHEUS_BINARY!r} is not on PATH nor in "
                 f"{settings.TOOLS_DIR}), so local graphs get no latency charts. Run `scripts/services.sh prometheus` "
                 "(Debian/Ubuntu), or install Prometheus and set PROMETHEUS_BINARY; or point PROMETHEUS_URL at a "
                 f"server that scrapes them (now {settings.PROMETHEUS_URL}).")
+        if etcd_binary() is None and not no_provision:
+            # A graph with Dynamo's Planner keeps its decisions in etcd: without it they never run.
+            self.provision("etcd", "etcd (for graphs with Dynamo's Planner)")
+        if settings.WEB_WORKERS > 1 and webserver.nginx_binary() is None and not no_provision:
+            # It hands each request to the least busy web process (controlplane/webserver.py).
+            self.provision("nginx", "nginx (in front of the web processes)")
         env = dict(os.environ)
         if settings.WEB_WORKERS > 1 and not settings.CACHE_URL:
             # Several web processes share rate limits and cached Prometheus answers through files.

@@ -220,10 +220,9 @@ class Stack:
         logs.mkdir(exist_ok=True)
         celery = [PY, "-m", "celery", "-A", "controlplane"]
         commands = {
-            # as deploy/ runs it: stock uvicorn with 2 workers (controlplane.management.commands.up)
-            "web": [PY, "-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1",
-                    "--port", str(self.web_port), "--workers", "2", "--no-access-log", "--no-proxy-headers",
-                    "--timeout-keep-alive", "75", "--timeout-worker-healthcheck", "30"],
+            # as deploy/ runs it: nginx in front of 2 uvicorn processes (controlplane/webserver.py)
+            "web": [PY, "manage.py", "web", "--host", "127.0.0.1", "--port", str(self.web_port), "--workers", "2",
+                    "--timeout-graceful-shutdown", "20"],
             "worker-1": [*celery, "worker", "--concurrency", "2", "-n", "w1@%h", "--loglevel", "WARNING"],
             "worker-2": [*celery, "worker", "--concurrency", "2", "-n", "w2@%h", "--loglevel", "WARNING"],
             "beat": [*celery, "beat", "--loglevel", "WARNING", "--schedule", str(self.root / "celerybeat-schedule")],

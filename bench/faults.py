@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # as a script too: python bench/faults.py
 from bench import record
@@ -236,7 +237,10 @@ class Load:
 # --- the faults ------------------------------------------------------------------------------
 
 def _kill_child(stack: Stack, name: str) -> str:
+    """One of ``name``'s worker processes (web: a uvicorn process, not nginx)."""
     children = stack.processes[name].children()
+    with contextlib.suppress(psutil.Error):
+        children = [c for c in children if "uvicorn" in " ".join(c.cmdline())] or children
     if not children:
         return f"{name} had no child process"
     victim = random.choice(children)

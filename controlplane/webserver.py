@@ -10,8 +10,9 @@ at 5,000 graphs, the same page's throughput then went from round to round betwee
 
 * One core, or nginx nowhere to be found: uvicorn alone (``--workers N``), as before, and it
   says why.
-* A process that stops is started again (nginx sends requests to the others meanwhile); one
-  that stops within ``CRASH_S`` of its start ``CRASH_LIMIT`` times in a row stops the server.
+* A process that stops is started again (nginx sends requests to the others meanwhile), by a
+  supervisor that holds no Django (controlplane/websupervisor.py: ``manage.py web`` works out
+  the plan here, then becomes it).
 * The client's address (login throttling, the audit log): nginx sends its TCP peer as
   X-Forwarded-For, and the processes believe X-Forwarded-For only from nginx. With proxies in
   FORWARDED_ALLOW_IPS, nginx appends the peer to the chain they sent and the processes walk it
@@ -22,15 +23,13 @@ at 5,000 graphs, the same page's throughput then went from round to round betwee
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from string import Template
 
@@ -43,7 +42,7 @@ from django.conf import settings
 # mid-request (SIGKILL).
 WEB_TIMEOUTS = ("--timeout-keep-alive", "75", "--timeout-worker-healthcheck", "30")
 TEMPLATE = Path(__file__).with_name("web-nginx.conf")
-CRASH_S, CRASH_LIMIT = 10.0, 3
+SUPERVISOR = Path(__file__).with_name("websupervisor.py")
 
 
 def nginx_binary() -> str | None:
@@ -103,96 +102,23 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return True
-        except OSError:
-            time.sleep(0.2)
-    return False
 
 
-class Server:
-    """nginx in front of ``workers`` uvicorn processes, supervised until a signal stops it."""
+def plan(host: str, port: int, workers: int, nginx: str, graceful_s: int | None = None) -> dict:
+    """What controlplane/websupervisor.py starts: ``workers`` uvicorn processes on free loopback
+    ports, believing X-Forwarded-For from nginx (and the proxies it believes), then nginx with its
+    configuration written under VAR_DIR."""
+    proxies = settings.FORWARDED_ALLOW_IPS
+    trusted = ",".join(filter(None, ["127.0.0.1", proxies.strip()]))
+    ports = free_ports(workers)
+    prefix = Path(tempfile.mkdtemp(prefix="web-nginx-", dir=settings.VAR_DIR))
+    conf = prefix / "nginx.conf"
+    conf.write_text(nginx_conf(host, port, ports, prefix, proxies))
+    return {"backends": [uvicorn_command("127.0.0.1", p, trusted=trusted, graceful_s=graceful_s) for p in ports],
+            "ports": ports, "cwd": str(settings.BASE_DIR), "graceful_s": graceful_s,
+            "nginx": [nginx, "-e", "stderr", "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"]}
 
-    def __init__(self, host: str, port: int, workers: int, nginx: str, graceful_s: int | None = None,
-                 log=print) -> None:
-        self.host, self.port, self.workers, self.nginx, self.graceful_s = host, port, workers, nginx, graceful_s
-        self.log = log
-        self.proxies = settings.FORWARDED_ALLOW_IPS
-        self.trusted = ",".join(filter(None, ["127.0.0.1", self.proxies.strip()]))
-        self.ports = free_ports(workers)
-        self.backends: list[subprocess.Popen | None] = [None] * workers
-        self.started = [0.0] * workers
-        self.crashes = [0] * workers
-        self.front: subprocess.Popen | None = None
-        self.stopping = False
 
-    def _start_backend(self, i: int) -> subprocess.Popen:
-        argv = uvicorn_command("127.0.0.1", self.ports[i], trusted=self.trusted, graceful_s=self.graceful_s)
-        self.backends[i] = proc = subprocess.Popen(argv, cwd=settings.BASE_DIR)
-        self.started[i] = time.monotonic()
-        return proc
-
-    def run(self) -> int:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._on_signal)
-        try:
-            return self._serve()
-        finally:
-            self.stop(1)  # after anything that went wrong; nothing left to stop otherwise
-
-    def _serve(self) -> int:
-        for i in range(self.workers):
-            self._start_backend(i)
-        for i, proc in enumerate(self.backends):
-            if not _wait_listening(self.ports[i], proc, 120):
-                self.log(f"web: process {i + 1} did not start (status {proc.poll()}); stopping")
-                return self.stop(1)
-        prefix = Path(tempfile.mkdtemp(prefix="web-nginx-", dir=settings.VAR_DIR))
-        conf = prefix / "nginx.conf"
-        conf.write_text(nginx_conf(self.host, self.port, self.ports, prefix, self.proxies))
-        self.front = subprocess.Popen([self.nginx, "-e", "stderr", "-p", str(prefix), "-c", str(conf),
-                                       "-g", "daemon off;"])
-        self.log(f"web: nginx on {self.host}:{self.port} in front of {self.workers} uvicorn processes "
-                 f"(127.0.0.1:{', '.join(map(str, self.ports))}), each request to the least busy")
-        while not self.stopping:
-            if self.front.poll() is not None:
-                self.log(f"web: nginx stopped (status {self.front.returncode}); stopping")
-                return self.stop(1)
-            for i, proc in enumerate(self.backends):
-                if proc.poll() is None:
-                    continue
-                quick = time.monotonic() - self.started[i] < CRASH_S
-                self.crashes[i] = self.crashes[i] + 1 if quick else 1
-                if self.crashes[i] >= CRASH_LIMIT:
-                    self.log(f"web: process {i + 1} stopped {CRASH_LIMIT} times within {CRASH_S:g} s of its "
-                             f"start (status {proc.returncode}); stopping")
-                    return self.stop(1)
-                self.log(f"web: process {i + 1} stopped (status {proc.returncode}); starting it again")
-                self._start_backend(i)
-            time.sleep(0.5)
-        return self.stop(0)
-
-    def _on_signal(self, *_):
-        self.stopping = True
-
-    def stop(self, code: int) -> int:
-        self.stopping = True
-        if self.front is not None and self.front.poll() is None:
-            self.front.send_signal(signal.SIGQUIT)  # nginx's graceful stop
-        for proc in self.backends:
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-        deadline = time.monotonic() + (self.graceful_s or 20) + 5
-        for proc in [self.front, *self.backends]:
-            if proc is None:
-                continue
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return code
+def supervisor_command(the_plan: dict) -> list[str]:
+    """The supervisor, run by path in isolated mode: no Django, no Celery, no application."""
+    return [sys.executable, "-I", str(SUPERVISOR), json.dumps(the_plan)]

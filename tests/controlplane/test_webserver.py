@@ -98,6 +98,8 @@ def test_nginx_hands_each_request_on_one_connection_to_the_least_busy_process(se
     proc, url, _ = served
     backends = _backends(proc)
     assert len(backends) == 2
+    # The process that watches them holds no Django (each of them holds ~100 MB of it).
+    assert psutil.Process(proc.pid).memory_info().rss < 40 * 2**20
     assert any("nginx" in p.name() for p in psutil.Process(proc.pid).children())
     with httpx.Client() as client:  # one keep-alive connection: uvicorn --workers gives it to one worker
         for _ in range(50):  # each process's first requests load what it serves with

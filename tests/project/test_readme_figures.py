@@ -147,7 +147,7 @@ _CHANGES = ('arms[0].changes."a: revision changing every worker pool".{0}',
 # found by the start of its "measure" cell.
 _LIVE = ("pushed (this commit)", "polled every 2 s (commit e026c0a)")  # bench/live.py's arms
 # bench/pages_http.py's fleet: the baseline arm, and the narrowed pages in the order the README quotes them
-_FLEET_BASE = "prometheus up, uvicorn, the code of commit 40c9d6f"
+_FLEET_BASE = "prometheus up, the code of commit d8d808c"
 _NARROWED = ("list_filtered", "api_filtered", "api_labelled", "api_list_end", "overview")
 # bench/watch_churn.py's arms
 _CHURN = ("this code", "this code, free GPUs counted every cycle", "the code of commit 40c9d6f")
@@ -191,7 +191,7 @@ PLACES: dict[str, list[str]] = {
     "the same fleet: SQL queries per page": [f"sql_queries.at_5000_graphs.{p}" for p in (
         "list", "detail", "status", "api_list", "list_filtered", "api_filtered", "api_labelled", "api_list_end",
         "overview")],
-    "the same fleet: the web server's memory": ['web_memory_mb."prometheus up"'],
+    "the same fleet: the web server's memory": ['web_memory_mb."prometheus up"', f'web_memory_mb."{_FLEET_BASE}"'],
     "the same pages at a tenth of the fleet": ['web_memory_mb."prometheus up"'],
     "the cluster watchers under churn": [f'results."{_CHURN[0]}".lag_ms.{p}' for p in ("p50", "p95", "p99")]
     + [f'results."{_CHURN[1]}".lag_ms.p95', f'results."{_CHURN[2]}".lag_ms.p50', f'results."{_CHURN[2]}".lag_ms.p95',

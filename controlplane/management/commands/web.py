@@ -4,6 +4,7 @@ deploy/kustomize start."""
 from __future__ import annotations
 
 import os
+import sys
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -36,7 +37,8 @@ class Command(BaseCommand):
             argv = webserver.uvicorn_command(host, port, workers=workers, trusted=settings.FORWARDED_ALLOW_IPS,
                                              graceful_s=graceful_s)
             os.chdir(settings.BASE_DIR)
+            sys.stderr.flush()
             os.execv(argv[0], argv)  # noqa: S606 - uvicorn in place of this process, no shell
-        server = webserver.Server(host, port, workers, nginx, graceful_s,
-                                  log=lambda line: self.stderr.write(line))
-        raise SystemExit(server.run())
+        argv = webserver.supervisor_command(webserver.plan(host, port, workers, nginx, graceful_s))
+        sys.stderr.flush()
+        os.execv(argv[0], argv)  # noqa: S606 - the supervisor in place of this process, no shell

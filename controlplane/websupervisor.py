@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-CRASH_S, CRASH_LIMIT = 10.0, 3
+CRASH_S, CRASH_LIMIT, BACKOFF_MAX_S = 10.0, 3, 30.0
 
 
 def _log(line: str) -> None:
@@ -37,9 +37,12 @@ def _wait_listening(port: int, proc: subprocess.Popen, timeout: float) -> bool:
 
 class Supervisor:
     """nginx in front of the uvicorn processes, until SIGTERM or SIGINT. A process that stops is
-    started again (nginx sends requests to the others meanwhile); one that stops within
-    ``CRASH_S`` of its start ``CRASH_LIMIT`` times in a row stops the server. Stopping: nginx
-    finishes the requests it has (its graceful stop, at most 20 s), the processes theirs."""
+    started again while nginx sends requests to the others: at once, or, when it stopped within
+    ``CRASH_S`` of its start, after a back-off doubling from 0.5 s to ``BACKOFF_MAX_S`` (a
+    process that cannot start on a full disk waits for room, and the others keep serving). When
+    every process has stopped that way ``CRASH_LIMIT`` times in a row, nothing serves: the server
+    stops, and says why (a container's restart policy takes over). Stopping: nginx finishes the
+    requests it has (its graceful stop, at most 20 s), the processes theirs."""
 
     def __init__(self, plan: dict) -> None:
         self.argvs: list[list[str]] = plan["backends"]
@@ -50,6 +53,7 @@ class Supervisor:
         self.backends: list[subprocess.Popen | None] = [None] * len(self.argvs)
         self.started = [0.0] * len(self.argvs)
         self.crashes = [0] * len(self.argvs)
+        self.restart_at = [0.0] * len(self.argvs)
         self.front: subprocess.Popen | None = None
         self.stopping = False
 
@@ -80,17 +84,26 @@ class Supervisor:
             if self.front.poll() is not None:
                 _log(f"nginx stopped (status {self.front.returncode}); stopping")
                 return 1
+            now = time.monotonic()
             for i, proc in enumerate(self.backends):
+                if proc is None:
+                    if now >= self.restart_at[i]:
+                        self._start_backend(i)
+                    continue
                 if proc.poll() is None:
                     continue
-                quick = time.monotonic() - self.started[i] < CRASH_S
+                quick = now - self.started[i] < CRASH_S
                 self.crashes[i] = self.crashes[i] + 1 if quick else 1
-                if self.crashes[i] >= CRASH_LIMIT:
-                    _log(f"process {i + 1} stopped {CRASH_LIMIT} times within {CRASH_S:g} s of its start "
-                         f"(status {proc.returncode}); stopping")
+                self.backends[i] = None
+                if all(c >= CRASH_LIMIT for c in self.crashes):
+                    _log(f"every process stopped {CRASH_LIMIT} times within {CRASH_S:g} s of its start (process "
+                         f"{i + 1}: status {proc.returncode}); stopping")
                     return 1
-                _log(f"process {i + 1} stopped (status {proc.returncode}); starting it again")
-                self._start_backend(i)
+                # Back off as the kubelet does while the others serve: a full disk, say, passes.
+                delay = min(BACKOFF_MAX_S, 0.5 * 2 ** (self.crashes[i] - 1)) if quick else 0.0
+                self.restart_at[i] = now + delay
+                _log(f"process {i + 1} stopped (status {proc.returncode}); starting it again"
+                     + (f" in {delay:g} s" if delay else ""))
             time.sleep(0.5)
         return 0
 

@@ -221,3 +221,42 @@ def test_the_nginx_configuration_has_every_placeholder_filled(tmp_path):
     checked = subprocess.run([binary, "-e", "stderr", "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
                              capture_output=True, text=True, env={**os.environ})
     assert checked.returncode == 0, checked.stderr
+
+
+# The supervisor alone (the standard library only), with stand-ins for uvicorn and nginx: a
+# process that listens on its port and then serves for ``life`` seconds, or for good.
+LISTENER = ("import socket, sys, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(float(sys.argv[2])); sys.exit(3)")
+
+
+def _supervise(tmp_path: Path, lives: list[float]) -> tuple[subprocess.Popen, Path]:
+    from controlplane import webserver as ws
+
+    ports = ws.free_ports(len(lives))
+    plan = {"backends": [[sys.executable, "-c", LISTENER, str(p), str(life)] for p, life in zip(ports, lives,
+                                                                                               strict=True)],
+            "ports": ports, "cwd": str(tmp_path), "graceful_s": 1,
+            "nginx": [sys.executable, "-c", "import time; time.sleep(600)"]}
+    log = tmp_path / "supervisor.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(ws.supervisor_command(plan), stdout=out, stderr=subprocess.STDOUT)
+    return proc, log
+
+
+def test_a_process_that_cannot_stay_up_is_retried_with_a_back_off_while_the_others_serve(tmp_path):
+    proc, log = _supervise(tmp_path, [600, 0.2])
+    try:
+        time.sleep(6)
+        assert proc.poll() is None, log.read_text()  # the other process serves: the server stays
+        text = log.read_text()
+        for delay in ("0.5", "1", "2"):
+            assert f"process 2 stopped (status 3); starting it again in {delay} s" in text, text
+    finally:
+        proc.terminate()
+        assert proc.wait(15) == 0
+
+
+def test_when_no_process_can_stay_up_the_server_stops_and_says_why(tmp_path):
+    proc, log = _supervise(tmp_path, [0.2, 0.2])
+    assert proc.wait(30) == 1
+    assert "every process stopped 3 times within 10 s of its start" in log.read_text()

@@ -211,7 +211,7 @@ PLACES: dict[str, list[str]] = {
     "Planner decision published to acknowledged": ["median_seconds", "max_seconds"],
     "API fuzzing, all 14 schemathesis checks": ["cases", "operations", "failures"],
     "API fuzzing with random data": ["cases", "operations", "failures"],
-    "13 faults one after another": ["sum(faults[].operations.lost)", "sum(values(doubled))",
+    "17 faults one after another": ["sum(faults[].operations.lost)", "sum(values(doubled))",
                                     "sum(faults[].operations.stuck)", "data_lost.revisions",
                                     "data_lost.operations_without_audit_row", "data_lost.conversations"],
     "the same: 500 answers": ['sum(faults[].answers."5xx_by_kind".*."500"[])', 'sum(faults[].answers."503")',

@@ -11,7 +11,7 @@ arm is left out:
     python3 -m venv var/bench-litellm && var/bench-litellm/bin/pip install 'litellm[proxy]==1.108.7'
     python bench/proxy.py --litellm var/bench-litellm/bin/litellm    # the default path; '' skips it
 
-Starts the product with ``manage.py up`` (what ``make up`` runs: uvicorn --workers, Celery
+Starts the product with ``manage.py up`` (what ``make up`` runs: ``manage.py web``, Celery
 worker, operator, the example graph "demo" on the local runtime: a real frontend with mocker
 prefill and decode workers) in a temporary var folder with the embedded defaults, makes an API
 token for the admin with benchmark-sized limits, starts Debian's nginx (scripts/services.sh

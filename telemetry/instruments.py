@@ -4,7 +4,8 @@ prometheus-client in multiprocess mode: its value files live in PROMETHEUS_MULTI
 (METRICS_MULTIPROC_DIR in the settings, under the var folder), which must be set before
 prometheus_client is first imported: controlplane/settings.py sets it, so every process that
 loads the settings first (manage.py, uvicorn through controlplane.asgi, Celery) records here.
-Several web workers (uvicorn --workers) each write their own files; a scrape of any of them
+Several web processes (manage.py web's uvicorn processes) each write their own files; a
+scrape of any of them
 sums them (exposition.py).
 
 The playground's per-request observations (its added latency, upstream TTFT, requests, streams

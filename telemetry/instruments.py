@@ -5,8 +5,7 @@ prometheus-client in multiprocess mode: its value files live in PROMETHEUS_MULTI
 prometheus_client is first imported: controlplane/settings.py sets it, so every process that
 loads the settings first (manage.py, uvicorn through controlplane.asgi, Celery) records here.
 Several web processes (manage.py web's uvicorn processes) each write their own files; a
-scrape of any of them
-sums them (exposition.py).
+scrape of any of them sums them (exposition.py).
 
 The playground's per-request observations (its added latency, upstream TTFT, requests, streams
 in flight) are kept in this process and written by a small thread at most FLUSH_SECONDS after

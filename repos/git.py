@@ -17,6 +17,7 @@ import signal
 import stat
 import subprocess
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +90,7 @@ class Mirror:
 
     # -- running git ---------------------------------------------------------------------
     def _run(self, *args: str, input: bytes | None = None, env: dict | None = None, remote: bool = False,
-             check: bool = True) -> subprocess.CompletedProcess:
+             check: bool = True, deadline: float | None = None) -> subprocess.CompletedProcess:
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         base_env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
                          "HOME": str(self.path.parent),
@@ -102,6 +103,8 @@ class Mirror:
         # A person waiting on Sync now: the whole exchange with the host, not each of its
         # requests, ends by the interactive bound (a fetch is two HTTP requests, each may stall).
         timeout = INTERACTIVE_TIMEOUT if remote and self.interactive else TIMEOUT
+        if deadline is not None:  # what is left of a bound that several git processes share
+            timeout = max(0.5, min(timeout, deadline - time.monotonic()))
         with self._credentials(remote) as cred_env:
             base_env.update(cred_env)
             argv = ["git", "--git-dir", str(self.path), *args]
@@ -120,7 +123,8 @@ class Mirror:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.communicate()
-                raise GitError(f"git {args[0]} gave no answer in {timeout} s" + (
+                bound = INTERACTIVE_TIMEOUT if deadline is not None else timeout  # the bound it shares
+                raise GitError(f"git {args[0]} gave no answer in {bound:g} s" + (
                     "; the periodic sync goes on trying" if timeout != TIMEOUT else "")) from None
             done = subprocess.CompletedProcess(argv, proc.returncode, out, err)
         if check and done.returncode != 0:
@@ -202,14 +206,21 @@ class Mirror:
                 raise GitError("the mirror could not be made on the control plane's disk (full, read-only, or "
                                "something else in its place under var/repos/): see the worker's log") from None
         self._run("config", "remote.origin.url", self.url)
+        # Sync now's bound is the whole fetch's: a first fetch that gave up on a stalled host
+        # (git's own stall bound, 10 s) left the retry below only what remained of the 12 s.
+        # Each given the whole bound, a paused host kept the person waiting 22 s.
+        deadline = time.monotonic() + INTERACTIVE_TIMEOUT if self.interactive else None
         done = self._run("fetch", "--quiet", "--prune", "--no-tags", "origin",
-                         f"+refs/heads/{self.branch}:{self.remote_ref}", remote=True, check=False)
+                         f"+refs/heads/{self.branch}:{self.remote_ref}", remote=True, check=False, deadline=deadline)
         if done.returncode != 0 and "couldn't find remote ref" in done.stderr.decode("utf-8", "replace"):
             raise GitError(f"the repository has no branch {self.branch!r} (an empty repository has none "
                            "until its first push)")
         if done.returncode != 0:
+            if deadline is not None and deadline - time.monotonic() < 1:
+                raise GitError(f"git fetch gave no answer in {INTERACTIVE_TIMEOUT} s; the periodic sync goes on "
+                               "trying")
             self._run("fetch", "--quiet", "--no-tags", "origin",
-                      f"+refs/heads/{self.branch}:{self.remote_ref}", remote=True)
+                      f"+refs/heads/{self.branch}:{self.remote_ref}", remote=True, deadline=deadline)
         tip = self.tip()
         if tip is None:
             raise GitError(f"the fetch brought no branch {self.branch!r}")

@@ -145,3 +145,31 @@ def test_sync_now_against_a_silent_host_ends_at_its_bound_with_git_and_its_helpe
     helpers = [p for p in psutil.process_iter(["cmdline"])
                if any(str(silent_host) in part for part in (p.info["cmdline"] or []))]
     assert helpers == []
+
+
+def test_sync_now_s_bound_is_the_whole_fetch_s_a_retry_gets_only_what_remains(users, silent_host, monkeypatch):
+    """A first fetch that gave up on a stalled host by git's own stall bound was retried with the
+    whole bound again: a paused Git host kept a person on Sync now 22 s, past the 12 s it is told
+    (and past a 15 s client timeout in the fault bench)."""
+    from repos.sync import repository_sync
+
+    monkeypatch.setattr(repo_git, "INTERACTIVE_STALL_SECONDS", 3)  # git gives up after 3 s under 1 KB/s
+    monkeypatch.setattr(repo_git, "INTERACTIVE_TIMEOUT", 4)
+    ran: list[tuple[str, float]] = []
+    real = repo_git.Mirror._run
+
+    def timed(self, *args, **kwargs):
+        started = time.monotonic()
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            if kwargs.get("remote"):
+                ran.append((args[0], time.monotonic() - started))
+
+    monkeypatch.setattr(repo_git.Mirror, "_run", timed)
+    repo = repository_create(name="stalling", url=f"http://127.0.0.1:{silent_host}/team/graphs.git",
+                             user=users["admin"])
+    result = repository_sync(repository=repo, wait=False)
+    assert "gave no answer in 4 s" in result.error, (result.error, ran)
+    assert ran[0][0] == "fetch" and ran[0][1] >= 2.5, ran  # the first fetch ended by git's own stall bound
+    assert sum(seconds for _, seconds in ran) < 4 + 0.8, ran  # and the retry had only what was left

@@ -29,7 +29,6 @@ import pwd
 import shutil
 import socket
 import sys
-import tempfile
 from pathlib import Path
 from string import Template
 
@@ -111,7 +110,10 @@ def plan(host: str, port: int, workers: int, nginx: str, graceful_s: int | None 
     proxies = settings.FORWARDED_ALLOW_IPS
     trusted = ",".join(filter(None, ["127.0.0.1", proxies.strip()]))
     ports = free_ports(workers)
-    prefix = Path(tempfile.mkdtemp(prefix="web-nginx-", dir=settings.VAR_DIR))
+    # One folder per port, made anew at each start: a folder per start piled up under var/.
+    prefix = Path(settings.VAR_DIR) / f"web-nginx-{port}"
+    shutil.rmtree(prefix, ignore_errors=True)
+    prefix.mkdir(parents=True)
     conf = prefix / "nginx.conf"
     conf.write_text(nginx_conf(host, port, ports, prefix, proxies))
     return {"backends": [uvicorn_command("127.0.0.1", p, trusted=trusted, graceful_s=graceful_s) for p in ports],

@@ -8,6 +8,7 @@ The graph runs for the whole session, on free loopback ports, in its own discove
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,30 @@ class LiveGraph:
     supervisor: Supervisor
     names: list[str]
     root: Path
+
+    def wait_serving(self, timeout: float = 60.0) -> None:
+        """Until the frontend answers a one-token chat. Listing the model is not enough: the
+        frontend answers 503 "not ready to serve requests yet" while a worker it routes to is
+        away (its discovery lease lapsed on a loaded host, or it is being started again), and
+        the graph is shared by the whole session. Fails with every process's log tail."""
+        import httpx
+
+        body = {"model": self.model, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1}
+        deadline = time.monotonic() + timeout
+        last = ""
+        while True:
+            try:
+                reply = httpx.post(f"{self.endpoint}/v1/chat/completions", json=body, timeout=10)
+                if reply.status_code == 200:
+                    return
+                last = f"{reply.status_code} {reply.text[:300]}"
+            except httpx.HTTPError as exc:
+                last = repr(exc)
+            if time.monotonic() > deadline:
+                tails = "\n".join(f"--- {n}\n{self.supervisor.tail_log(n, 30)}" for n in self.names)
+                raise AssertionError(f"the session's Dynamo graph does not serve after {timeout:.0f} s: "
+                                     f"{last}\n{tails}")
+            time.sleep(0.25)
 
 
 def start_graph(root: Path, *, model: str = MODEL, decode: int = 1, speedup: float = 1.0) -> LiveGraph:

@@ -139,7 +139,8 @@ def make_graph(name: str, model: str, endpoint: str, *, user=None, state: str = 
 
 @pytest.fixture
 def chat_graph(users, dynamo_graph):  # noqa: F811
-    """A graph named pg-test served by the session's real Dynamo frontend."""
+    """A graph named pg-test served by the session's real Dynamo frontend, once it serves."""
+    dynamo_graph.wait_serving()
     return make_graph("pg-test", dynamo_graph.model, dynamo_graph.endpoint, user=users["admin"])
 
 

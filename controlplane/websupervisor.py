@@ -10,7 +10,9 @@ The plan: ``backends`` (one argv per uvicorn process), ``ports`` (where each lis
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -18,6 +20,27 @@ import sys
 import time
 
 CRASH_S, CRASH_LIMIT, BACKOFF_MAX_S = 10.0, 3, 30.0
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+except OSError:
+    _LIBC = None
+
+
+def _dies_with_supervisor(supervisor: int):
+    """For ``Popen(preexec_fn=)``: on Linux the child is sent SIGTERM when the supervisor dies,
+    however it dies (SIGKILL, the OOM killer), so nginx and the processes never outlive it on
+    their ports (a new start would find its port taken). The flag survives the exec of a
+    program that is not setuid; a supervisor already gone before it was set is seen by the
+    parent's pid."""
+    def set_flag() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != supervisor:
+            os.kill(os.getpid(), signal.SIGTERM)
+    return set_flag
 
 
 def _log(line: str) -> None:
@@ -58,7 +81,8 @@ class Supervisor:
         self.stopping = False
 
     def _start_backend(self, i: int) -> subprocess.Popen:
-        self.backends[i] = proc = subprocess.Popen(self.argvs[i], cwd=self.cwd)
+        self.backends[i] = proc = subprocess.Popen(self.argvs[i], cwd=self.cwd,
+                                                   preexec_fn=_dies_with_supervisor(os.getpid()))
         self.started[i] = time.monotonic()
         return proc
 
@@ -77,7 +101,7 @@ class Supervisor:
             if not _wait_listening(self.ports[i], proc, 120):
                 _log(f"process {i + 1} did not start (status {proc.poll()}); stopping")
                 return 1
-        self.front = subprocess.Popen(self.nginx, cwd=self.cwd)
+        self.front = subprocess.Popen(self.nginx, cwd=self.cwd, preexec_fn=_dies_with_supervisor(os.getpid()))
         _log(f"nginx in front of {len(self.argvs)} uvicorn processes (127.0.0.1:"
              f"{', '.join(map(str, self.ports))}), each request to the least busy")
         while not self.stopping:

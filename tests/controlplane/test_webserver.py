@@ -198,6 +198,30 @@ def test_a_stop_stops_nginx_and_every_process(tmp_path):
     assert not alive, [p.cmdline() for p in alive]
 
 
+def test_a_supervisor_killed_outright_takes_nginx_and_every_process_with_it(tmp_path):
+    """SIGKILL (or the OOM killer) gives the supervisor no chance to stop anything: the others
+    are stopped by the kernel's word (PR_SET_PDEATHSIG), and the port is free for the next start."""
+    _nginx_or_fail()
+    proc, url, log = _serve(tmp_path)
+    port = int(url.rsplit(":", 1)[1])
+    children = psutil.Process(proc.pid).children(recursive=True)
+    assert len(_backends(proc)) == 2 and any(p.name() == "nginx" for p in children)
+    proc.kill()
+    proc.wait()
+    log.close()
+    _gone, alive = psutil.wait_procs(children, timeout=30)
+    try:
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        for p in alive:
+            p.kill()
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as nginx binds it
+        s.bind(("127.0.0.1", port))  # nothing listens on the port
+
+
 def test_without_nginx_it_says_so_and_serves_with_uvicorn_alone(tmp_path):
     proc, url, log = _serve(tmp_path, NGINX_BINARY=str(tmp_path / "no-nginx"))
     try:

@@ -33,9 +33,9 @@ class LiveGraph:
 
     def wait_serving(self, timeout: float = 60.0) -> None:
         """Until the frontend answers a one-token chat. Listing the model is not enough: the
-        frontend answers 503 "not ready to serve requests yet" while a worker it routes to is
-        away (its discovery lease lapsed on a loaded host, or it is being started again), and
-        the graph is shared by the whole session. Fails with every process's log tail."""
+        frontend can answer 503 "not ready to serve requests yet" while it lists the model (a
+        full run on a loaded host met it twice, half an hour in, for a reason its logs would
+        tell), and the graph is shared by the whole session. Fails with every process's log tail."""
         import httpx
 
         body = {"model": self.model, "messages": [{"role": "user", "content": "ready?"}], "max_tokens": 1}
